@@ -1,0 +1,3 @@
+from celkeeper.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Command-line entry points (the top layer): argument parsing, output, exit codes."""

@@ -1,0 +1,87 @@
+"""Errors users see. Every error knows where it happened: file, document, field path, line:col.
+
+Nothing here imports anything of celkeeper's; every layer may raise these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a problem is: any part may be unknown (None)."""
+
+    file: str | None = None
+    document: int | None = None  # 1-based index of the YAML/JSON document in the file
+    path: str | None = None  # field path, e.g. spec.targets[0].code[0].source.validations[2].expression
+    line: int | None = None  # 1-based
+    column: int | None = None  # 1-based
+
+    def __str__(self) -> str:
+        parts: list[str] = []
+        if self.file:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
+            parts.append(where)
+        elif self.line is not None:
+            parts.append(f"{self.line}:{self.column or 1}")
+        if self.document is not None and self.file:
+            parts.append(f"document {self.document}")
+        if self.path:
+            parts.append(self.path)
+        return ": ".join(parts)
+
+
+class CelkeeperError(Exception):
+    """Base of every error celkeeper raises on purpose. str() is one clear line for users."""
+
+    def __init__(self, message: str, location: Location | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.location = location or Location()
+
+    def at(self, **where: object) -> CelkeeperError:
+        """The same error with more of its location filled in (fields already known are kept)."""
+        known = {k: v for k, v in where.items() if getattr(self.location, k) is None}
+        err = type(self).__new__(type(self))
+        err.__dict__.update(self.__dict__)
+        Exception.__init__(err, self.message)
+        err.location = replace(self.location, **known)  # type: ignore[arg-type]
+        return err
+
+    def __str__(self) -> str:
+        where = str(self.location)
+        return f"{where}: {self.message}" if where else self.message
+
+
+class CelCompileError(CelkeeperError):
+    """A CEL source that does not compile. line/column are 1-based within the expression source.
+
+    `limit` names the safety limit that was exceeded, if that is why it failed.
+    """
+
+    def __init__(self, message: str, line: int = 1, column: int = 1, limit: str | None = None) -> None:
+        super().__init__(message, Location(line=line, column=column))
+        self.line = line
+        self.column = column
+        self.limit = limit
+
+
+class DocumentError(CelkeeperError):
+    """A file or document that cannot be parsed (YAML/JSON syntax, not a mapping, ...)."""
+
+
+class TemplateError(CelkeeperError):
+    """A ConstraintTemplate that is invalid (structure, names, CEL compile errors)."""
+
+
+class ConstraintError(CelkeeperError):
+    """A constraint that is invalid (unknown kind, parameters against the schema, enforcementAction)."""
+
+
+class ReviewError(CelkeeperError):
+    """A malformed AdmissionReview or admission request."""

@@ -1,0 +1,71 @@
+"""Plain, immutable values shared by every layer: enforcement actions and points, results, decisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Action(StrEnum):
+    """A constraint's enforcement action (spec.enforcementAction), as Gatekeeper spells it."""
+
+    DENY = "deny"
+    DRYRUN = "dryrun"
+    WARN = "warn"
+    SCOPED = "scoped"  # the real action comes from spec.scopedEnforcementActions per enforcement point
+
+
+class EnforcementPoint(StrEnum):
+    """Where a decision is made; scoped enforcement actions select by these names (Gatekeeper's)."""
+
+    WEBHOOK = "validation.gatekeeper.sh"
+    AUDIT = "audit.gatekeeper.sh"
+    CLI = "gator.gatekeeper.sh"
+
+
+class FailurePolicy(StrEnum):
+    FAIL = "Fail"
+    IGNORE = "Ignore"
+
+
+@dataclass(frozen=True)
+class Result:
+    """One violation: a constraint that a reviewed object breaks, with the action that applies."""
+
+    constraint_kind: str
+    constraint_name: str
+    action: Action  # deny, dryrun or warn (scoped already resolved for the enforcement point)
+    message: str
+    template: str = ""  # template name (lowercase kind)
+
+    def line(self) -> str:
+        """The text users see: `[<constraint>] <message>` (Gatekeeper's webhook format)."""
+        return f"[{self.constraint_name}] {self.message}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the policies say about one admission request."""
+
+    results: tuple[Result, ...] = ()
+    # per constraint kind: seconds spent evaluating it (for metrics); filled by review, read by webhook
+    timings: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+
+    @property
+    def denies(self) -> tuple[Result, ...]:
+        return tuple(r for r in self.results if r.action is Action.DENY)
+
+    @property
+    def warnings(self) -> tuple[Result, ...]:
+        return tuple(r for r in self.results if r.action is Action.WARN)
+
+    @property
+    def dryruns(self) -> tuple[Result, ...]:
+        return tuple(r for r in self.results if r.action is Action.DRYRUN)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.denies
+
+    def deny_message(self) -> str:
+        return "\n".join(r.line() for r in self.denies)

@@ -1,0 +1,43 @@
+"""Settings: one immutable value built at the edge (CLI flags, environment) and passed down.
+
+The core never reads the environment itself: the CLI builds Settings from flags and environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+ENGINES = ("cel-expr-python", "cel-python")
+DEFAULT_ENGINE = "cel-expr-python"
+
+
+@dataclass(frozen=True)
+class CelLimits:
+    """Bounds on CEL sources, checked before anything is evaluated (no engine has a cost budget)."""
+
+    max_expression_length: int = 10_000  # characters in one expression
+    max_ast_depth: int = 100  # nesting of the parsed expression
+    max_comprehension_depth: int = 3  # comprehensions nested inside comprehensions (all/exists/map/...)
+    max_literal_length: int = 4_096  # characters/bytes in one string or bytes literal
+    max_aggregate_literal_size: int = 1_000  # elements in one list or map literal
+    max_regex_length: int = 1_000  # characters of a literal regular expression
+
+
+@dataclass(frozen=True)
+class Settings:
+    engine: str = DEFAULT_ENGINE
+    limits: CelLimits = field(default_factory=CelLimits)
+    exempt_namespaces: frozenset[str] = frozenset()
+    ignore_label: str = "admission.celkeeper.io/ignore"
+    # what the webhook answers when it fails internally: "allow" (fail open, Gatekeeper's default) or "deny"
+    failure_mode: str = "allow"
+    max_request_bytes: int = 3 * 1024 * 1024 + 64 * 1024
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown CEL engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
+        if self.failure_mode not in ("allow", "deny"):
+            raise ValueError(f"failure mode must be 'allow' or 'deny', not {self.failure_mode!r}")
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]

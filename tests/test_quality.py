@@ -28,7 +28,7 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_layers_and_engine_imports_follow_the_architecture() -> None:
-    proc = _run(_tool("lint-imports"), "--config", "setup.cfg")
+    proc = _run(_tool("lint-imports"), "setup.cfg")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -8,14 +8,23 @@ Contract (the rest of celkeeper relies on exactly this):
   cache programs by content.
 - `variables` are a template's `spec...source.variables` in order (name -> expression source). Inside
   `source`, `variables.<name>` refers to them; `variables.params` (the constraint's parameters, or
-  null) and `variables.anyObject` (oldObject when object is null, as on DELETE; else object) are built
-  in. A variable is evaluated only when an expression uses it. Variable expressions may use earlier
-  variables.
+  null) and `variables.anyObject` (Gatekeeper's `has(request.operation) && request.operation ==
+  "DELETE" && object == null ? oldObject : object`) are built in. A variable is evaluated only when
+  an expression uses it, at most once per evaluation. Variable expressions may use earlier
+  variables. A variable that does not compile raises `celkeeper.cel.VariableCompileError` (a
+  CelCompileError with `.variable`, the name; line/column within that variable's expression).
+  Compiled variables are cached by the engine, so compiling each validation of a template with
+  the same `variables` mapping is cheap.
 - `Engine.activation(...)` builds the per-request activation; it is shared by every program evaluated
   for that request and converts request JSON lazily (only what expressions touch).
-- `Engine.evaluate(program, activation, params)` never raises for CEL errors: it returns the value
-  as plain Python data (bool, int, float, str, bytes, None, list, dict, datetime, timedelta) or a
-  `CelError`.
+- `Engine.evaluate(program, activation, params, constraint)` never raises for CEL errors: it returns
+  the value as plain Python data (bool, int, float, str, bytes, None, list, dict, datetime,
+  timedelta; Kubernetes values such as quantities as celkeeper.cel.k8slib objects) or a `CelError`.
+  `params` is the constraint's `spec.parameters` (`variables.params`); `constraint` is the whole
+  constraint object, which Gatekeeper binds to the top-level `params` variable (null if omitted).
+- `Program.output_type` is the checked type of the expression, formatted as cel-go does:
+  'bool', 'string', 'int', 'dyn', 'list(dyn)', 'map(string, dyn)', 'optional_type(string)',
+  'kubernetes.Quantity', ...
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from celkeeper.errors import CelCompileError
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,14 @@ class CelError:
 
     def __str__(self) -> str:
         return self.message
+
+
+class VariableCompileError(CelCompileError):
+    """A template variable's expression does not compile; line/column are within that expression."""
+
+    def __init__(self, variable: str, error: CelCompileError) -> None:
+        super().__init__(f"variable {variable!r}: {error.message}", error.line, error.column, error.limit)
+        self.variable = variable
 
 
 class Program(Protocol):
@@ -65,4 +84,6 @@ class Engine(Protocol):
         namespace_object: Any = None,
     ) -> Activation: ...
 
-    def evaluate(self, program: Program, activation: Activation, params: Any = None) -> Any | CelError: ...
+    def evaluate(
+        self, program: Program, activation: Activation, params: Any = None, constraint: Any = None
+    ) -> Any | CelError: ...

@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Throughput and latency of `celkeeper serve` over loopback HTTPS.
+
+A realistic Pod AdmissionReview (a Deployment's pod, ~4 KB, compliant: the answer is `allowed`) is
+reviewed against 20 constraints that all select Pods (the Pod constraints of examples/, plus copies
+under other names). For 1 and 2 Gunicorn workers it prints:
+  - closed loop at fixed concurrency: reviews/s, p50, p99;
+  - open loop at half that rate: requests are sent on a fixed schedule (paced per wrk thread),
+    p50 and p99; the schedule is not corrected for coordinated omission (at half load the server
+    is rarely behind);
+  - CPU time per review of the server (workers) and of the load generator.
+Then, for the largest worker count, the same request against the same 20 constraints re-targeted
+to Deployments (none selects the Pod): the ceiling of the serving stack itself (TLS, Gunicorn,
+WSGI, JSON, metrics) without policy evaluation.
+
+Load generator: `wrk` (Debian package `wrk`: `apt-get install -y wrk`) when installed, else a
+Python client (threads, keep-alive connections), which on 2 cores is itself the bottleneck.
+
+    .venv/bin/python bench/webhook.py [--duration 10] [--connections 8] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import resource
+import shutil
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from celkeeper.documents import parse_documents  # noqa: E402
+from tests.server.harness import ServeProcess, review  # noqa: E402
+
+EXAMPLES = ROOT / "examples"
+CONSTRAINTS = 20
+NAMESPACE = "prod-shop"
+DIGEST = "@sha256:" + "3f2a" * 16
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# -- the workload ----------------------------------------------------------------------------------------
+
+
+def _container(
+    name: str, image: str, port: int, cpu: tuple[str, str], mem: tuple[str, str]
+) -> dict[str, Any]:
+    probe = {"httpGet": {"path": "/healthz", "port": port}, "periodSeconds": 10}
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+        "env": [
+            {"name": "LOG_LEVEL", "value": "info"},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
+        ],
+        "resources": {
+            "requests": {"cpu": cpu[0], "memory": mem[0]},
+            "limits": {"cpu": cpu[1], "memory": mem[1]},
+        },
+        "livenessProbe": probe,
+        "readinessProbe": probe,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/web", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+             "readOnly": True},
+        ],
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+    }
+
+
+def bench_pod() -> dict[str, Any]:
+    """What a Deployment's ReplicaSet creates: labels, owner, two containers, probes, volumes."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "web-7d4b9c8f6d-",
+            "name": "web-7d4b9c8f6d-x2k8p",
+            "namespace": NAMESPACE,
+            "labels": {
+                "app.kubernetes.io/name": "web",
+                "app.kubernetes.io/component": "server",
+                "app.kubernetes.io/part-of": "shop",
+                "pod-template-hash": "7d4b9c8f6d",
+                "owner": "team-shop",
+            },
+            "annotations": {
+                "kubectl.kubernetes.io/restartedAt": "2025-01-10T09:00:00Z",
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": "9090",
+            },
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d4b9c8f6d",
+                "uid": "5f0c6a52-0d4e-4a43-9d6b-6c1f0c9b7e21", "controller": True, "blockOwnerDeletion": True,
+            }],
+        },
+        "spec": {
+            "serviceAccountName": "web",
+            "securityContext": {
+                "runAsNonRoot": True, "fsGroup": 2000, "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                _container("web", f"registry.example.com/shop/web:1.4.2{DIGEST}", 8080,
+                           ("250m", "500m"), ("128Mi", "256Mi")),
+                _container("proxy", f"registry.example.com/platform/proxy:2.1.0{DIGEST}", 15001,
+                           ("100m", "200m"), ("64Mi", "128Mi")),
+            ],
+            "volumes": [
+                {"name": "config", "configMap": {"name": "web-config", "defaultMode": 420}},
+                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+                {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt",
+                                   "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                ]}},
+            ],
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 300},
+            ],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "schedulerName": "default-scheduler",
+            "priority": 0,
+            "enableServiceLinks": True,
+        },
+    }
+
+
+def write_policies(out: Path, retarget: bool = False) -> list[str]:
+    """Templates and 20 Pod constraints from examples/ (copies renamed to reach 20). Their names.
+    With `retarget`, the constraints select Deployments instead (and so not the bench's Pod)."""
+    out.mkdir(parents=True)
+    pod_constraints: list[tuple[Path, dict[str, Any]]] = []
+    for template in sorted(EXAMPLES.glob("*/template.yaml")):
+        for path in sorted(template.parent.glob("constraint*.yaml")):
+            for doc in parse_documents(path.read_text(), str(path)).documents:
+                kinds = (doc.data.get("spec", {}).get("match", {}) or {}).get("kinds", [])
+                if any("Pod" in (k.get("kinds") or []) for k in kinds):
+                    pod_constraints.append((template, doc.data))
+    if not pod_constraints:
+        raise SystemExit("bench: no Pod constraints found in examples/")
+    names = []
+    for i in range(CONSTRAINTS):
+        template, data = pod_constraints[i % len(pod_constraints)]
+        copy = json.loads(json.dumps(data))
+        if i >= len(pod_constraints):
+            copy["metadata"]["name"] = f"{data['metadata']['name']}-copy{i // len(pod_constraints)}"
+        names.append(copy["metadata"]["name"])
+        if retarget:
+            copy["spec"]["match"]["kinds"] = [{"apiGroups": ["apps"], "kinds": ["Deployment"]}]
+        folder = out / template.parent.name
+        folder.mkdir(exist_ok=True)
+        shutil.copy(template, folder / "template.yaml")
+        (folder / f"constraint-{i}.json").write_text(json.dumps(copy, indent=1))
+    return names
+
+
+def write_namespaces(path: Path) -> None:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": {"kubernetes.io/metadata.name": NAMESPACE,
+                                                  "security.example.com/profile": "restricted"}},
+    }))
+
+
+# -- measuring ---------------------------------------------------------------------------------------------
+
+
+def cpu_seconds(pids: set[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / CLK_TCK
+
+
+def rss_mib(pids: set[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        match = re.search(r"VmRSS:\s+(\d+) kB", status)
+        total += int(match.group(1)) if match else 0
+    return total / 1024
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def _seconds(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if not match:
+        raise ValueError(text)
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+LUA = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = io.open("{body}", "rb"); wrk.body = f:read("*a"); f:close()
+local interval = {interval}
+if interval > 0 then
+  local ffi = require("ffi")
+  ffi.cdef[[ typedef struct {{ long tv_sec; long tv_nsec; }} ck_ts; int clock_gettime(int, ck_ts *); ]]
+  local ts = ffi.new("ck_ts")
+  local function now_ms()
+    ffi.C.clock_gettime(1, ts)
+    return tonumber(ts.tv_sec) * 1000 + tonumber(ts.tv_nsec) / 1e6
+  end
+  local next_at = nil
+  -- each request takes the next slot of this thread's fixed schedule (open loop, paced)
+  function delay()
+    local now = now_ms()
+    if next_at == nil then next_at = now end
+    local wait = next_at - now
+    next_at = next_at + interval
+    if wait < 0 then return 0 end
+    return wait
+  end
+end
+function done(summary, latency, requests)
+  io.write(string.format("CK p50=%d p99=%d n=%d errors=%d status=%d\\n", latency:percentile(50),
+    latency:percentile(99), summary.requests, summary.errors.connect + summary.errors.read +
+    summary.errors.write + summary.errors.timeout, summary.errors.status))
+end
+"""
+
+
+class Result:
+    def __init__(self, rate: float, p50: float, p99: float, requests: int, errors: int, client_cpu: float,
+                 server_cpu: float) -> None:
+        self.rate, self.p50, self.p99, self.requests, self.errors = rate, p50, p99, requests, errors
+        self.client_cpu, self.server_cpu = client_cpu, server_cpu
+
+
+def run_wrk(url: str, body: Path, work: Path, duration: int, connections: int, threads: int,
+            rate: float | None, server_pids: set[int]) -> Result:
+    interval = (threads * 1000.0 / rate) if rate else 0  # ms between two requests of one wrk thread
+    script = work / ("paced.lua" if rate else "closed.lua")
+    script.write_text(LUA.format(body=body, interval=f"{interval:.6f}"))
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "5s", "-s", str(script),
+           url]
+    client0, server0 = children_cpu(), cpu_seconds(server_pids)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    client1, server1 = children_cpu(), cpu_seconds(server_pids)
+    rate_found = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    ck = re.search(r"CK p50=(\d+) p99=(\d+) n=(\d+) errors=(\d+) status=(\d+)", out)
+    assert ck, out
+    p50, p99, n, errors, status = (int(x) for x in ck.groups())
+    return Result(rate_found, p50 / 1e6, p99 / 1e6, n, errors + status, client1 - client0, server1 - server0)
+
+
+def run_python(host: str, port: int, body: bytes, ca: Path, duration: int, connections: int,
+               rate: float | None, server_pids: set[int]) -> Result:
+    """The fallback load generator: one thread and one keep-alive connection per `connections`."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    latencies: list[list[float]] = [[] for _ in range(connections)]
+    errors = [0] * connections
+    stop_at = time.monotonic() + duration
+    interval = connections / rate if rate else 0.0
+
+    def worker(i: int) -> None:
+        conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=5)
+        next_at = time.monotonic() + interval * i / connections
+        while True:
+            if interval:
+                now = time.monotonic()
+                if next_at > now:
+                    time.sleep(next_at - now)
+                next_at += interval
+            start = time.monotonic()
+            if start >= stop_at:
+                break
+            try:
+                conn.request("POST", "/v1/admit", body, {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                resp.read()
+                if resp.status != 200:
+                    errors[i] += 1
+            except (OSError, http.client.HTTPException):
+                errors[i] += 1
+                conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=5)
+                continue
+            latencies[i].append(time.monotonic() - start)
+
+    cpu0, server0, t0 = time.process_time(), cpu_seconds(server_pids), time.monotonic()
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(connections)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    elapsed = time.monotonic() - t0
+    cpu1, server1 = time.process_time(), cpu_seconds(server_pids)
+    flat = sorted(x for lat in latencies for x in lat)
+    q = statistics.quantiles(flat, n=100) if len(flat) > 2 else [0.0] * 99
+    return Result(len(flat) / elapsed, q[49], q[98], len(flat), sum(errors), cpu1 - cpu0, server1 - server0)
+
+
+# -- main ---------------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per measurement (default 10)")
+    parser.add_argument("--connections", type=int, default=8, help="concurrent connections (default 8)")
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
+    parser.add_argument("--server-threads", type=int, default=1,
+                        help="threads per Gunicorn worker (default 1)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts (default 1 2)")
+    parser.add_argument("--python-client", action="store_true",
+                        help="use the Python client even if wrk exists")
+    args = parser.parse_args()
+
+    wrk = None if args.python_client else shutil.which("wrk")
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    if wrk:
+        version = subprocess.run([wrk, "--version"], capture_output=True, text=True,
+                                 check=False).stdout.splitlines()[0]
+        print(f"load generator: {version.split(' Copyright')[0]} ({wrk}), {args.threads} thread(s)")
+    else:
+        print("load generator: Python threads (wrk not found; `apt-get install -y wrk` for a lighter client)")
+
+    with tempfile.TemporaryDirectory(prefix="celkeeper-bench-") as tmp:
+        work = Path(tmp)
+        names = write_policies(work / "policies")
+        write_policies(work / "policies-retargeted", retarget=True)
+        write_namespaces(work / "namespaces.yaml")
+        body = json.dumps(review(bench_pod(), uid="bench-0001")).encode()
+        body_file = work / "review.json"
+        body_file.write_bytes(body)
+        print(f"workload: Pod AdmissionReview of {len(body)} bytes, {len(names)} constraints selecting Pods "
+              f"({len({n.split('-copy')[0] for n in names})} distinct templates' constraints)")
+        print(f"closed loop: {args.connections} connections for {args.duration} s; "
+              f"open loop: half the closed-loop rate for {args.duration} s")
+        print()
+        header = (f"{'workers':>7} {'mode':<22} {'reviews/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} "
+                  f"{'server CPU/review':>18} {'client CPU/review':>18}")
+        print(header)
+        print("-" * len(header))
+        runs = [(w, "policies") for w in args.workers] + [(max(args.workers), "policies-retargeted")]
+        for workers, policies in runs:
+            ceiling = policies != "policies"
+            server = ServeProcess(work / f"w{workers}-{policies}", work / policies, workers=workers,
+                                  args=["--namespaces", str(work / "namespaces.yaml"),
+                                        "--threads", str(args.server_threads), "--log-level", "warning"])
+            server.start()
+            try:
+                status, answer = server.admit(json.loads(body))
+                response = answer["response"]
+                if status != 200 or not response["allowed"]:
+                    raise SystemExit(f"bench: the review is not allowed: {answer}")
+                pids = server.worker_pids()
+                rss_before = rss_mib(pids)
+
+                def measure(rate: float | None, conns: int, server: ServeProcess = server,
+                            pids: set[int] = pids) -> Result:
+                    if wrk:
+                        return run_wrk(server.url("/v1/admit"), body_file, work, args.duration, conns,
+                                       args.threads, rate, pids)
+                    return run_python("localhost", server.port, body, server.certs.ca_cert, args.duration,
+                                      conns, rate, pids)
+
+                measure(None, args.connections)  # warm up: connections, caches, CPU frequency
+                closed = measure(None, args.connections)
+                rows = [(f"closed, {args.connections} conns", closed)]
+                if ceiling:
+                    rows = [("no constraint matches", closed)]
+                else:
+                    paced = measure(closed.rate / 2, args.connections)
+                    rows.append((f"open at {closed.rate / 2:.0f}/s", paced))
+                served = closed.requests + sum(r.requests for _, r in rows[1:]) + closed.requests  # + warm-up
+                rss_growth = (rss_mib(pids) - rss_before, served)
+                for mode, res in rows:
+                    per = res.requests or 1
+                    print(f"{workers:>7} {mode:<22} {res.rate:>10.0f} {res.p50 * 1e3:>8.2f} "
+                          f"{res.p99 * 1e3:>8.2f} {res.errors:>6} {res.server_cpu / per * 1e6:>15.0f} µs "
+                          f"{res.client_cpu / per * 1e6:>15.0f} µs")
+                growth, served = rss_growth
+                print(f"{'':>7} workers' memory: {rss_before:.0f} MiB after start, {growth:+.0f} MiB after "
+                      f"~{served} reviews")
+            finally:
+                server.stop()
+        print()
+        print("targets (2 cores): >= 2000 reviews/s with 2 workers; p99 <= 10 ms at half that rate")
+        print("server CPU/review: worker CPU time (user+sys) divided by reviews; client likewise for the "
+              "load generator, which shares the same CPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

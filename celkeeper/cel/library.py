@@ -1,0 +1,441 @@
+"""The Kubernetes libraries (pure Python, `celkeeper.cel.k8slib`) as the engines call them.
+
+`celkeeper.cel.binding.bind` rewrites checked trees to call internal functions (`@k8s.<overload id>`,
+`@k8s.fn.<function>`, `@k8s.eq.<type>`, `@ck.*`); a `LibraryRuntime` implements them for one engine.
+Its state (the opaque-value codec with its MAC key, memoised constructor results, compiled
+find/findAll patterns) belongs to that runtime: the module holds only constant tables of pure
+functions. Memoising changes speed, never results: every memoised function is pure, and errors are
+not memoised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from celkeeper.cel import formatting
+from celkeeper.cel.binding import (
+    DURATION_STRING,
+    FORMAT,
+    INTERNAL_SIGNATURES,
+    K8S_NAMES,
+    MAP_INSERT,
+    OPTIONAL_RESULTS,
+    SHARED_NAMES,
+)
+from celkeeper.cel.environment import FUNCTIONS, OPAQUE_TYPES, Overload
+from celkeeper.cel.k8slib import LibraryError, ip, lists, regex, semver, urls
+from celkeeper.cel.k8slib import format as fmt
+from celkeeper.cel.k8slib import quantity as q
+from celkeeper.cel.k8slib.celvalues import Uint
+from celkeeper.cel.opaque import NoSuchOverload, OpaqueCodec, opaque_type
+
+__all__ = [
+    "DURATION_STRING",
+    "FORMAT",
+    "INTERNAL_SIGNATURES",
+    "MAP_INSERT",
+    "OPTIONAL_RESULTS",
+    "SHARED_NAMES",
+    "Impl",
+    "LibraryRuntime",
+    "clean_error",
+    "map_insert",
+]
+
+_STATUS = re.compile(r"^(?:[A-Z_]+: )+")
+_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")
+
+Impl = Callable[..., Any]
+
+#: constructors and predicates over strings (pure, costly to parse): results memoised per runtime
+MEMOISED = frozenset(
+    {
+        "string_to_quantity",
+        "is_quantity_string",
+        "string_to_url",
+        "is_url_string",
+        "string_to_ip",
+        "is_ip",
+        "string_to_cidr",
+        "is_cidr",
+        "string_to_semver",
+        "string_bool_to_semver",
+        "is_semver_string",
+        "is_semver_string_bool",
+    }
+)
+#: entries of each memo table (one per memoised function) and of the compiled-pattern table of a
+#: runtime; a full table is emptied
+MEMO_SIZE = 1024
+#: string arguments longer than this are not memoised
+MAX_MEMO_TEXT = 256
+#: declared result types whose values never need encoding for the engines
+_SCALAR_RESULTS = frozenset(
+    {"bool", "int", "uint", "double", "string", "google.protobuf.Duration", "google.protobuf.Timestamp"}
+)
+
+
+def clean_error(message: str) -> str:
+    """An engine's error text without status-code prefixes or bracketed suffixes."""
+    return _SUFFIX.sub("", _STATUS.sub("", message.strip()))
+
+
+# ---------------------------------------------------------------------------- implementations
+
+
+def _table() -> dict[str, Impl]:
+    """overload id -> implementation over k8slib values."""
+    table: dict[str, Impl] = {
+        "list_a_index_of_int": lists.index_of,
+        "list_a_last_index_of_int": lists.last_index_of,
+        "string_find_string": regex.find,
+        "string_find_all_string": regex.find_all,
+        "string_find_all_string_int": regex.find_all,
+        "string_to_url": urls.url,
+        "is_url_string": urls.is_url,
+        "url_get_scheme": urls.get_scheme,
+        "url_get_host": urls.get_host,
+        "url_get_hostname": urls.get_hostname,
+        "url_get_port": urls.get_port,
+        "url_get_escaped_path": urls.get_escaped_path,
+        "url_get_query": urls.get_query,
+        "string_to_quantity": q.quantity,
+        "is_quantity_string": q.is_quantity,
+        "quantity_sign": q.sign,
+        "quantity_is_greater_than": q.is_greater_than,
+        "quantity_is_less_than": q.is_less_than,
+        "quantity_compare_to": q.compare_to,
+        "quantity_get_float": q.as_approximate_float,
+        "quantity_get_int": q.as_integer,
+        "quantity_is_integer": q.is_integer,
+        "quantity_add": q.add,
+        "quantity_add_int": q.add_int,
+        "quantity_sub": q.sub,
+        "quantity_sub_int": q.sub_int,
+        "string_to_ip": ip.ip,
+        "ip_family": ip.family,
+        "ip_is_canonical": ip.ip_is_canonical,
+        "ip_is_unspecified": ip.is_unspecified,
+        "ip_is_loopback": ip.is_loopback,
+        "ip_is_link_local_multicast": ip.is_link_local_multicast,
+        "ip_is_link_local_unicast": ip.is_link_local_unicast,
+        "ip_is_global_unicast": ip.is_global_unicast,
+        "is_ip": ip.is_ip,
+        "ip_to_string": ip.ip_to_string,
+        "string_to_cidr": ip.cidr,
+        "cidr_contains_ip_string": ip.contains_ip,
+        "cidr_contains_ip_ip": ip.contains_ip,
+        "cidr_contains_cidr_string": ip.contains_cidr,
+        "cidr_contains_cidr": ip.contains_cidr,
+        "cidr_ip": ip.cidr_ip,
+        "cidr_prefix_length": ip.prefix_length,
+        "cidr_masked": ip.masked,
+        "is_cidr": ip.is_cidr,
+        "cidr_to_string": ip.cidr_to_string,
+        "format-validate": fmt.validate,
+        "format-named": fmt.named,
+        "string_to_semver": semver.semver,
+        "string_bool_to_semver": semver.semver,
+        "is_semver_string": semver.is_semver,
+        "is_semver_string_bool": semver.is_semver,
+        "semver_is_greater_than": semver.is_greater_than,
+        "semver_is_less_than": semver.is_less_than,
+        "semver_compare_to": semver.compare_to,
+        "semver_major": semver.major,
+        "semver_minor": semver.minor,
+        "semver_patch": semver.patch,
+    }
+    for key in fmt.FORMATS:
+        table[f"format.{key}"] = lambda key=key: fmt.FORMATS[key]
+    for oid, o in FUNCTIONS.items():
+        if o.function in ("isSorted", "min", "max", "sum"):
+            kind = oid.split("_")[1]
+            fn = {"isSorted": lists.is_sorted, "min": lists.min_, "max": lists.max_}.get(o.function)
+            table[oid] = fn if fn is not None else (lambda values, kind=kind: lists.sum_(values, kind))
+    return table
+
+
+def _equality() -> dict[str, tuple[Impl, Impl]]:
+    def negate(fn: Impl) -> Impl:
+        return lambda a, b: not fn(a, b)
+
+    def url_eq(a: Any, b: Any) -> bool:
+        return bool(urls.url_to_string(a) == urls.url_to_string(b))
+
+    out: dict[str, Impl] = {
+        "net.IP": ip.ip_equals,
+        "net.CIDR": ip.cidr_equals,
+        "kubernetes.URL": url_eq,
+        "kubernetes.Semver": semver.equals,
+        "kubernetes.NamedFormat": fmt.equals,
+    }
+    result: dict[str, tuple[Impl, Impl]] = {t: (fn, negate(fn)) for t, fn in out.items()}
+    result["kubernetes.Quantity"] = (q.equals, q.not_equals)
+    return result
+
+
+# constant tables of pure functions
+_TABLE = _table()
+_EQUALITY = _equality()
+
+_PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "uint": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "double": lambda v: isinstance(v, float),
+    "bool": lambda v: isinstance(v, bool),
+}
+
+
+def _matches(overload: Overload, args: tuple[Any, ...]) -> bool:
+    if len(args) != len(overload.args):
+        return False
+    for t, v in zip(overload.args, args, strict=True):
+        if t in OPAQUE_TYPES:
+            if opaque_type(v) != t:
+                return False
+        elif t.startswith("list("):
+            if not isinstance(v, list):
+                return False
+            elem = t[5:-1]
+            check = _PLAIN_CHECKS.get(elem)
+            if check is not None and not all(check(x) for x in v):
+                return False
+        else:
+            check = _PLAIN_CHECKS.get(t)
+            if check is not None and not check(v):
+                return False
+    return True
+
+
+def _bytes(value: Any) -> Any:
+    """cel-cpp hands bytes to Python as bytearray: k8slib wants bytes."""
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, list):
+        return [_bytes(v) for v in value]
+    if isinstance(value, dict):
+        return {_bytes(k): _bytes(v) for k, v in value.items()}
+    return value
+
+
+def _uint(value: Any) -> Any:
+    value = _bytes(value)
+    return Uint(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _uint_list(value: Any) -> Any:
+    value = _bytes(value)
+    if isinstance(value, list):
+        return [Uint(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+    return value
+
+
+def map_insert(m: dict[Any, Any], key: Any, value: Any = None, *rest: Any) -> dict[Any, Any]:
+    """cel.@mapInsert(map, key, value) and cel.@mapInsert(map, map)."""
+    out = dict(m)
+    items = key.items() if isinstance(key, dict) and value is None and not rest else [(key, value)]
+    for k, v in items:
+        if k in out:
+            raise LibraryError(f"insert failed: key {k} already exists")
+        out[k] = v
+    return out
+
+
+def _applier(fn: Impl, coercers: tuple[Callable[[Any], Any], ...]) -> Impl:
+    """`fn` over its arguments coerced (one coercer per declared parameter; engines call internal
+    functions with exactly the declared arity)."""
+    if len(coercers) == 1:
+        (c0,) = coercers
+        return lambda a: fn(c0(a))
+    if len(coercers) == 2:
+        c0, c1 = coercers
+        return lambda a, b: fn(c0(a), c1(b))
+    return lambda *args: fn(*[c(a) for c, a in zip(coercers, args, strict=True)])
+
+
+def _memoised(impl: Impl, arity: int) -> Impl:
+    """`impl` (pure) remembering its results for short string (and bool) arguments, in a table of its
+    own (a closure: it belongs to the runtime that builds the implementation). Errors raise: they are
+    never remembered."""
+    memo: dict[Any, Any] = {}
+
+    def remember(key: Any, args: tuple[Any, ...]) -> Any:
+        hit = memo.get(key)
+        if hit is None:
+            hit = impl(*args)
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            memo[key] = hit
+        return hit
+
+    if arity == 1:
+
+        def memoised_1(a: Any) -> Any:
+            if type(a) is str and len(a) <= MAX_MEMO_TEXT:
+                hit = memo.get(a)
+                return hit if hit is not None else remember(a, (a,))
+            return impl(a)
+
+        return memoised_1
+
+    def memoised(*args: Any) -> Any:
+        for a in args:
+            if not (type(a) is bool or (type(a) is str and len(a) <= MAX_MEMO_TEXT)):
+                return impl(*args)
+        return remember(args, args)
+
+    return memoised
+
+
+class LibraryRuntime:
+    """The internal functions of bound trees, for one engine (see the module docstring).
+
+    Thread safety: may be shared by the threads of one process (the tables are dicts, emptied
+    when full; every cached value is immutable)."""
+
+    def __init__(self) -> None:
+        self.codec = OpaqueCodec()
+        self._patterns: dict[str, Any] = {}
+        self._table = dict(_TABLE)
+        self._table["string_find_string"] = self._find
+        self._table["string_find_all_string"] = self._find_all
+        self._table["string_find_all_string_int"] = self._find_all
+        self._impls: dict[str, Impl] = {}
+        self._impls = {oid: self._implementation(oid) for oid in FUNCTIONS}
+
+    # ------------------------------------------------------------------------- find / findAll
+
+    def _pattern(self, pattern: str) -> Any:
+        prog = self._patterns.get(pattern) if type(pattern) is str else None
+        if prog is None:
+            prog = regex.compile_pattern(pattern)
+            if type(pattern) is str and len(pattern) <= MAX_MEMO_TEXT * 4:
+                if len(self._patterns) >= MEMO_SIZE:
+                    self._patterns.clear()
+                self._patterns[pattern] = prog
+        return prog
+
+    def _find(self, s: str, pattern: str) -> str:
+        return regex.find_compiled(self._pattern(pattern), s)
+
+    def _find_all(self, s: str, pattern: str, n: int = -1) -> list[str]:
+        return regex.find_all_compiled(self._pattern(pattern), s, n)
+
+    # ------------------------------------------------------------------------ @k8s.<overload>
+
+    def _coercer(self, declared: str) -> Callable[[Any], Any]:
+        """An engine value as the k8slib value the declared parameter type asks for."""
+        if declared in OPAQUE_TYPES:
+            return self.codec.decoder(declared)
+        if declared == "uint":
+            return _uint
+        if declared == "list(uint)":
+            return _uint_list
+        if declared.startswith(("list(", "~")):
+            decode_any = self.codec.decode_any
+            return lambda v: decode_any(_bytes(v))
+        return _bytes
+
+    def implementation(self, overload_id: str) -> Impl:
+        """`@k8s.<overload id>`: decodes opaque arguments, calls k8slib, encodes the result.
+
+        Raises LibraryError (Kubernetes' message) for CEL errors; engines turn it into an error value.
+        Results may be shared between calls: callers must not change them.
+        """
+        return self._impls[overload_id]
+
+    def _implementation(self, overload_id: str) -> Impl:
+        overload = FUNCTIONS[overload_id]
+        fn = self._table.get(overload_id)
+        name = "k8s_" + re.sub(r"\W", "_", overload_id)
+        if fn is None:
+
+            def missing(*args: Any) -> Any:
+                raise LibraryError(f"{overload.function}: not implemented in this build of celkeeper")
+
+            missing.__name__ = name
+            return missing
+        apply = _applier(fn, tuple(self._coercer(t) for t in overload.args))
+        encode = self.codec.encode
+        impl: Impl
+        if overload_id == "string_to_url":  # the URL keeps its source text as its payload
+
+            def impl(s: Any) -> Any:
+                return encode(apply(s), str(s))
+
+        elif overload_id in OPTIONAL_RESULTS:  # None is optional.none
+
+            def impl(*args: Any) -> Any:
+                result = apply(*args)
+                return None if result is None else encode(result)
+
+        elif overload.result in _SCALAR_RESULTS:
+            impl = apply
+        else:
+
+            def impl(*args: Any) -> Any:
+                return encode(apply(*args))
+
+        if overload_id in MEMOISED:
+            impl = _memoised(impl, len(overload.args))
+        impl.__name__ = name
+        return impl
+
+    # ----------------------------------------------------------------- other internal functions
+
+    def dispatcher(self, function: str) -> Impl:
+        """`@k8s.fn.<function>`: the overload whose argument types match the run-time values."""
+        candidates = [o for o in FUNCTIONS.values() if o.function == function]
+        if function == "sum":  # on a list(dyn) the library dispatches on the elements itself
+            codec = self.codec
+            return lambda values: codec.encode(lists.sum_(codec.decode_any(_bytes(values))))
+        if function in ("isSorted", "min", "max"):
+            candidates = candidates[:1]  # the same implementation for every element type
+        if len(candidates) == 1:
+            return self._impls[candidates[0].id]
+        impls = [(o, self._impls[o.id]) for o in candidates]
+
+        def impl(*args: Any) -> Any:
+            for o, fn in impls:
+                if _matches(o, args):
+                    return fn(*args)
+            raise NoSuchOverload()
+
+        return impl
+
+    def equality(self, type_name: str, negate: bool) -> Impl:
+        """`==` / `!=` between two values the checker typed `type_name` (Kubernetes' Equal)."""
+        eq = _EQUALITY[type_name][1 if negate else 0]
+        decode = self.codec.decoder(type_name)
+
+        def impl(a: Any, b: Any) -> Any:
+            return eq(decode(a), decode(b))
+
+        return impl
+
+    def opaque_string(self, value: Any) -> Any:
+        """`string(x)` of an engine-form IP or CIDR (the overloads `string` shares with the stdlib)."""
+        t = opaque_type(value)
+        oid = {"net.IP": "ip_to_string", "net.CIDR": "cidr_to_string"}.get(t or "")
+        if oid is None:
+            raise NoSuchOverload()
+        return self._impls[oid](value)
+
+    def internal_functions(self) -> dict[str, Impl]:
+        """Every internal function a bound tree may call (besides the shared-name overloads)."""
+        out: dict[str, Impl] = {
+            MAP_INSERT: map_insert,
+            FORMAT: lambda fmt, args: formatting.string_format(str(fmt), list(_bytes(args))),
+            DURATION_STRING: formatting.duration_text,
+        }
+        for oid in FUNCTIONS:
+            out["@k8s." + oid] = self._impls[oid]
+        for name in K8S_NAMES:
+            out["@k8s.fn." + name] = self.dispatcher(name)
+        for t in OPAQUE_TYPES:
+            out[f"@k8s.eq.{t}"] = self.equality(t, False)
+            out[f"@k8s.ne.{t}"] = self.equality(t, True)
+        return out

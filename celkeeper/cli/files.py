@@ -1,0 +1,102 @@
+"""Reading the files and folders named on the command line into documents.
+
+Folders are walked recursively in sorted order; names starting with a dot are skipped (.git, editor
+swap files). `-` reads standard input. Unreadable files become one-line errors, never tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+
+from celkeeper.documents import Document, ParsedText, parse_documents
+from celkeeper.errors import CelkeeperError, DocumentError, Location
+
+POLICY_SUFFIXES = (".yaml", ".yml", ".json")
+SUITE_SUFFIXES = (".yaml", ".yml")  # gator verify reads only these
+STDIN = "-"
+
+
+class PathError(CelkeeperError):
+    """A path named on the command line that does not exist or has an unsupported extension."""
+
+
+def expand(paths: Iterable[str], suffixes: tuple[str, ...] = POLICY_SUFFIXES) -> list[str]:
+    """The files named by `paths`: files as given (any extension), folders walked recursively.
+
+    A trailing `/...` (gator's spelling of "recursively") is accepted and means the folder.
+    Raises PathError for a path that does not exist.
+    """
+    found: list[str] = []
+    seen: set[str] = set()
+    for path in paths:
+        for file in _expand_one(path, suffixes):
+            key = os.path.realpath(file) if file != STDIN else STDIN
+            if key not in seen:
+                seen.add(key)
+                found.append(file)
+    return found
+
+
+def _expand_one(path: str, suffixes: tuple[str, ...]) -> list[str]:
+    if path == STDIN:
+        return [STDIN]
+    if path.endswith("/...") or path == "...":
+        path = path[: -len("...")] or "."
+    if os.path.isdir(path):
+        return walk(path, suffixes)
+    if os.path.exists(path):
+        return [path]
+    raise PathError(f"{path}: no such file or directory")
+
+
+def walk(directory: str, suffixes: tuple[str, ...]) -> list[str]:
+    """Files under `directory` (recursively, sorted) whose names end with one of `suffixes`."""
+    found: list[str] = []
+    visited: set[str] = set()
+    for root, dirs, files in os.walk(directory, followlinks=True):
+        real = os.path.realpath(root)
+        if real in visited:  # a symlink loop
+            dirs[:] = []
+            continue
+        visited.add(real)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(
+            os.path.join(root, f) for f in sorted(files) if not f.startswith(".") and f.endswith(suffixes)
+        )
+    return found
+
+
+def read_text(path: str) -> str:
+    """The text of a file (UTF-8) or of standard input; raises DocumentError with the reason."""
+    if path == STDIN:
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except UnicodeDecodeError:
+        raise DocumentError("cannot read: not UTF-8 text", Location(file=path)) from None
+    except OSError as err:
+        raise DocumentError(f"cannot read: {err.strerror or err}", Location(file=path)) from None
+
+
+def read(path: str) -> ParsedText:
+    """The documents of one file; an unreadable file is reported as an error of the result."""
+    name = "<stdin>" if path == STDIN else path
+    try:
+        text = read_text(path)
+    except DocumentError as err:
+        return ParsedText((), (err,))
+    return parse_documents(text, name)
+
+
+def read_all(paths: Iterable[str], suffixes: tuple[str, ...] = POLICY_SUFFIXES) -> ParsedText:
+    """The documents of every file under `paths`, and every problem reading them."""
+    documents: list[Document] = []
+    errors: list[DocumentError] = []
+    for file in expand(paths, suffixes):
+        parsed = read(file)
+        documents.extend(parsed.documents)
+        errors.extend(parsed.errors)
+    return ParsedText(tuple(documents), tuple(errors))

@@ -1,0 +1,109 @@
+"""`celkeeper lint PATH...`: load every file and report every problem, one line each.
+
+Checks YAML/JSON syntax, documents without apiVersion/kind, ConstraintTemplates (structure, names,
+every CEL expression compiled, with line:col in the file), constraints (kind known, parameters
+against the template's schema, enforcement actions) and Suite files (structure). Problems go to
+stdout as `file:line:col: document N: field: message`; the exit code is 1 when there is any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from celkeeper.cli import files
+from celkeeper.documents import Document
+from celkeeper.errors import CelkeeperError, DocumentError
+from celkeeper.gator import SuiteError, is_suite, parse_suite
+from celkeeper.gator.kinds import is_constraint_document, is_policy_document, is_template_document
+from celkeeper.settings import ENGINES, Settings
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "lint",
+        help="check templates, constraints and suites; report every problem",
+        description=__doc__.splitlines()[0].split(": ", 1)[1],
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (searched recursively)")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=Settings().engine,
+        help="CEL engine (default: %(default)s)",
+    )
+    parser.set_defaults(func=run)
+
+
+def lint(paths: list[str], engine: str) -> tuple[list[CelkeeperError], dict[str, int]]:
+    """Every problem under `paths`, and counts of what was checked."""
+    file_list = files.expand(paths)
+    problems: list[CelkeeperError] = []
+    documents: list[Document] = []
+    for file in file_list:
+        parsed = files.read(file)
+        problems.extend(parsed.errors)
+        documents.extend(parsed.documents)
+    for document in documents:
+        problems.extend(_identity_problems(document))
+    policy_documents = [d for d in documents if is_policy_document(d)]
+    from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
+
+    loaded = PolicyBackend(engine).build(policy_documents)
+    problems.extend(loaded.errors)
+    suites = 0
+    for document in documents:
+        if is_suite(document):
+            suites += 1
+            try:
+                parse_suite(document)
+            except SuiteError as err:
+                problems.append(err)
+    counts = {
+        "files": len(file_list),
+        "templates": sum(1 for d in policy_documents if is_template_document(d)),
+        "constraints": sum(1 for d in policy_documents if is_constraint_document(d)),
+        "suites": suites,
+    }
+    return _sorted(problems), counts
+
+
+def _identity_problems(document: Document) -> list[CelkeeperError]:
+    found: list[CelkeeperError] = []
+    for key in ("apiVersion", "kind"):
+        value = document.data.get(key)
+        if value is None:
+            found.append(document.error(DocumentError, f"missing {key}", ""))
+        elif not isinstance(value, str) or not value:
+            found.append(document.error(DocumentError, f"{key} must be a non-empty string", key))
+    return found
+
+
+def _sorted(problems: list[CelkeeperError]) -> list[CelkeeperError]:
+    def key(err: CelkeeperError) -> tuple[str, int, int, int]:
+        loc = err.location
+        return (loc.file or "", loc.document or 0, loc.line or 0, loc.column or 0)
+
+    unique: dict[str, CelkeeperError] = {}
+    for err in problems:
+        unique.setdefault(str(err), err)
+    return sorted(unique.values(), key=key)
+
+
+def run(args: argparse.Namespace) -> int:
+    problems, counts = lint(args.paths, args.engine)
+    for problem in problems:
+        print(problem)
+    checked = (
+        f"{counts['files']} files: {counts['templates']} templates, {counts['constraints']} constraints, "
+        f"{counts['suites']} suites"
+    )
+    if problems:
+        print(
+            f"celkeeper lint: {len(problems)} problem{'s' if len(problems) != 1 else ''} in {checked}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"celkeeper lint: no problems in {checked}", file=sys.stderr)
+    return 0

@@ -1,0 +1,143 @@
+"""`celkeeper serve`: the admission webhook over HTTPS (Gunicorn), with one informer process.
+
+    celkeeper serve --policy-dir examples --bind 127.0.0.1:8443 --cert tls.crt --key tls.key
+
+The informer watches the policy folder and publishes snapshots; each worker loads them within a
+fraction of a second, recompiling only templates that changed. Routes: POST /v1/admit, GET /healthz,
+GET /readyz, GET /metrics. SIGTERM or Ctrl-C stops gracefully; SIGHUP restarts the workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from celkeeper.settings import DEFAULT_ENGINE, ENGINES
+
+SOURCES = ("folder",)  # the Kubernetes source (issue 6) adds "kubernetes"
+LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the admission webhook (HTTPS) on a folder of policies",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = parser.add_argument_group("policies")
+    src.add_argument("--source", choices=SOURCES, default="folder",
+                     help="where policies come from (default folder)")
+    src.add_argument("--policy-dir", metavar="DIR",
+                     help="folder of templates and constraints (YAML/JSON, read recursively)")
+    src.add_argument("--namespaces", metavar="PATH",
+                     help="Namespace objects (file or folder, YAML/JSON) whose labels namespaceSelector "
+                     "and the ignore label see; a namespace not listed has no labels")
+    src.add_argument("--poll-interval", type=float, default=0.5, metavar="SECONDS",
+                     help="how often the folder is checked for changes (default 0.5)")
+    src.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                     help=f"CEL engine (default {DEFAULT_ENGINE})")
+    pol = parser.add_argument_group("admission")
+    pol.add_argument("--failure-mode", choices=("allow", "deny"), default="allow",
+                     help="answer when evaluation fails internally (default allow, like Gatekeeper)")
+    pol.add_argument("--exempt-namespace", metavar="NS", action="append", default=[],
+                     help="never check requests in this namespace (repeatable; `prefix*` allowed)")
+    pol.add_argument("--max-request-bytes", type=int, metavar="N",
+                     help="largest request body accepted (larger: 413)")
+    pol.add_argument("--log-denies", action="store_true", help="log every denied request")
+    srv = parser.add_argument_group("server")
+    srv.add_argument("--bind", metavar="HOST:PORT", action="append",
+                     help="listen address (repeatable; default 0.0.0.0:8443)")
+    srv.add_argument("--cert", metavar="FILE", required=True,
+                     help="serving certificate (PEM); re-read when it changes")
+    srv.add_argument("--key", metavar="FILE", required=True, help="its private key (PEM)")
+    srv.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    srv.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
+    srv.add_argument("--timeout", type=int, default=30,
+                     help="seconds before a stuck worker is replaced (default 30)")
+    srv.add_argument("--graceful-timeout", type=int, default=10,
+                     help="seconds workers get to finish on stop/restart (default 10)")
+    srv.add_argument("--keepalive", type=int, default=60,
+                     help="seconds an idle connection is kept open (default 60)")
+    srv.add_argument("--max-requests", type=int, default=0, metavar="N",
+                     help="replace a worker after about N requests (bounds memory growth; 0: never)")
+    srv.add_argument("--state-dir", metavar="DIR", type=Path,
+                     help="where snapshots, worker statuses and metrics go (default: a new temporary folder)")
+    srv.add_argument("--access-log", action="store_true", help="log every request")
+    srv.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    parser.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from celkeeper.settings import Settings
+
+    settings = Settings(
+        engine=args.engine, failure_mode=args.failure_mode, exempt_namespaces=frozenset(args.exempt_namespace)
+    )
+    if args.max_request_bytes is not None:
+        settings = settings.with_(max_request_bytes=args.max_request_bytes)
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    from celkeeper.errors import CelkeeperError
+    from celkeeper.informer import FolderSource, run_informer
+    from celkeeper.snapshot import StateDir, WorkerBoard
+    from celkeeper.tls import ServerTLS
+    from celkeeper.webhook.server import ServerOptions, serve
+
+    if args.source == "folder" and not args.policy_dir:
+        raise CelkeeperError("--policy-dir DIR is needed with --source folder")
+    if args.workers < 1 or args.threads < 1:
+        raise CelkeeperError("--workers and --threads must be at least 1")
+    settings = _settings(args)
+    tls = ServerTLS(args.cert, args.key)  # fails now, with one line, if the pair is unusable
+    policy_dir = args.policy_dir
+    namespaces = args.namespaces
+    FolderSource(policy_dir, namespaces=namespaces).check()
+
+    temporary = args.state_dir is None
+    root = Path(tempfile.mkdtemp(prefix="celkeeper-")) if temporary else args.state_dir
+    state = StateDir(root)
+    state.reset()
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(state.metrics)  # before any worker imports prometheus_client
+
+    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr,
+                        datefmt="%Y-%m-%d %H:%M:%S %z")
+    master = os.getpid()
+    poll = args.poll_interval
+
+    def informer() -> int:
+        return run_informer(lambda: FolderSource(policy_dir, poll_interval=poll, namespaces=namespaces),
+                            state, settings, master, interval=poll)
+
+    def app_factory(heartbeat: Callable[[], None]) -> Any:
+        from celkeeper.webhook.app import WebhookConfig, create_app
+
+        config = WebhookConfig(settings=settings, state=state, log_denies=args.log_denies, freeze_gc=True)
+        return create_app(config, heartbeat=heartbeat)
+
+    options = ServerOptions(
+        binds=tuple(args.bind or ["0.0.0.0:8443"]),
+        workers=args.workers,
+        threads=args.threads,
+        timeout=args.timeout,
+        graceful_timeout=args.graceful_timeout,
+        keepalive=args.keepalive,
+        max_requests=args.max_requests,
+        access_log=args.access_log,
+        log_level=args.log_level,
+    )
+    try:
+        serve(options, tls, app_factory, informer=informer, on_worker_gone=WorkerBoard(state.workers).remove)
+    finally:
+        if temporary and os.getpid() == master:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0

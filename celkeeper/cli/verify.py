@@ -1,0 +1,119 @@
+"""`celkeeper verify PATH...`: run Gatekeeper Suite files as `gator verify` does.
+
+Every .yaml/.yml file under the paths (folders recursively; a trailing `/...` is accepted) whose
+documents include a Suite (test.gatekeeper.sh) is run. Output is `go test`-style, as gator prints
+it, followed by a summary line `N passed, M failed`; the exit code is 1 when anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from celkeeper.cli import files
+from celkeeper.documents import parse_documents
+from celkeeper.errors import CelkeeperError
+from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
+from celkeeper.gator.suite import GROUP, Suite
+from celkeeper.settings import ENGINES, Settings
+
+EXAMPLES = """examples:
+  celkeeper verify examples/                      run every suite under examples/
+  celkeeper verify suite.yaml -v                  one suite, with every test and case named
+  celkeeper verify examples/ --run 'labels//'     tests whose names contain "labels"
+  celkeeper verify examples/ --run '//^missing'   cases whose names start with "missing"
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "verify",
+        help="run Gatekeeper Suite files (gator verify)",
+        description=__doc__.splitlines()[0].split(": ", 1)[1],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="suite files or folders (searched recursively)"
+    )
+    parser.add_argument(
+        "-r",
+        "--run",
+        default="",
+        metavar="REGEX",
+        help="run only matching tests/cases: REGEX (test or case name) or TEST//CASE",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="name every test and case")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=Settings().engine,
+        help="CEL engine (default: %(default)s)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    flt = Filter.parse(args.run)
+    suites, errors = discover(args.paths)
+    for error in errors:
+        print(f"celkeeper verify: {error}", file=sys.stderr)
+    if not suites and not errors:
+        print(f"celkeeper verify: no Suite files found in {' '.join(args.paths)}", file=sys.stderr)
+    from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
+
+    runner = Runner(files.read, PolicyBackend(args.engine))
+    results: list[SuiteResult] = []
+    for suite in suites:
+        if isinstance(suite, SuiteResult):  # a Suite file that could not be parsed
+            results.append(suite)
+        else:
+            results.append(runner.run(suite, flt))
+    sys.stdout.write(render(results, verbose=args.verbose))
+    summary = summarize(results, errors=[str(e) for e in errors])
+    print(summary.line())
+    return 0 if summary.ok else 1
+
+
+def discover(paths: list[str]) -> tuple[list[Suite | SuiteResult], list[CelkeeperError]]:
+    """The suites under `paths` (in order), and problems reading files that may hold suites."""
+    suites: list[Suite | SuiteResult] = []
+    errors: list[CelkeeperError] = []
+    for path in paths:
+        try:
+            candidates = _suite_files(path)
+        except CelkeeperError as err:
+            errors.append(err)
+            continue
+        for file in candidates:
+            try:
+                text = files.read_text(file)
+            except CelkeeperError as err:
+                errors.append(err)
+                continue
+            if GROUP not in text:  # cannot declare a Suite: not parsed at all
+                continue
+            parsed = parse_documents(text, file)
+            errors.extend(parsed.errors)
+            for document in parsed.documents:
+                if not is_suite(document):
+                    continue
+                try:
+                    suites.append(parse_suite(document, display=file))
+                except SuiteError as err:
+                    suites.append(SuiteResult(path=file, error=str(err)))
+    return suites, errors
+
+
+def _suite_files(path: str) -> list[str]:
+    if path.endswith("/...") or path == "...":
+        path = path[: -len("...")] or "."
+    if os.path.isdir(path):
+        return files.walk(path, files.SUITE_SUFFIXES)
+    if not os.path.exists(path):
+        raise files.PathError(f"{path}: no such file or directory")
+    if not path.endswith(files.SUITE_SUFFIXES):
+        raise files.PathError(f"{path}: unsupported extension (a Suite file ends in .yaml or .yml)")
+    return [path]

@@ -1,0 +1,300 @@
+"""celkeeper's own CRDs: ConstraintTemplate, and the per-pod status kinds.
+
+Their schemas mirror Gatekeeper's (frameworks' ConstraintTemplate v1; gatekeeper apis/status/v1beta1),
+in celkeeper's API groups, plus the fields celkeeper reports (the snapshot generation a pod has loaded).
+`celkeeper crds` renders them to YAML; crds/*.yaml are that output, committed.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from celkeeper.crds import names
+from celkeeper.crds.schema import (
+    AGE_COLUMN,
+    Schema,
+    any_value,
+    array,
+    boolean,
+    int64,
+    obj,
+    printer_column,
+    root,
+    status_error,
+    string,
+)
+
+Manifest = dict[str, Any]
+
+OPERATIONS = ["*", "CREATE", "DELETE", "UPDATE", "CONNECT"]
+
+
+def crd(
+    group: str,
+    kind: str,
+    plural: str,
+    scope: str,
+    versions: list[Manifest],
+    *,
+    short_names: list[str] | None = None,
+    categories: list[str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> Manifest:
+    """A CustomResourceDefinition (apiextensions.k8s.io/v1) as a plain dict."""
+    crd_names: dict[str, Any] = {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": plural,
+        "singular": kind.lower(),
+    }
+    if short_names:
+        crd_names["shortNames"] = list(short_names)
+    if categories:
+        crd_names["categories"] = list(categories)
+    metadata: dict[str, Any] = {"name": f"{plural}.{group}"}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": metadata,
+        "spec": {"group": group, "names": crd_names, "scope": scope, "versions": versions},
+    }
+
+
+def version(
+    name: str,
+    schema: Schema,
+    *,
+    storage: bool,
+    columns: list[Schema] | None = None,
+    status_subresource: bool = False,
+) -> Manifest:
+    entry: Manifest = {
+        "name": name,
+        "served": True,
+        "storage": storage,
+        "schema": {"openAPIV3Schema": copy.deepcopy(schema)},
+    }
+    if columns:
+        entry["additionalPrinterColumns"] = copy.deepcopy(columns)
+    if status_subresource:
+        entry["subresources"] = {"status": {}}
+    return entry
+
+
+# --- ConstraintTemplate ---------------------------------------------------------------------------
+
+
+def _template_spec() -> Schema:
+    code = obj(
+        {
+            "engine": string("The engine that evaluates the source: K8sNativeValidation (CEL) or Rego."),
+            "source": any_value(
+                "The source for that engine; for K8sNativeValidation: validations, "
+                "variables, matchConditions, failurePolicy."
+            ),
+        },
+        "Policy source code for one engine.",
+        required=["engine", "source"],
+    )
+    target = obj(
+        {
+            "target": string("The target the code is written for: admission.k8s.gatekeeper.sh."),
+            "rego": string("Rego source (Gatekeeper's engine; celkeeper does not run it)."),
+            "libs": array(string(), "Rego libraries (Gatekeeper's engine; celkeeper does not run them)."),
+            "code": array(
+                code,
+                "The source code, one entry per engine.",
+                **{"x-kubernetes-list-map-keys": ["engine"], "x-kubernetes-list-type": "map"},
+            ),
+            "operations": array(
+                string("An admission operation.", enum=OPERATIONS),
+                "The operations the template applies to (default: all).",
+            ),
+        },
+        "Where and how constraints of this template are checked.",
+    )
+    validation = obj(
+        {
+            "openAPIV3Schema": obj(
+                description="The schema of the constraints' spec.parameters.", preserve_unknown=True
+            ),
+            "legacySchema": {
+                "description": "If true, the schema is made open (unknown parameters are kept), as for "
+                "v1beta1 templates.",
+                "type": "boolean",
+                "default": False,
+            },
+        },
+        "The schema of the constraint parameters.",
+        extra={"default": {"legacySchema": False}},
+    )
+    return obj(
+        {
+            "crd": obj(
+                {
+                    "spec": obj(
+                        {
+                            "names": obj(
+                                {
+                                    "kind": string(
+                                        "The kind of the constraints; the template's name must "
+                                        "be this kind in lower case."
+                                    ),
+                                    "shortNames": array(string(), "Short names of the constraint kind."),
+                                },
+                                "The names of the constraint kind.",
+                            ),
+                            "validation": validation,
+                        },
+                        "The CRD made for the constraint kind.",
+                    )
+                },
+                "The constraint kind this template defines.",
+            ),
+            "targets": array(target, "The code and its target (exactly one)."),
+        },
+        "What the template checks and the kind of constraints it defines.",
+    )
+
+
+def _by_pod_entry(description: str, extra: dict[str, Schema]) -> Schema:
+    return obj(
+        {
+            "id": string("The pod that reported this status."),
+            "observedGeneration": int64("The generation of the object this pod has loaded."),
+            "operations": array(string(), "The operations this pod performs (e.g. webhook, audit)."),
+            "snapshotGeneration": int64("The generation of the pod's policy snapshot that includes it."),
+            "errors": array(status_error(), "Errors this pod met loading it."),
+            **extra,
+        },
+        description,
+        preserve_unknown=True,
+    )
+
+
+def constraint_template_crd() -> Manifest:
+    """The CRD of ConstraintTemplate (`constrainttemplates.templates.celkeeper.io`)."""
+    status = obj(
+        {
+            "created": boolean("The constraint CRD of this template exists."),
+            "byPod": array(
+                _by_pod_entry("What one pod observed.", {"templateUID": string("The template's UID.")}),
+                "What each celkeeper pod has loaded of this template.",
+            ),
+        },
+        "The observed state of the template, aggregated from every pod.",
+    )
+    schema = root(
+        {"spec": _template_spec(), "status": status},
+        "A ConstraintTemplate: CEL code and a parameter schema; creating one creates a constraint kind.",
+    )
+    columns = [
+        printer_column("Kind", "string", ".spec.crd.spec.names.kind", "The constraint kind it defines."),
+        printer_column("Created", "boolean", ".status.created", "Its constraint CRD exists."),
+        AGE_COLUMN,
+    ]
+    return crd(
+        names.TEMPLATES_GROUP,
+        names.TEMPLATE_KIND,
+        "constrainttemplates",
+        "Cluster",
+        [version(names.TEMPLATES_VERSION, schema, storage=True, columns=columns, status_subresource=True)],
+        labels={names.SYSTEM_LABEL: "yes"},
+    )
+
+
+# --- per-pod status -------------------------------------------------------------------------------
+
+
+def _pod_status_common() -> dict[str, Schema]:
+    return {
+        "id": string("The pod that writes this status (POD_NAME, else its host name)."),
+        "operations": array(string(), "The operations this pod performs (e.g. webhook, audit)."),
+        "observedGeneration": int64("The generation of the object this pod has loaded."),
+        "snapshotGeneration": int64(
+            "The generation of the pod's policy snapshot that its workers have loaded, which includes "
+            "observedGeneration of the object."
+        ),
+        "errors": array(status_error(), "Errors the pod met loading the object."),
+    }
+
+
+_POD_COLUMNS = [
+    printer_column("Pod", "string", ".status.id", "The pod that reports."),
+    printer_column("Generation", "integer", ".status.observedGeneration", "The generation it has loaded."),
+]
+
+
+def constraint_template_pod_status_crd() -> Manifest:
+    """The CRD of ConstraintTemplatePodStatus: what one pod has loaded of one template (namespaced)."""
+    status = obj(
+        {
+            **_pod_status_common(),
+            "templateUID": string("The UID of the template, to notice a template deleted and recreated."),
+        },
+        "What the pod has loaded of the template.",
+    )
+    schema = root({"status": status}, "What one celkeeper pod has loaded of one ConstraintTemplate.")
+    return crd(
+        names.STATUS_GROUP,
+        names.TEMPLATE_POD_STATUS_KIND,
+        "constrainttemplatepodstatuses",
+        "Namespaced",
+        [version(names.STATUS_VERSION, schema, storage=True, columns=[*_POD_COLUMNS, AGE_COLUMN])],
+        labels={names.SYSTEM_LABEL: "yes"},
+    )
+
+
+def constraint_pod_status_crd() -> Manifest:
+    """The CRD of ConstraintPodStatus: what one pod has loaded of one constraint (namespaced)."""
+    enforcement_point = obj(
+        {
+            "enforcementPoint": string("The enforcement point, e.g. validation.gatekeeper.sh."),
+            "code": string("Its state."),
+            "message": string("Details."),
+            "observedGeneration": int64("The generation it reflects."),
+        },
+        "The state of the constraint at one enforcement point.",
+        required=["code", "enforcementPoint"],
+    )
+    status = obj(
+        {
+            **_pod_status_common(),
+            "constraintUID": string(
+                "The UID of the constraint, to notice a constraint deleted and recreated."
+            ),
+            "enforced": boolean("The pod's workers enforce this generation of the constraint."),
+            "enforcementPointsStatus": array(enforcement_point, "The state per enforcement point."),
+        },
+        "What the pod has loaded of the constraint.",
+    )
+    schema = root({"status": status}, "What one celkeeper pod has loaded of one constraint.")
+    columns = [
+        *_POD_COLUMNS,
+        printer_column("Enforced", "boolean", ".status.enforced", "The pod enforces it."),
+        AGE_COLUMN,
+    ]
+    return crd(
+        names.STATUS_GROUP,
+        names.CONSTRAINT_POD_STATUS_KIND,
+        "constraintpodstatuses",
+        "Namespaced",
+        [version(names.STATUS_VERSION, schema, storage=True, columns=columns)],
+        labels={names.SYSTEM_LABEL: "yes"},
+    )
+
+
+# file name in crds/ -> builder, in the order they are applied
+STATIC_CRDS = {
+    "constrainttemplate-customresourcedefinition.yaml": constraint_template_crd,
+    "constrainttemplatepodstatus-customresourcedefinition.yaml": constraint_template_pod_status_crd,
+    "constraintpodstatus-customresourcedefinition.yaml": constraint_pod_status_crd,
+}
+
+
+def static_crds() -> list[Manifest]:
+    """celkeeper's own CRDs (template, template pod status, constraint pod status), in apply order."""
+    return [build() for build in STATIC_CRDS.values()]

@@ -1,0 +1,282 @@
+"""Parsing YAML 1.2 / JSON text into Documents (ruamel.yaml's composer; positions for every field)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from celkeeper.documents.model import Document, Span, index_path, key_path
+from celkeeper.errors import DocumentError, Location
+
+
+@dataclass(frozen=True)
+class ParsedText:
+    """The documents of one text, and the errors that stopped parts of it from being read."""
+
+    documents: tuple[Document, ...]
+    errors: tuple[DocumentError, ...]
+
+
+def parse_documents(text: str, name: str) -> ParsedText:
+    """Parse a YAML 1.2 or JSON text (one or more documents) read from `name` (shown in errors).
+
+    Empty documents are skipped (but counted, so document numbers match the file). A syntax error
+    ends the text: the documents before it are returned along with the error. A document that is not
+    a mapping is reported and left out.
+    """
+    lines = tuple(text.splitlines())
+    documents: list[Document] = []
+    errors: list[DocumentError] = []
+    index = 0
+    try:
+        for node in _compose_all(text):
+            index += 1
+            _collect(node, name, index, lines, documents=documents, errors=errors)
+    except MarkedYAMLError as err:
+        if _looks_like_json_stream(text, name):
+            return _parse_json_stream(text, name)
+        errors.append(_syntax_error(err, name, index + 1))
+    except YAMLError as err:  # pragma: no cover - ruamel raises marked errors for syntax problems
+        errors.append(DocumentError(f"cannot parse: {err}", Location(file=name, document=index + 1)))
+    return ParsedText(tuple(documents), tuple(errors))
+
+
+def parse_sources(sources: Iterable[tuple[str, str]]) -> ParsedText:
+    """Parse several (name, text) pairs; documents and errors of all of them, in order."""
+    documents: list[Document] = []
+    errors: list[DocumentError] = []
+    for name, text in sources:
+        parsed = parse_documents(text, name)
+        documents.extend(parsed.documents)
+        errors.extend(parsed.errors)
+    return ParsedText(tuple(documents), tuple(errors))
+
+
+def _compose_all(text: str) -> Iterator[Node | None]:
+    yaml = YAML(typ="rt")
+    yield from yaml.compose_all(text)
+
+
+def _collect(
+    node: Node | None,
+    name: str,
+    index: int,
+    lines: tuple[str, ...],
+    *,
+    documents: list[Document],
+    errors: list[DocumentError],
+    line_offset: int = 0,
+) -> None:
+    if node is None:
+        return
+    if isinstance(node, ScalarNode) and _scalar(node) is None:
+        return  # an empty document (`---` alone, or only comments)
+    spans: dict[str, Span] = {}
+    try:
+        data = _convert(node, "", spans, line_offset, None)
+    except DocumentError as err:
+        located = err.at(file=name, document=index)
+        errors.append(located if isinstance(located, DocumentError) else DocumentError(str(err)))
+        return
+    if not isinstance(data, dict):
+        line, column = node.start_mark.line + 1 + line_offset, node.start_mark.column + 1
+        errors.append(
+            DocumentError(
+                f"a document must be a mapping (an object with apiVersion and kind), not {_type_name(data)}",
+                Location(file=name, document=index, line=line, column=column),
+            )
+        )
+        return
+    documents.append(Document(file=name, index=index, data=data, spans=spans, lines=lines))
+
+
+def _convert(node: Node, path: str, spans: dict[str, Span], offset: int, key: tuple[int, int] | None) -> Any:
+    start, end = node.start_mark, node.end_mark
+    style = node.style if isinstance(node, ScalarNode) else None
+    spans[path] = Span(
+        line=start.line + 1 + offset,
+        column=start.column + 1,
+        end_line=end.line + 1 + offset,
+        key_line=key[0] if key else None,
+        key_column=key[1] if key else None,
+        style=style if style in ("'", '"', "|", ">") else None,
+    )
+    if isinstance(node, MappingNode):
+        return _convert_mapping(node, path, spans, offset)
+    if isinstance(node, SequenceNode):
+        return [_convert(item, index_path(path, i), spans, offset, None) for i, item in enumerate(node.value)]
+    assert isinstance(node, ScalarNode)
+    return _scalar(node)
+
+
+def _convert_mapping(node: MappingNode, path: str, spans: dict[str, Span], offset: int) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    seen: dict[str, int] = {}
+    merged: list[tuple[Node, Node]] = []
+    for key_node, value_node in node.value:
+        if isinstance(key_node, ScalarNode) and key_node.tag == "tag:yaml.org,2002:merge":
+            merged.append((key_node, value_node))
+            continue
+        if not isinstance(key_node, ScalarNode):
+            raise DocumentError(
+                "a map key must be a string, not a list or map",
+                Location(
+                    path=path or None,
+                    line=key_node.start_mark.line + 1 + offset,
+                    column=key_node.start_mark.column + 1,
+                ),
+            )
+        key = key_node.value if isinstance(key_node.value, str) else str(key_node.value)
+        key_line = key_node.start_mark.line + 1 + offset
+        if key in seen:
+            raise DocumentError(
+                f"duplicate key {key!r} (first at line {seen[key]})",
+                Location(path=key_path(path, key), line=key_line, column=key_node.start_mark.column + 1),
+            )
+        seen[key] = key_line
+        child = key_path(path, key)
+        result[key] = _convert(value_node, child, spans, offset, (key_line, key_node.start_mark.column + 1))
+    for _key_node, value_node in merged:  # YAML merge keys: explicit keys win
+        sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+        for source in sources:
+            if not isinstance(source, MappingNode):
+                raise DocumentError(
+                    "a merge key (<<) needs a map or a list of maps",
+                    Location(
+                        path=path or None,
+                        line=source.start_mark.line + 1 + offset,
+                        column=source.start_mark.column + 1,
+                    ),
+                )
+            scratch: dict[str, Span] = {}
+            for k, v in _convert_mapping(source, path, scratch, offset).items():
+                result.setdefault(k, v)
+            for p, s in scratch.items():
+                spans.setdefault(p, s)
+    return result
+
+
+def _scalar(node: ScalarNode) -> Any:
+    tag = str(node.tag or "")
+    value: str = node.value
+    if node.style is not None or not tag.startswith("tag:yaml.org,2002:"):
+        if node.style == ">":
+            return value.replace("\a", "")
+        return value
+    kind = tag[len("tag:yaml.org,2002:") :]
+    if kind == "null":
+        return None
+    if kind == "bool":
+        return value.lower() == "true"
+    if kind == "int":
+        return _int(value)
+    if kind == "float":
+        return _float(value)
+    return value  # str, timestamp (kept as written, as Kubernetes does), binary, ...
+
+
+def _int(text: str) -> int:
+    clean = text.replace("_", "")
+    sign = -1 if clean.startswith("-") else 1
+    digits = clean.lstrip("+-")
+    lowered = digits.lower()
+    if lowered.startswith("0o"):
+        return sign * int(digits[2:], 8)
+    if lowered.startswith("0x"):
+        return sign * int(digits[2:], 16)
+    if lowered.startswith("0b"):
+        return sign * int(digits[2:], 2)
+    return sign * int(digits, 10)
+
+
+def _float(text: str) -> float:
+    lowered = text.replace("_", "").lower()
+    if lowered in (".nan",):
+        return math.nan
+    if lowered.endswith(".inf"):
+        return -math.inf if lowered.startswith("-") else math.inf
+    return float(lowered)
+
+
+def _type_name(data: Any) -> str:
+    if isinstance(data, list):
+        return "a list"
+    if isinstance(data, str):
+        return "a string"
+    if isinstance(data, bool):
+        return "a boolean"
+    if isinstance(data, int | float):
+        return "a number"
+    return "null" if data is None else type(data).__name__
+
+
+def _syntax_error(err: MarkedYAMLError, name: str, index: int) -> DocumentError:
+    mark = err.problem_mark or err.context_mark
+    problem = err.problem or err.context or "invalid YAML"
+    if err.context and err.problem:
+        problem = f"{problem} ({err.context})"
+    line = mark.line + 1 if mark is not None else None
+    column = mark.column + 1 if mark is not None else None
+    return DocumentError(
+        f"YAML/JSON syntax error: {problem}",
+        Location(file=name, document=index, line=line, column=column),
+    )
+
+
+def _looks_like_json_stream(text: str, name: str) -> bool:
+    """Concatenated JSON objects (`{...}{...}` or one per line) are not YAML but are common."""
+    stripped = text.lstrip()
+    return stripped.startswith("{") and (name.endswith(".json") or stripped.rstrip().endswith("}"))
+
+
+def _parse_json_stream(text: str, name: str) -> ParsedText:
+    decoder = json.JSONDecoder()
+    documents: list[Document] = []
+    errors: list[DocumentError] = []
+    lines = tuple(text.splitlines())
+    position, index = 0, 0
+    while True:
+        while position < len(text) and text[position] in " \t\r\n":
+            position += 1
+        if position >= len(text):
+            break
+        index += 1
+        line = text.count("\n", 0, position) + 1
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as err:
+            errors.append(
+                DocumentError(
+                    f"JSON syntax error: {err.msg}",
+                    Location(file=name, document=index, line=err.lineno, column=err.colno),
+                )
+            )
+            break
+        chunk = text[position:end]
+        # keep columns right: pad the chunk's first line with the text before it on that line
+        line_start = text.rfind("\n", 0, position) + 1
+        padded = " " * (position - line_start) + chunk
+        try:
+            for node in _compose_all(padded):
+                _collect(node, name, index, lines, documents=documents, errors=errors, line_offset=line - 1)
+        except MarkedYAMLError:  # JSON that YAML does not read: keep the data, without field positions
+            if isinstance(value, dict):
+                spans = {"": Span(line=line, column=position - line_start + 1, end_line=line)}
+                documents.append(Document(file=name, index=index, data=value, spans=spans, lines=lines))
+            else:
+                errors.append(
+                    DocumentError(
+                        "a document must be a mapping (an object with apiVersion and kind), not "
+                        + _type_name(value),
+                        Location(file=name, document=index, line=line, column=position - line_start + 1),
+                    )
+                )
+        position = end
+    return ParsedText(tuple(documents), tuple(errors))

@@ -1,0 +1,89 @@
+"""The offline tools' view of the policy engine: build policy sets, review objects as gator does.
+
+Everything the CLI tools need from celkeeper.policy / celkeeper.review / celkeeper.cel goes through
+here, at the CLI enforcement point (gator.gatekeeper.sh). One PolicyBackend keeps one template
+compiler, so a template shared by many tests or suites is compiled once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from celkeeper.cel import get_engine
+from celkeeper.documents import Document
+from celkeeper.errors import CelkeeperError, ConstraintError, ReviewError, TemplateError
+from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
+from celkeeper.gator.kinds import is_constraint_document, is_namespace, is_template_document
+from celkeeper.model import Decision, EnforcementPoint
+from celkeeper.policy import PolicySet, build_policy_set
+from celkeeper.review import decide, parse_admission_review, request_for_object
+from celkeeper.templates import TemplateCompiler
+
+
+@dataclass(frozen=True)
+class Loaded:
+    policies: PolicySet
+    errors: tuple[CelkeeperError, ...]
+
+
+class PolicyBackend:
+    def __init__(self, engine: str, point: EnforcementPoint = EnforcementPoint.CLI) -> None:
+        self.engine_name = engine
+        self.point = point
+        self.compiler = TemplateCompiler(get_engine(engine))
+
+    # -- loading ----------------------------------------------------------------------------------
+    def build(self, documents: Sequence[Document]) -> Loaded:
+        policies = build_policy_set(documents, self.compiler)
+        return Loaded(policies=policies, errors=tuple(policies.errors))
+
+    def load(self, template: Document, constraint: Document) -> tuple[PolicySet, Sequence[CelkeeperError]]:
+        errors: list[CelkeeperError] = []
+        if not is_template_document(template):
+            errors.append(template.error(TemplateError, f"not a ConstraintTemplate ({_gvk(template)})", ""))
+        if not is_constraint_document(constraint):
+            errors.append(constraint.error(ConstraintError, f"not a Constraint ({_gvk(constraint)})", ""))
+        loaded = self.build([template, constraint])
+        errors.extend(loaded.errors)
+        if not errors and not loaded.policies.constraints:
+            errors.append(constraint.error(ConstraintError, "the constraint was not loaded", ""))
+        return loaded.policies, errors
+
+    @staticmethod
+    def is_expected_invalid(errors: Sequence[CelkeeperError]) -> bool:
+        return bool(errors) and all(isinstance(e, ConstraintError | TemplateError) for e in errors)
+
+    # -- reviewing --------------------------------------------------------------------------------
+    def decide(
+        self, policies: PolicySet, document: Document, namespaces: Mapping[str, Mapping[str, Any]]
+    ) -> Decision:
+        """The decision on one document: a plain object, or an AdmissionReview (its request is used)."""
+        try:
+            if not is_admission_review(document):
+                request = request_for_object(document.data)
+            else:
+                body = checked_request(document)
+                if body.get("operation"):
+                    request = parse_admission_review(as_v1_review(body))
+                else:  # gator accepts a request without an operation: review its object as such
+                    new, old = body.get("object"), body.get("oldObject")
+                    target = new if new is not None else old
+                    assert isinstance(target, Mapping)  # checked_request requires one of them
+                    request = request_for_object(
+                        target,
+                        old_object=old if new is not None else None,
+                        user_info=body.get("userInfo"),
+                    )
+        except ReviewError as err:
+            raise err.at(file=document.file, document=document.index) from None
+        return decide(request, policies, namespaces.get, self.point)
+
+    def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[str]:
+        namespaces = {d.name: d.data for d in inventory if is_namespace(d)}
+        return [r.message for r in self.decide(policies, obj, namespaces).results]
+
+
+def _gvk(document: Document) -> str:
+    return f"{document.api_version or '<no apiVersion>'}, kind {document.kind or '<none>'}"

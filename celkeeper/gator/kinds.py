@@ -1,0 +1,24 @@
+"""Which documents are templates, constraints, suites or AdmissionReviews (by API group and kind)."""
+
+from __future__ import annotations
+
+from celkeeper.documents import Document
+
+TEMPLATE_GROUPS = frozenset({"templates.gatekeeper.sh", "templates.celkeeper.io"})
+CONSTRAINT_GROUPS = frozenset({"constraints.gatekeeper.sh", "constraints.celkeeper.io"})
+
+
+def is_template_document(document: Document) -> bool:
+    return document.group in TEMPLATE_GROUPS and document.kind == "ConstraintTemplate"
+
+
+def is_constraint_document(document: Document) -> bool:
+    return document.group in CONSTRAINT_GROUPS
+
+
+def is_policy_document(document: Document) -> bool:
+    return is_template_document(document) or is_constraint_document(document)
+
+
+def is_namespace(document: Document) -> bool:
+    return document.api_version == "v1" and document.kind == "Namespace"

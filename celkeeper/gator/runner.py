@@ -1,0 +1,214 @@
+"""Runs Suites with `gator verify`'s semantics (gatekeeper pkg/gator/verify/runner.go).
+
+For each test: load the template and the constraint (paths relative to the suite file). With
+`invalid: true` the test passes only when the constraint (or the template) is rejected; otherwise
+each case reviews its object — a plain object, or an AdmissionReview whose request (operation,
+oldObject, userInfo) is used — with the inventory's Namespaces known to namespaceSelector, and
+checks every assertion against the messages of all results (deny, warn and dryrun alike).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import re2
+
+from celkeeper.documents import Document, ParsedText
+from celkeeper.errors import CelkeeperError
+from celkeeper.gator.filter import Filter, compile_regex
+from celkeeper.gator.results import CaseResult, SuiteResult, TestResult
+from celkeeper.gator.suite import Assertion, Case, Suite, Test
+
+Reader = Callable[[str], ParsedText]  # reads a file into documents (raises CelkeeperError if unreadable)
+
+
+class Backend(Protocol):
+    """What the runner needs from the policy engine (see celkeeper.gator.backend)."""
+
+    def load(self, template: Document, constraint: Document) -> tuple[Any, Sequence[CelkeeperError]]:
+        """A policy set of one template and one constraint, and every problem found loading them."""
+
+    def review(self, policies: Any, obj: Document, inventory: Sequence[Document]) -> list[str]:
+        """The messages of all results (every action) of reviewing obj (an object or AdmissionReview)."""
+
+    def is_expected_invalid(self, errors: Sequence[CelkeeperError]) -> bool:
+        """Whether these load errors are what `invalid: true` expects (a rejected constraint/template)."""
+
+
+class CaseFailure(Exception):
+    """Why a case failed: its text is printed under the case."""
+
+
+class Runner:
+    def __init__(
+        self, read: Reader, backend: Backend, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self.read = read
+        self.backend = backend
+        self.clock = clock
+
+    def run(self, suite: Suite, flt: Filter) -> SuiteResult:
+        if suite.skip:
+            return SuiteResult(path=suite.display, skipped=True)
+        start = self.clock()
+        directory = os.path.dirname(suite.path)
+        tests = []
+        for test in suite.tests:
+            if test.skip or not flt.matches_test(test):
+                tests.append(_skipped_test(test))
+            else:
+                tests.append(self._run_test(directory, test, flt))
+        return SuiteResult(path=suite.display, runtime=self.clock() - start, tests=tuple(tests))
+
+    # -- tests ------------------------------------------------------------------------------------
+    def _run_test(self, directory: str, test: Test, flt: Filter) -> TestResult:
+        start = self.clock()
+        try:
+            policies, errors = self._load(directory, test)
+        except CelkeeperError as err:
+            return TestResult(
+                name=test.name, error=str(err), runtime=self.clock() - start, expected_invalid=test.invalid
+            )
+        if test.invalid:
+            error = None
+            if not errors:
+                error = "constraint should have failed schema validation: it was accepted"
+            elif not self.backend.is_expected_invalid(errors):
+                error = "constraint should have failed schema validation, but loading failed otherwise:\n" + (
+                    "\n".join(str(e) for e in errors)
+                )
+            return TestResult(
+                name=test.name, error=error, runtime=self.clock() - start, expected_invalid=True
+            )
+        if errors:
+            return TestResult(
+                name=test.name, error="\n".join(str(e) for e in errors), runtime=self.clock() - start
+            )
+        cases = []
+        for case in test.cases:
+            if case.skip or not flt.matches_case(test.name, case.name):
+                cases.append(CaseResult(name=case.name, skipped=True))
+            else:
+                cases.append(self._run_case(directory, policies, case))
+        return TestResult(name=test.name, runtime=self.clock() - start, cases=tuple(cases))
+
+    def _load(self, directory: str, test: Test) -> tuple[Any, Sequence[CelkeeperError]]:
+        if not test.template:
+            raise CelkeeperError("invalid Suite: missing template")
+        template = self._one_document(os.path.join(directory, test.template), "template")
+        if not test.constraint:
+            raise CelkeeperError("invalid Suite: missing constraint")
+        constraint = self._one_document(os.path.join(directory, test.constraint), "constraint")
+        return self.backend.load(template, constraint)
+
+    def _one_document(self, path: str, what: str) -> Document:
+        documents = self._documents(path)
+        if len(documents) != 1:
+            raise CelkeeperError(
+                f"{path}: a {what} file must contain exactly one document, found {len(documents)}"
+            )
+        return documents[0]
+
+    def _documents(self, path: str) -> tuple[Document, ...]:
+        parsed = self.read(path)
+        if parsed.errors:
+            raise parsed.errors[0]
+        return parsed.documents
+
+    # -- cases ------------------------------------------------------------------------------------
+    def _run_case(self, directory: str, policies: Any, case: Case) -> CaseResult:
+        start = self.clock()
+        try:
+            self._check_case(directory, policies, case)
+        except (CaseFailure, CelkeeperError) as err:
+            return CaseResult(name=case.name, error=str(err), runtime=self.clock() - start)
+        return CaseResult(name=case.name, runtime=self.clock() - start)
+
+    def _check_case(self, directory: str, policies: Any, case: Case) -> None:
+        if not case.object:
+            raise CaseFailure("invalid Case: must define object")
+        if not case.assertions:
+            raise CaseFailure("invalid Case: assertions must be non-empty")
+        path = os.path.join(directory, case.object)
+        objects = self._documents(path)
+        if not objects:
+            raise CaseFailure(f"missing objects: path {path!r} defines no YAML objects")
+        if len(objects) != 1:
+            raise CaseFailure(
+                f"object file must contain exactly one object: {path!r} defines {len(objects)} objects"
+            )
+        inventory: list[Document] = []
+        for item in case.inventory:
+            item_path = os.path.join(directory, item)
+            found = self._documents(item_path)
+            if not found:
+                raise CaseFailure(f"missing objects: path {item_path!r} defines no YAML objects")
+            inventory.extend(found)
+        messages = self.backend.review(policies, objects[0], inventory)
+        for assertion in case.assertions:
+            check_assertion(assertion, messages)
+
+
+def _skipped_test(test: Test) -> TestResult:
+    return TestResult(
+        name=test.name,
+        skipped=True,
+        expected_invalid=test.invalid,
+        cases=tuple(CaseResult(name=c.name, skipped=True) for c in test.cases),
+    )
+
+
+def check_assertion(assertion: Assertion, messages: Sequence[str]) -> None:
+    """Raise CaseFailure unless the messages satisfy the assertion (gator's Assertion.Run)."""
+    regex = None
+    if assertion.message is not None:
+        try:
+            regex = compile_regex(assertion.message)
+        except re2.error as err:
+            detail = err.args[0].decode() if err.args and isinstance(err.args[0], bytes) else str(err)
+            raise CaseFailure(f"message contains invalid regular expression: {detail}") from None
+    matching = sum(1 for m in messages if regex is None or regex.search(m))
+    want = assertion.violations
+    containing = f" containing {_go_quote(assertion.message)}" if assertion.message is not None else ""
+    got = f"got {matching} violations{containing}"
+    if isinstance(want, int) and not isinstance(want, bool):
+        if want < 0:
+            raise CaseFailure(_INVALID_VIOLATIONS)
+        if matching != want:
+            raise CaseFailure(
+                f"unexpected number of violations: {got} but want exactly {want}"
+                f": got messages {_go_list(messages)}"
+            )
+        return
+    if want == "yes":
+        if matching == 0:
+            raise CaseFailure(
+                f"unexpected number of violations: {got} but want at least 1"
+                f": got messages {_go_list(messages)}"
+            )
+        return
+    if want == "no":
+        if matching > 0:
+            raise CaseFailure(
+                f"unexpected number of violations: {got} but want none: got messages {_go_list(messages)}"
+            )
+        return
+    raise CaseFailure(_INVALID_VIOLATIONS)
+
+
+_INVALID_VIOLATIONS = (
+    'invalid yaml: assertion.violation, if set, must be a nonnegative integer, "yes", or "no"'
+)
+
+
+def _go_quote(text: str) -> str:
+    """Go's %q for the common case: a double-quoted string with backslash escapes."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'
+
+
+def _go_list(messages: Sequence[str]) -> str:
+    return "[" + ", ".join(_go_quote(m) for m in messages) + "]"

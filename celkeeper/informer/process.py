@@ -1,0 +1,56 @@
+"""The informer as a process: what the Gunicorn master runs in the child it forks for it."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+from celkeeper.informer.loop import Informer
+from celkeeper.informer.source import Source
+from celkeeper.settings import Settings
+from celkeeper.snapshot import StateDir
+
+log = logging.getLogger("celkeeper.informer")
+
+
+def run_informer(
+    source_factory: Callable[[], Source],
+    state: StateDir,
+    settings: Settings,
+    parent_pid: int,
+    interval: float = 1.0,
+) -> int:
+    """Run until SIGTERM/SIGQUIT or until the parent (the Gunicorn master) is gone.
+
+    SIGINT is ignored: a Ctrl-C in a terminal reaches the whole process group, and the master
+    stops the informer itself (after the workers)."""
+    stop = threading.Event()
+    with contextlib.suppress(OSError):
+        os.nice(5)  # background work: requests (the workers) come first when the CPUs are busy
+    source = source_factory()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+        source.close()
+
+    for sig in (signal.SIGTERM, signal.SIGQUIT):
+        signal.signal(sig, on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    def watch_parent() -> None:
+        while not stop.wait(1.0):
+            if os.getppid() != parent_pid:
+                log.warning("informer: the server process %d is gone; exiting", parent_pid)
+                stop.set()
+                source.close()
+
+    threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
+    Informer(source, state, settings).run(stop, interval=interval)
+    log.info("informer stopped (pid %d)", os.getpid())
+    return 0

@@ -1,0 +1,39 @@
+"""Where policies come from: a pluggable Source the informer process polls or waits on.
+
+A Source lists the *whole* current content every time (`listing()`); the informer publishes a new
+snapshot when the listing differs from the last one. `wait()` returns when something may have
+changed (a folder source polls; an API source returns on a watch event) or after `timeout`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from celkeeper.snapshot import SnapshotItem
+
+
+@dataclass(frozen=True)
+class Listing:
+    items: tuple[SnapshotItem, ...]  # policy sources (files, API objects as JSON), sorted by name
+    synced: bool  # everything that existed when the source started is in `items`
+    namespaces: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    namespaces_complete: bool = False  # see Snapshot.namespaces_complete
+    problems: tuple[str, ...] = ()  # the source's own problems (unreadable file, lost watch), one line each
+
+
+class Source(Protocol):
+    @property
+    def description(self) -> str:
+        """What it reads, for logs and status: `folder:examples`, `kubernetes:https://...`."""
+
+    def start(self) -> None:
+        """Called once in the informer process before the first listing (start watches here)."""
+
+    def listing(self) -> Listing: ...
+
+    def wait(self, timeout: float) -> None:
+        """Return when the content may have changed, or after `timeout` seconds at the latest."""
+
+    def close(self) -> None: ...

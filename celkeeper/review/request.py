@@ -1,0 +1,271 @@
+"""Admission requests: a validated AdmissionReview, or a plain object reviewed as gator reviews it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from celkeeper.errors import ReviewError
+
+API_VERSION = "admission.k8s.io/v1"
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+_NAMESPACE_META = (
+    "name",
+    "generateName",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "finalizers",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class AdmissionRequest:
+    """An admission request, validated. `cel_request` is what CEL sees as `request`."""
+
+    uid: str
+    group: str
+    version: str
+    kind: str
+    operation: str  # CREATE, UPDATE, DELETE, CONNECT; "" for a plain object reviewed as gator does
+    name: str
+    namespace: str
+    object: Any  # None on DELETE
+    old_object: Any
+    cel_request: Mapping[str, Any] = field(repr=False)
+    from_review: bool = True  # False: built from a plain object (audit, CLI)
+
+    def object_kinds(self) -> set[tuple[str, str]]:
+        """(group, kind) of the request and of its objects (matching uses the objects' own)."""
+        found = {(self.group, self.kind)}
+        for obj in (self.object, self.old_object):
+            if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str):
+                group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+                found.add((group, obj["kind"]))
+        return found
+
+
+def parse_admission_review(body: Any) -> AdmissionRequest:
+    """Validate an admission.k8s.io/v1 AdmissionReview (as decoded JSON) and return its request."""
+    if not isinstance(body, Mapping):
+        raise ReviewError("an AdmissionReview must be a JSON object")
+    if body.get("apiVersion") != API_VERSION:
+        raise ReviewError(
+            f"unsupported AdmissionReview apiVersion {body.get('apiVersion')!r}: "
+            f"celkeeper serves {API_VERSION}"
+        )
+    if body.get("kind") != "AdmissionReview":
+        raise ReviewError(f"kind must be AdmissionReview, not {body.get('kind')!r}")
+    request = body.get("request")
+    if not isinstance(request, Mapping):
+        raise ReviewError("the AdmissionReview has no request")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("request.uid is missing")
+    kind = _gvk(request.get("kind"), "request.kind", required=True)
+    resource = _gvr(request.get("resource"), "request.resource")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise ReviewError(f"request.operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
+    for key in ("name", "namespace", "subResource", "requestSubResource"):
+        _optional(request, key, str, "a string")
+    obj = _optional(request, "object", Mapping, "an object")
+    old = _optional(request, "oldObject", Mapping, "an object")
+    dry_run = _optional(request, "dryRun", bool, "true or false")
+    options = _optional(request, "options", Mapping, "an object")
+    user_info = _user_info(request.get("userInfo"))
+    if request.get("requestKind") is not None:
+        _gvk(request.get("requestKind"), "request.requestKind", required=False)
+    if request.get("requestResource") is not None:
+        _gvr(request.get("requestResource"), "request.requestResource")
+    if operation == "DELETE":
+        obj = None  # Gatekeeper unsets object on DELETE (use variables.anyObject)
+    return _build(
+        uid=uid,
+        kind=kind,
+        resource=resource,
+        operation=str(operation),
+        name=request.get("name") or "",
+        namespace=request.get("namespace") or "",
+        sub_resource=request.get("subResource") or "",
+        obj=obj,
+        old=old,
+        user_info=user_info,
+        dry_run=bool(dry_run),
+        options=options,
+        from_review=True,
+    )
+
+
+def request_for_object(
+    obj: Mapping[str, Any],
+    *,
+    operation: str = "",
+    old_object: Mapping[str, Any] | None = None,
+    user_info: Mapping[str, Any] | None = None,
+) -> AdmissionRequest:
+    """A review of a plain object (audit, CLI), as gator builds one: kind, name and namespace from the
+    object, no resource, and no operation unless one is given."""
+    if not isinstance(obj, Mapping):
+        raise ReviewError("the object to review must be a map")
+    api_version = obj.get("apiVersion")
+    kind = obj.get("kind")
+    if not isinstance(api_version, str) or not api_version:
+        raise ReviewError("the object to review has no apiVersion")
+    if not isinstance(kind, str) or not kind:
+        raise ReviewError("the object to review has no kind")
+    if operation and operation not in OPERATIONS:
+        raise ReviewError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
+    group, _, version = api_version.rpartition("/")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    return _build(
+        uid="",
+        kind={"group": group, "version": version, "kind": kind},
+        resource={"group": "", "version": "", "resource": ""},
+        operation=operation,
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        sub_resource="",
+        obj=None if operation == "DELETE" else obj,
+        old=old_object if operation != "DELETE" else (old_object or obj),
+        user_info=_user_info(user_info or {}),
+        dry_run=False,
+        options=None,
+        from_review=False,
+    )
+
+
+def _build(
+    *,
+    uid: str,
+    kind: Mapping[str, str],
+    resource: Mapping[str, str],
+    operation: str,
+    name: str,
+    namespace: str,
+    sub_resource: str,
+    obj: Any,
+    old: Any,
+    user_info: Mapping[str, Any],
+    dry_run: bool,
+    options: Any,
+    from_review: bool,
+) -> AdmissionRequest:
+    # k8s.io/apiserver admission/plugin/cel CreateAdmissionRequest, as Gatekeeper calls it: the
+    # request* fields repeat kind/resource/subResource; empty omitempty fields are left out.
+    cel_request: dict[str, Any] = {"kind": dict(kind), "resource": dict(resource)}
+    if sub_resource:
+        cel_request["subResource"] = sub_resource
+    cel_request["requestKind"] = dict(kind)
+    cel_request["requestResource"] = dict(resource)
+    if sub_resource:
+        cel_request["requestSubResource"] = sub_resource
+    if name:
+        cel_request["name"] = name
+    if namespace:
+        cel_request["namespace"] = namespace
+    cel_request["operation"] = operation
+    cel_request["userInfo"] = dict(user_info)
+    cel_request["dryRun"] = dry_run
+    cel_request["options"] = dict(options) if isinstance(options, Mapping) else None
+    return AdmissionRequest(
+        uid=uid,
+        group=kind["group"],
+        version=kind["version"],
+        kind=kind["kind"],
+        operation=operation,
+        name=name,
+        namespace=namespace,
+        object=obj,
+        old_object=old,
+        cel_request=cel_request,
+        from_review=from_review,
+    )
+
+
+def _optional(request: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    value = request.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise ReviewError(f"request.{key} must be {what}")
+    return value
+
+
+def _gvk(value: Any, where: str, *, required: bool) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ReviewError(f"{where} must be an object with group, version and kind")
+    out = {}
+    for key in ("group", "version", "kind"):
+        item = value.get(key, "")
+        if not isinstance(item, str):
+            raise ReviewError(f"{where}.{key} must be a string")
+        out[key] = item
+    if required and not out["kind"]:
+        raise ReviewError(f"{where}.kind is missing")
+    return out
+
+
+def _gvr(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {"group": "", "version": "", "resource": ""}
+    if not isinstance(value, Mapping):
+        raise ReviewError(f"{where} must be an object with group, version and resource")
+    out = {}
+    for key in ("group", "version", "resource"):
+        item = value.get(key, "")
+        if not isinstance(item, str):
+            raise ReviewError(f"{where}.{key} must be a string")
+        out[key] = item
+    return out
+
+
+def _user_info(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ReviewError("request.userInfo must be an object")
+    out: dict[str, Any] = {}
+    for key in ("username", "uid"):
+        item = value.get(key)
+        if item is not None and not isinstance(item, str):
+            raise ReviewError(f"request.userInfo.{key} must be a string")
+        if item:
+            out[key] = item
+    groups = value.get("groups")
+    if groups is not None:
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise ReviewError("request.userInfo.groups must be a list of strings")
+        if groups:
+            out["groups"] = list(groups)
+    extra = value.get("extra")
+    if extra is not None:
+        if not isinstance(extra, Mapping) or not all(
+            isinstance(v, list) and all(isinstance(s, str) for s in v) for v in extra.values()
+        ):
+            raise ReviewError("request.userInfo.extra must map names to lists of strings")
+        if extra:
+            out["extra"] = {k: list(v) for k, v in extra.items()}
+    return out
+
+
+def namespace_object(namespace: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What CEL sees as `namespaceObject` (Kubernetes' CreateNamespaceObject: metadata subset, spec,
+    status; no apiVersion or kind)."""
+    if not isinstance(namespace, Mapping):
+        return None
+    meta = namespace.get("metadata") if isinstance(namespace.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    out: dict[str, Any] = {
+        "metadata": {k: meta[k] for k in _NAMESPACE_META if meta.get(k) not in (None, "", {}, [])}
+    }
+    for key in ("spec", "status"):
+        if isinstance(namespace.get(key), Mapping) and namespace[key]:
+            out[key] = namespace[key]
+    return out

@@ -1,0 +1,25 @@
+"""Snapshots: how the informer process hands complete, immutable policy sources to the workers.
+
+    state = StateDir(root); state.reset()                   # master, at start
+    SnapshotStore(state.snapshot).publish(snapshot)         # informer: atomic (os.replace)
+    store.stamp() / store.read() -> (stamp, Snapshot)       # workers: cheap change check, then read
+    WorkerBoard(state.workers).loaded_generation()          # generation every live worker has loaded
+"""
+
+from celkeeper.snapshot.model import Snapshot, SnapshotItem, digest
+from celkeeper.snapshot.status import InformerRecord, InformerStatus, WorkerBoard, WorkerStatus
+from celkeeper.snapshot.store import SnapshotReadError, SnapshotStore, StateDir, write_atomic
+
+__all__ = [
+    "InformerRecord",
+    "InformerStatus",
+    "Snapshot",
+    "SnapshotItem",
+    "SnapshotReadError",
+    "SnapshotStore",
+    "StateDir",
+    "WorkerBoard",
+    "WorkerStatus",
+    "digest",
+    "write_atomic",
+]

@@ -1,0 +1,35 @@
+"""ConstraintTemplates: reading, checking and compiling them (Gatekeeper's and celkeeper's API groups).
+
+    compiler = TemplateCompiler(engine)          # long-lived; caches compiled code by content hash
+    template, errors = compiler.load(document)   # template is None when it is structurally invalid
+
+A template whose expressions do not compile is still returned (with `errors`): at request time its
+broken expressions fail as Gatekeeper's do.
+"""
+
+from celkeeper.templates.compiler import (
+    CompiledExpression,
+    CompiledMatchCondition,
+    CompiledTemplate,
+    CompiledValidation,
+    TemplateCompiler,
+)
+from celkeeper.templates.parameters import ParameterSchema, SchemaProblem
+from celkeeper.templates.source import Expression, NamedExpression, ValidationSpec
+from celkeeper.templates.spec import TemplateSpec, is_template, parse_template
+
+__all__ = [
+    "CompiledExpression",
+    "CompiledMatchCondition",
+    "CompiledTemplate",
+    "CompiledValidation",
+    "Expression",
+    "NamedExpression",
+    "ParameterSchema",
+    "SchemaProblem",
+    "TemplateCompiler",
+    "TemplateSpec",
+    "ValidationSpec",
+    "is_template",
+    "parse_template",
+]

@@ -1,0 +1,228 @@
+"""A template's parameter schema (spec.crd.spec.validation.openAPIV3Schema), checked as Gatekeeper does.
+
+Gatekeeper validates a constraint against the CRD it generates from the template (frameworks
+constraint/pkg/client/crds/validate.go): first the OpenAPI value validation, then structural pruning
+with unknown-field tracking - any field the schema does not know is an error (`unknown fields`).
+Pruning keeps what `x-kubernetes-preserve-unknown-fields: true` preserves and what
+`additionalProperties` allows; an object schema with neither and without `properties` knows no
+fields. With `legacySchema: true` (the default of v1beta1 templates) frameworks adds
+`x-kubernetes-preserve-unknown-fields: true` to every object (and untyped) level first
+(frameworks apis/templates AddPreserveUnknownFields), so unknown fields are kept.
+
+Value validation uses `jsonschema` (Draft 4, whose `exclusiveMaximum` is a boolean like OpenAPI v3's)
+on a translation of the OpenAPI v3 schema: `nullable` adds null to the type, `x-kubernetes-int-or-string`
+accepts integers and strings, other `x-kubernetes-*` extensions and `format` are not value checks here.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft4Validator
+from jsonschema import exceptions as jsonschema_errors
+
+from celkeeper.documents import index_path, key_path
+
+PRESERVE = "x-kubernetes-preserve-unknown-fields"
+INT_OR_STRING = "x-kubernetes-int-or-string"
+EMBEDDED = "x-kubernetes-embedded-resource"
+
+# OpenAPI keywords that are JSON-schema value checks as they are
+_COPIED = frozenset(
+    {
+        "type",
+        "enum",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "required",
+        "minProperties",
+        "maxProperties",
+    }
+)
+
+
+class SchemaProblem(Exception):
+    """The schema itself is unusable: `path` is relative to openAPIV3Schema."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+class ParameterSchema:
+    """Validates constraint parameters; immutable once built."""
+
+    def __init__(self, openapi: Mapping[str, Any] | None, *, legacy: bool = False) -> None:
+        if openapi is not None and not isinstance(openapi, Mapping):
+            raise SchemaProblem("", "openAPIV3Schema must be a map")
+        schema: dict[str, Any] | None = copy.deepcopy(dict(openapi)) if openapi is not None else None
+        if legacy:
+            schema = schema if schema is not None else {}
+            add_preserve_unknown_fields(schema)
+        self.legacy = legacy
+        self.structural = schema  # None: the constraint may have no parameters at all
+        self._validator: Draft4Validator | None = None
+        if schema is not None:
+            converted = to_json_schema(schema, "")
+            try:
+                Draft4Validator.check_schema(converted)
+            except jsonschema_errors.SchemaError as err:
+                raise SchemaProblem(_schema_path(err.absolute_path), err.message) from None
+            self._validator = Draft4Validator(converted)
+
+    def errors(self, value: Any, path: str = "spec.parameters") -> list[tuple[str, str]]:
+        """Every problem of `value` as (field path, message), value checks first, then unknown fields."""
+        if self.structural is None:
+            return [(path, f'unknown field "{path}": the template defines no parameters')]
+        problems: list[tuple[str, str]] = []
+        assert self._validator is not None
+        for err in sorted(
+            self._validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path]
+        ):
+            problems.append(_describe(err, path))
+        for unknown in unknown_fields(value, self.structural, path):
+            problems.append((unknown, f'unknown field "{unknown}"'))
+        return problems
+
+
+def add_preserve_unknown_fields(schema: dict[str, Any]) -> None:
+    """frameworks' AddPreserveUnknownFields: preserve unknown fields at every object/untyped level."""
+    if schema.get("type", "") in ("", "object") and PRESERVE not in schema:
+        schema[PRESERVE] = True
+    for child in (schema.get("properties") or {}).values():
+        if isinstance(child, dict):
+            add_preserve_unknown_fields(child)
+    if schema.get("type") == "array" and schema.get("items") is None:
+        schema["items"] = {PRESERVE: True}
+    items = schema.get("items")
+    if isinstance(items, dict):
+        add_preserve_unknown_fields(items)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        add_preserve_unknown_fields(extra)
+
+
+def unknown_fields(value: Any, schema: Mapping[str, Any] | None, path: str) -> list[str]:
+    """The fields Kubernetes' structural pruning would drop (apiextensions pruning/algorithm.go)."""
+    found: list[str] = []
+    _prune(value, schema, path, found)
+    return found
+
+
+def _prune(value: Any, schema: Mapping[str, Any] | None, path: str, found: list[str]) -> None:
+    preserve = schema is not None and schema.get(PRESERVE) is True
+    if isinstance(value, dict):
+        properties = (schema.get("properties") or {}) if schema is not None else {}
+        extra = schema.get("additionalProperties") if schema is not None else None
+        embedded = schema is not None and schema.get(EMBEDDED) is True
+        for key, child in value.items():
+            child_path = key_path(path, key)
+            if embedded and key in ("apiVersion", "kind", "metadata"):
+                continue
+            if isinstance(properties, Mapping) and key in properties:
+                _prune(child, properties[key], child_path, found)
+            elif isinstance(extra, Mapping):
+                _prune(child, extra, child_path, found)
+            elif extra is True or preserve:
+                continue  # kept as it is, not looked into (skipPrune)
+            else:
+                found.append(child_path)
+    elif isinstance(value, list):
+        items = schema.get("items") if schema is not None else None
+        for i, child in enumerate(value):
+            _prune(child, items if isinstance(items, Mapping) else None, index_path(path, i), found)
+
+
+def to_json_schema(schema: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """Translate an OpenAPI v3 (Kubernetes structural) schema into a JSON schema (draft 4)."""
+    if not isinstance(schema, Mapping):
+        raise SchemaProblem(path, "a schema must be a map")
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _COPIED:
+            out[key] = value
+        elif key == "properties":
+            if not isinstance(value, Mapping):
+                raise SchemaProblem(key_path(path, key), "properties must be a map")
+            out[key] = {
+                name: to_json_schema(child, key_path(key_path(path, key), name))
+                for name, child in value.items()
+            }
+        elif key == "items":
+            if isinstance(value, list):
+                raise SchemaProblem(key_path(path, key), "items must be one schema, not a list")
+            out[key] = to_json_schema(value, key_path(path, key))
+        elif key == "additionalProperties":
+            out[key] = value if isinstance(value, bool) else to_json_schema(value, key_path(path, key))
+        elif key in ("allOf", "anyOf", "oneOf"):
+            if not isinstance(value, list):
+                raise SchemaProblem(key_path(path, key), f"{key} must be a list of schemas")
+            out[key] = [
+                to_json_schema(child, index_path(key_path(path, key), i)) for i, child in enumerate(value)
+            ]
+        elif key == "not":
+            out[key] = to_json_schema(value, key_path(path, key))
+    if schema.get(INT_OR_STRING) is True:
+        out.pop("type", None)
+        either = [{"type": "integer"}, {"type": "string"}]
+        if "anyOf" in out:
+            out["allOf"] = [*out.get("allOf", []), {"anyOf": out.pop("anyOf")}]
+        out["anyOf"] = either
+    if schema.get("nullable") is True:
+        if isinstance(out.get("type"), str):
+            out["type"] = [out["type"], "null"]
+        if isinstance(out.get("enum"), list) and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+        if "anyOf" in out:
+            out["anyOf"] = [*out["anyOf"], {"type": "null"}]
+    return out
+
+
+def _schema_path(parts: Any) -> str:
+    path = ""
+    for part in parts:
+        path = index_path(path, part) if isinstance(part, int) else key_path(path, str(part))
+    return path
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _describe(err: jsonschema_errors.ValidationError, base: str) -> tuple[str, str]:
+    path = base
+    for part in err.absolute_path:
+        path = index_path(path, part) if isinstance(part, int) else key_path(path, str(part))
+    validator, expected, instance = err.validator, err.validator_value, err.instance
+    if validator == "type":
+        wanted = " or ".join(expected) if isinstance(expected, list) else expected
+        return path, f"must be of type {wanted}, not {_json_type(instance)} ({_short(instance)})"
+    if validator == "required":
+        missing = [name for name in expected if isinstance(instance, dict) and name not in instance]
+        if missing:
+            return key_path(path, missing[0]), "required field is missing"
+    if validator == "enum":
+        return path, f"must be one of {', '.join(_short(v) for v in expected)}; got {_short(instance)}"
+    return path, err.message
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, str) else f'"{value}"'
+    return text if len(text) <= 60 else text[:57] + "..."

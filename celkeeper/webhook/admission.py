@@ -1,0 +1,195 @@
+"""POST /v1/admit: an AdmissionReview (admission.k8s.io/v1) in, an AdmissionReview answer out.
+
+Answer contract (Gatekeeper's):
+- the response echoes request.uid;
+- deny results: allowed false, status code 403 (reason Forbidden), message = the results as
+  `[<constraint>] <message>`, one per line;
+- warn results: response.warnings in the same form, allowed;
+- dryrun results: allowed; logged and counted only;
+- exempt namespaces (configuration) and namespaces labelled with the ignore label: allowed, unchecked;
+- an internal error answers by the failure mode (allow by default, deny when configured), is logged
+  with the request uid, and never shows a traceback;
+- a body that is not an AdmissionReview: HTTP 400 with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from celkeeper.errors import CelkeeperError
+from celkeeper.model import Decision, EnforcementPoint
+from celkeeper.review import AdmissionRequest, decide, parse_admission_review
+from celkeeper.settings import Settings
+from celkeeper.webhook.live import LivePolicies, Loaded
+from celkeeper.webhook.metrics import WebhookMetrics
+
+log = logging.getLogger("celkeeper.webhook")
+
+API_VERSION = "admission.k8s.io/v1"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int  # HTTP status
+    body: dict[str, Any]
+
+
+def review_answer(
+    uid: str,
+    allowed: bool,
+    *,
+    code: int | None = None,
+    reason: str | None = None,
+    message: str | None = None,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if code is not None or message:
+        status: dict[str, Any] = {}
+        if code is not None:
+            status["code"] = code
+        if reason:
+            status["reason"] = reason
+        if message:
+            status["message"] = message
+        response["status"] = status
+    if warnings:
+        response["warnings"] = warnings
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def bad_request(message: str, status: int = 400) -> Answer:
+    return Answer(status, {"code": status, "error": message})
+
+
+def _namespace_matches(patterns: frozenset[str], namespace: str) -> bool:
+    if namespace in patterns:
+        return True
+    return any(p.endswith("*") and namespace.startswith(p[:-1]) for p in patterns)
+
+
+def exemption(request: Mapping[str, Any], loaded: Loaded | None, settings: Settings) -> str | None:
+    """Why this request is not checked at all, or None when it is."""
+    kind = request.get("kind") or {}
+    is_namespace = isinstance(kind, Mapping) and not kind.get("group") and kind.get("kind") == "Namespace"
+    namespace = request.get("namespace") or ""
+    labels: Any = None
+    if is_namespace:
+        obj = request.get("object") or request.get("oldObject") or {}
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        meta = meta if isinstance(meta, Mapping) else {}
+        namespace = request.get("name") or meta.get("name") or namespace
+        labels = meta.get("labels")
+    elif namespace and loaded is not None:
+        ns = loaded.namespace(namespace)
+        meta = ns.get("metadata") if isinstance(ns, Mapping) else None
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if not isinstance(namespace, str) or not namespace:
+        return None
+    if _namespace_matches(settings.exempt_namespaces, namespace):
+        return f"namespace {namespace} is exempt"
+    if isinstance(labels, Mapping) and settings.ignore_label in labels:
+        return f"namespace {namespace} is labelled {settings.ignore_label}"
+    return None
+
+
+class Admission:
+    def __init__(
+        self,
+        live: LivePolicies,
+        settings: Settings,
+        metrics: WebhookMetrics,
+        *,
+        log_denies: bool = False,
+        first_load_wait: float = 0.0,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.first_load_wait = first_load_wait
+        self.live = live
+        self.settings = settings
+        self.metrics = metrics
+        self.log_denies = log_denies
+        self.timer = timer
+
+    def handle(self, body: bytes) -> Answer:
+        start = self.timer()
+        try:
+            doc = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as err:
+            return self._invalid(start, f"malformed JSON: {err}")
+        raw = doc.get("request") if isinstance(doc, dict) else None
+        raw = raw if isinstance(raw, dict) else {}
+        op = raw.get("operation")
+        operation = op if isinstance(op, str) else ""
+        try:
+            request = parse_admission_review(doc)
+        except CelkeeperError as err:
+            return self._invalid(start, f"not a valid AdmissionReview: {err}")
+        except Exception as err:
+            uid = raw.get("uid")
+            if isinstance(uid, str) and uid:
+                return self._internal_error(start, uid, operation, err)
+            return self._invalid(start, f"not a valid AdmissionReview: {err}")
+        uid = request.uid
+        try:
+            answer, decision_label = self._decide(uid, raw, request)
+        except Exception as err:
+            return self._internal_error(start, uid, operation, err)
+        self.metrics.observe_request(decision_label, operation, self.timer() - start)
+        return answer
+
+    def _decide(self, uid: str, raw: Mapping[str, Any], request: AdmissionRequest) -> tuple[Answer, str]:
+        loaded = self.live.current or self.live.wait_loaded(self.first_load_wait)
+        reason = exemption(raw, loaded, self.settings)
+        if reason is not None:
+            return Answer(200, review_answer(uid, True)), "exempt"
+        if loaded is None:
+            raise RuntimeError("no policies loaded yet (the first snapshot has not been published or read)")
+        decision: Decision = decide(
+            request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, clock=self.timer
+        )
+        for kind, seconds in decision.timings:
+            self.metrics.observe_evaluation(kind, seconds)
+        for result in decision.results:
+            self.metrics.count_violation(result.action.value, result.constraint_kind, result.constraint_name)
+        for result in decision.dryruns:
+            log.info("dryrun violation (uid %s, %s): %s", uid, _describe(raw), result.line())
+        warnings = [r.line() for r in decision.warnings]
+        if decision.allowed:
+            return Answer(200, review_answer(uid, True, warnings=warnings)), ("warn" if warnings else "allow")
+        message = decision.deny_message()
+        if self.log_denies:
+            log.info("denied (uid %s, %s): %s", uid, _describe(raw), message.replace("\n", "; "))
+        body = review_answer(uid, False, code=403, reason="Forbidden", message=message, warnings=warnings)
+        return Answer(200, body), "deny"
+
+    def _invalid(self, start: float, message: str) -> Answer:
+        self.metrics.observe_request("invalid", "", self.timer() - start)
+        return bad_request(message)
+
+    def _internal_error(self, start: float, uid: str, operation: str, err: Exception) -> Answer:
+        allow = self.settings.failure_mode == "allow"
+        log.error("internal error answering uid %s (answered %s by the failure mode): %s",
+                  uid, "allowed" if allow else "denied", err, exc_info=err)
+        self.metrics.observe_request("error", operation, self.timer() - start)
+        note = f"celkeeper could not evaluate the policies (internal error, uid {uid})"
+        if allow:
+            body = review_answer(uid, True, warnings=[f"{note}; allowed by the failure mode"])
+        else:
+            message = f"{note}; denied by the failure mode"
+            body = review_answer(uid, False, code=500, reason="InternalError", message=message)
+        return Answer(200, body)
+
+
+def _describe(raw: Mapping[str, Any]) -> str:
+    kind = raw.get("kind") if isinstance(raw.get("kind"), Mapping) else {}
+    assert isinstance(kind, Mapping)
+    name = raw.get("name") or ""
+    ns = raw.get("namespace") or ""
+    target = f"{ns}/{name}" if ns else str(name)
+    return f"{raw.get('operation', '')} {kind.get('kind', '')} {target}".strip()

@@ -1,0 +1,328 @@
+"""Gunicorn, started programmatically: the master, its workers and one informer process.
+
+    serve(options, tls, app_factory, informer=..., on_worker_gone=...)
+
+`app_factory(heartbeat)` runs in each worker after the fork; `heartbeat()` tells the master the
+worker is alive while the app loads (compiling a large policy set can take longer than --timeout).
+
+Process tree of one server:
+
+    master (Gunicorn arbiter)     binds the sockets, forks and supervises the rest, never serves
+    ├── informer                  exactly one; re-forked (with back-off) whenever it dies
+    ├── worker 1 .. N             gthread workers: each loads the app (create_app) after the fork
+    │                             and serves HTTPS; Gunicorn replaces any worker that dies
+
+The workers and the informer share nothing but files (snapshots, statuses, metrics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
+
+from celkeeper.tls import ServerTLS
+
+log = logging.getLogger("celkeeper.server")
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    binds: tuple[str, ...] = ("0.0.0.0:8443",)
+    workers: int = 2
+    threads: int = 1  # per worker; requests of one worker share one GIL anyway
+    timeout: int = 30  # a worker silent for this long is killed and replaced
+    graceful_timeout: int = 10  # on stop/restart, workers finish their requests within this
+    keepalive: int = 60  # idle keep-alive connections are closed after this (the API server reuses them)
+    backlog: int = 2048
+    max_requests: int = 0  # recycle a worker after this many requests (0: never)
+    gc_threshold: int = 20_000  # the workers' generation-0 threshold (0: Python's default)
+    access_log: bool = False
+    log_level: str = "info"
+    proc_name: str = "celkeeper"
+
+
+class Sidecar:
+    """A child process the master keeps running: forked from the master, restarted when it dies.
+
+    A sidecar that dies soon after starting is restarted with a growing delay (1 s doubling to 30 s);
+    one that ran for a while is restarted at once.
+    """
+
+    MIN_DELAY, MAX_DELAY, STABLE_AFTER = 1.0, 30.0, 30.0
+
+    def __init__(self, name: str, target: Callable[[], int]) -> None:
+        self.name = name
+        self.target = target
+        self.pid = 0
+        self.started_at = 0.0
+        self.restarts = 0
+        self._delay = 0.0
+        self._not_before = 0.0
+        self.stopping = False
+
+    def ensure(self, arbiter: Arbiter) -> None:
+        if self.pid or self.stopping or time.monotonic() < self._not_before:
+            return
+        if self.started_at:
+            self.restarts += 1
+        self.spawn(arbiter)
+
+    def spawn(self, arbiter: Arbiter) -> None:
+        pid = os.fork()
+        if pid:
+            self.pid, self.started_at = pid, time.monotonic()
+            log.info("started the %s (pid %d)", self.name, pid)
+            return
+        # the child: undo the master's signal handling, drop its sockets, run the target
+        code = 1
+        try:
+            for sig in [*arbiter.SIGNALS, signal.SIGCHLD]:
+                signal.signal(sig, signal.SIG_DFL)
+            for listener in arbiter.LISTENERS:
+                with contextlib.suppress(OSError):
+                    listener.close()
+            with contextlib.suppress(Exception):
+                from gunicorn import util
+
+                util._setproctitle(f"{self.name} [{arbiter.proc_name}]")
+            code = int(self.target())
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            log.exception("the %s failed", self.name)
+        finally:
+            logging.shutdown()
+            os._exit(code)
+
+    def reap(self) -> None:
+        """Notice (and reap) the sidecar's exit, if it has exited."""
+        if not self.pid:
+            return
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:  # already reaped by the arbiter's waitpid(-1)
+            pid, status = self.pid, -1
+        if not pid:
+            return
+        self._exited(status)
+
+    def _exited(self, status: int) -> None:
+        pid, self.pid = self.pid, 0
+        if self.stopping:
+            log.info("the %s (pid %d) stopped", self.name, pid)
+            with contextlib.suppress(Exception):
+                _process_gone(pid)
+            return
+        if status == -1:
+            how = "exited"
+        elif os.WIFSIGNALED(status):
+            how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+        else:
+            how = f"exited with status {os.WEXITSTATUS(status)}"
+        lived = time.monotonic() - self.started_at
+        if lived >= self.STABLE_AFTER:
+            self._delay = 0.0
+        elif self._delay:
+            self._delay = min(self._delay * 2, self.MAX_DELAY)
+        elif self.restarts:
+            self._delay = self.MIN_DELAY
+        self._not_before = time.monotonic() + self._delay
+        report = log.warning if status in (0, -1) else log.error
+        report("the %s (pid %d) %s after %.1f s; restarting it%s", self.name, pid, how, lived,
+               f" in {self._delay:.0f} s" if self._delay else "")
+        with contextlib.suppress(Exception):
+            _process_gone(pid)
+
+    def terminate(self) -> None:
+        """Ask it to stop (SIGTERM) and do not restart it."""
+        self.stopping = True
+        if self.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+
+    def stop(self, timeout: float) -> None:
+        self.stopping = True
+        if not self.pid:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                pid, _status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid:
+                break
+            time.sleep(0.05)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+        with contextlib.suppress(Exception):
+            _process_gone(self.pid)
+        self.pid = 0
+
+
+def _process_gone(pid: int) -> None:
+    """Bookkeeping for a dead process: its live metrics (prometheus_client multiprocess mode)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)
+
+
+class _Arbiter(Arbiter):
+    def __init__(self, app: WebhookServer, sidecars: list[Sidecar]) -> None:
+        self.sidecars = sidecars
+        super().__init__(app)
+
+    def manage_workers(self) -> None:
+        for sidecar in self.sidecars:
+            sidecar.ensure(self)
+        super().manage_workers()
+
+    def reap_workers(self) -> None:
+        for sidecar in self.sidecars:
+            sidecar.reap()
+        try:
+            super().reap_workers()
+        finally:
+            for sidecar in self.sidecars:
+                sidecar.reap()
+
+    def stop(self, graceful: bool = True) -> None:
+        for sidecar in self.sidecars:
+            sidecar.terminate()
+        super().stop(graceful)
+        for sidecar in self.sidecars:
+            sidecar.stop(timeout=5.0)
+
+
+def _safe(hook: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """Hooks run inside Gunicorn's loops: an exception there must not take the master down.
+    (Gunicorn checks a hook's arity: the wrapper keeps the two positional parameters.)"""
+
+    def run(server: Any, worker: Any) -> None:
+        try:
+            hook(server, worker)
+        except Exception:
+            log.exception("server hook %s failed", getattr(hook, "__name__", hook))
+
+    return run
+
+
+class WebhookServer(BaseApplication):
+    def __init__(
+        self,
+        options: ServerOptions,
+        tls: ServerTLS,
+        app_factory: Callable[[Callable[[], None]], Any],
+        informer: Callable[[], int] | None = None,
+        on_worker_gone: Callable[[int], None] | None = None,
+    ) -> None:
+        self.options = options
+        self._worker: Any = None  # in a worker process: its Gunicorn worker object
+        self.tls = tls
+        self.app_factory = app_factory
+        self.sidecars = [Sidecar("informer", informer)] if informer is not None else []
+        self.on_worker_gone = on_worker_gone
+        super().__init__()
+
+    def _worker_gone(self, pid: int) -> None:
+        if self.on_worker_gone is not None:
+            self.on_worker_gone(pid)
+        _process_gone(pid)
+
+    def load_config(self) -> None:
+        o = self.options
+        tls = self.tls
+
+        def ssl_context(config: Any, default_ssl_context_factory: Any) -> Any:
+            return tls.context()
+
+        def post_fork(server: Any, worker: Any) -> None:  # the worker, right after the fork
+            self._worker = worker
+            if o.gc_threshold:
+                # fewer collections: a request allocates a few hundred containers, nearly all freed
+                # by reference counting; the default (700) collects every other request
+                gc.set_threshold(o.gc_threshold, 50, 100)
+
+        def child_exit(server: Any, worker: Any) -> None:  # master, after a worker was reaped
+            self._worker_gone(worker.pid)
+
+        def worker_exit(server: Any, worker: Any) -> None:  # the worker itself, exiting
+            if self.on_worker_gone is not None:
+                self.on_worker_gone(worker.pid)
+
+        settings: dict[str, Any] = {
+            "bind": list(o.binds),
+            "workers": o.workers,
+            "worker_class": "gthread",
+            "threads": o.threads,
+            "timeout": o.timeout,
+            "graceful_timeout": o.graceful_timeout,
+            "keepalive": o.keepalive,
+            "backlog": o.backlog,
+            "max_requests": o.max_requests,
+            "max_requests_jitter": o.max_requests // 10 if o.max_requests else 0,
+            "certfile": tls.cert_file,
+            "keyfile": tls.key_file,
+            "ssl_context": ssl_context,
+            "post_fork": post_fork,
+            "child_exit": _safe(child_exit),
+            "worker_exit": _safe(worker_exit),
+            "accesslog": "-" if o.access_log else None,
+            "errorlog": "-",
+            "loglevel": o.log_level,
+            "proc_name": o.proc_name,
+            "preload_app": False,  # nothing of the app exists in the master
+            "control_socket_disable": True,  # gunicorn >= 25: no ~/.gunicorn/gunicorn.ctl
+            "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
+        }
+        for key, value in settings.items():
+            if key in self.cfg.settings:
+                self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        worker = self._worker
+
+        def heartbeat() -> None:
+            if worker is not None:
+                worker.notify()
+
+        return self.app_factory(heartbeat)
+
+    def run(self) -> None:
+        try:
+            _Arbiter(self, self.sidecars).run()
+        except RuntimeError as err:
+            print(f"celkeeper serve: {err}", file=sys.stderr)
+            sys.exit(1)
+
+
+def serve(
+    options: ServerOptions,
+    tls: ServerTLS,
+    app_factory: Callable[[Callable[[], None]], Any],
+    informer: Callable[[], int] | None = None,
+    on_worker_gone: Callable[[int], None] | None = None,
+) -> None:
+    """Run the server until it is stopped (SIGTERM/SIGINT: graceful; SIGQUIT: quick). Does not return
+    normally: Gunicorn ends the master with SystemExit."""
+    WebhookServer(options, tls, app_factory, informer, on_worker_gone).run()
+
+
+__all__ = ["ServerOptions", "Sidecar", "WebhookServer", "serve"]

@@ -1,0 +1,260 @@
+"""The engine contract (celkeeper.cel.api) on both backends: compiling, variables, the built-in
+variables, parameters, errors as values, result conversion."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+
+import pytest
+
+from celkeeper.cel import ENGINES, CelCompileError, CelError, VariableCompileError, get_engine
+from celkeeper.cel.api import Engine
+from celkeeper.cel.k8slib.celvalues import Uint
+from celkeeper.cel.k8slib.quantity import Quantity
+from tests.cel.conftest import evaluate
+
+POD = {
+    "metadata": {"name": "p", "labels": {"app": "web"}},
+    "spec": {
+        "containers": [
+            {"name": "a", "image": "nginx:1", "securityContext": {"privileged": True}},
+            {"name": "b", "image": "redis:7"},
+        ]
+    },
+}
+
+# the privileged-containers template of the Gatekeeper library, as Gatekeeper ships it
+_ALL = "(variables.containers + variables.initContainers + variables.ephemeralContainers)"
+PRIVILEGED_VARIABLES = {
+    "containers": "has(variables.anyObject.spec.containers) ? variables.anyObject.spec.containers : []",
+    "initContainers": (
+        "has(variables.anyObject.spec.initContainers) ? variables.anyObject.spec.initContainers : []"
+    ),
+    "ephemeralContainers": (
+        "has(variables.anyObject.spec.ephemeralContainers) ? "
+        "variables.anyObject.spec.ephemeralContainers : []"
+    ),
+    "exemptImagePrefixes": (
+        "!has(variables.params.exemptImages) ? [] :\n"
+        '  variables.params.exemptImages.filter(image, image.endsWith("*"))'
+        '.map(image, string(image).replace("*", ""))'
+    ),
+    "exemptImageExplicit": (
+        "!has(variables.params.exemptImages) ? [] : \n"
+        '  variables.params.exemptImages.filter(image, !image.endsWith("*"))'
+    ),
+    "exemptImages": (
+        f"{_ALL}.filter(container,\n"
+        "  container.image in variables.exemptImageExplicit ||\n"
+        "  variables.exemptImagePrefixes.exists(exemption, string(container.image).startsWith(exemption))\n"
+        ").map(container, container.image)"
+    ),
+    "badContainers": (
+        f"{_ALL}.filter(container,\n"
+        "  !(container.image in variables.exemptImages) &&\n"
+        "  (has(container.securityContext) && has(container.securityContext.privileged) && "
+        "container.securityContext.privileged)\n"
+        ').map(container, "Privileged container is not allowed: " + container.name '
+        '+", securityContext.privileged: true")'
+    ),
+    "isUpdate": 'has(request.operation) && request.operation == "UPDATE"',
+}
+
+
+def test_engines_are_known_and_default_first() -> None:
+    assert ENGINES == ("cel-expr-python", "cel-python")
+    with pytest.raises(ValueError, match="unknown CEL engine"):
+        get_engine("cel-go")
+
+
+def test_plain_expression(engine: Engine) -> None:
+    assert evaluate(engine, "object.metadata.name == 'p'", object=POD) is True
+    assert evaluate(engine, "object.spec.containers.map(c, c.name)", object=POD) == ["a", "b"]
+
+
+def test_program_knows_its_source_and_type(engine: Engine) -> None:
+    program = engine.compile("object.spec.containers.map(c, c.name)")
+    assert program.source == "object.spec.containers.map(c, c.name)"
+    assert program.output_type == "list(dyn)"
+    assert engine.compile("'a' + 'b'").output_type == "string"
+    assert engine.compile("object.x").output_type == "dyn"
+    assert engine.compile("quantity('1')").output_type == "kubernetes.Quantity"
+    assert engine.compile("object.?x").output_type == "optional_type(dyn)"
+    assert engine.compile("{'a': [1]}").output_type == "map(string, list(int))"
+
+
+def test_compile_error_has_line_and_column(engine: Engine) -> None:
+    with pytest.raises(CelCompileError) as info:
+        engine.compile("object.metadata.name == 'p' &&\n  nope.x")
+    assert (info.value.line, info.value.column) == (2, 3)
+    assert "undeclared reference to 'nope'" in info.value.message
+    assert str(info.value).startswith("2:3: ")
+
+
+def test_evaluation_errors_are_values(engine: Engine) -> None:
+    result = evaluate(engine, "object.spec.nope == 1", object=POD)
+    assert isinstance(result, CelError)
+    assert result.message
+    assert isinstance(evaluate(engine, "1 / 0"), CelError)
+
+
+def test_result_types(engine: Engine) -> None:
+    assert evaluate(engine, "1u + 2u") == 3 and isinstance(evaluate(engine, "1u + 2u"), Uint)
+    assert evaluate(engine, "2.5 * 2.0") == 5.0
+    assert evaluate(engine, "b'ab\\x00c'") == b"ab\x00c"
+    assert evaluate(engine, "null") is None
+    assert evaluate(engine, "{'k': [dyn(1), dyn('x')]}.k") == [1, "x"]
+    assert evaluate(engine, "duration('90s')") == datetime.timedelta(seconds=90)
+    ts = evaluate(engine, "timestamp('2024-01-02T03:04:05Z')")
+    assert ts == datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    q = evaluate(engine, "quantity('1.5Gi')")
+    assert isinstance(q, Quantity) and str(q) == "1536Mi"
+    opt = evaluate(engine, "object.?metadata", object=POD)
+    assert isinstance(opt, CelError) and "optional" in opt.message
+
+
+def test_variables_in_order_lazily_and_once(engine: Engine) -> None:
+    variables = {
+        "names": "object.spec.containers.map(c, c.name)",
+        "count": "size(variables.names)",
+        "broken": "object.spec.nope.deeper",  # an error, but never used below
+    }
+    assert evaluate(engine, "variables.count == 2", object=POD, variables=variables) is True
+    assert evaluate(engine, "variables.names.join('+')", object=POD, variables=variables) == "a+b"
+    assert isinstance(evaluate(engine, "variables.broken", object=POD, variables=variables), CelError)
+    # the checker knows each variable's type
+    assert engine.compile("variables.count", variables).output_type == "int"
+    assert engine.compile("variables.names", variables).output_type == "list(dyn)"
+
+
+def test_variable_errors_name_the_variable(engine: Engine) -> None:
+    with pytest.raises(VariableCompileError) as info:
+        engine.compile("true", {"ok": "1", "bad": "1 +\n 'a'"})
+    assert info.value.variable == "bad"
+    assert (info.value.line, info.value.column) == (1, 3)
+    with pytest.raises(CelCompileError, match="undefined field 'nope'"):
+        engine.compile("variables.nope", {"ok": "1"})
+    with pytest.raises(CelCompileError, match="undefined field 'later'"):
+        engine.compile("true", {"first": "variables.later", "later": "1"})
+    with pytest.raises(CelCompileError, match="reserved"):
+        engine.compile("true", {"params": "1"})
+
+
+def test_builtin_variables(engine: Engine) -> None:
+    constraint = {"kind": "K8sPrivileged", "spec": {"parameters": {"x": 1}}}
+    src = "[variables.params.x, params.spec.parameters.x]"
+    assert evaluate(engine, src, params={"x": 1}, constraint=constraint) == [1, 1]
+    assert evaluate(engine, "variables.params == null") is True
+    assert evaluate(engine, "params == null") is True
+    delete = {"operation": "DELETE"}
+    assert evaluate(engine, "variables.anyObject.metadata.name", old_object=POD, request=delete) == "p"
+    assert (
+        evaluate(engine, "variables.anyObject.metadata.name", object=POD, request={"operation": "CREATE"})
+        == "p"
+    )
+
+
+def test_gatekeeper_privileged_template(engine: Engine) -> None:
+    msg = "variables.badContainers.join(', ')"
+    ok = "variables.isUpdate || size(variables.badContainers) == 0"
+    create = {"operation": "CREATE"}
+    assert evaluate(engine, ok, object=POD, request=create, variables=PRIVILEGED_VARIABLES) is False
+    assert (
+        evaluate(engine, msg, object=POD, request=create, variables=PRIVILEGED_VARIABLES)
+        == "Privileged container is not allowed: a, securityContext.privileged: true"
+    )
+    exempt = {"exemptImages": ["nginx:*"]}
+    assert (
+        evaluate(engine, ok, object=POD, request=create, params=exempt, variables=PRIVILEGED_VARIABLES)
+        is True
+    )
+    assert (
+        evaluate(engine, ok, object=POD, request={"operation": "UPDATE"}, variables=PRIVILEGED_VARIABLES)
+        is True
+    )
+
+
+def test_one_activation_for_many_programs_and_params(engine: Engine) -> None:
+    act = engine.activation(object=POD, old_object=None, request={"operation": "CREATE"})
+    program = engine.compile("object.spec.containers.exists(c, c.image.startsWith(variables.params.prefix))")
+    assert engine.evaluate(program, act, params={"prefix": "nginx"}) is True
+    assert engine.evaluate(program, act, params={"prefix": "mysql"}) is False
+    assert isinstance(engine.evaluate(program, act, params=None), CelError)
+    other = engine.compile("object.metadata.labels.app")
+    assert engine.evaluate(other, act) == "web"
+
+
+def test_threads_share_an_engine(engine: Engine) -> None:
+    program = engine.compile("variables.params.n * 2")
+    errors: list[object] = []
+
+    def work(n: int) -> None:
+        act = engine.activation(object=POD, old_object=None, request={})
+        for _ in range(50):
+            got = engine.evaluate(program, act, params={"n": n})
+            if got != n * 2:
+                errors.append(got)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_transform_map_works_on_both_engines(engine: Engine) -> None:
+    assert evaluate(engine, "{'a': 1, 'b': 2}.transformMap(k, v, v * 10)") == {"a": 10, "b": 20}
+    assert evaluate(engine, "[5, 6].transformMapEntry(i, v, {string(v): i})") == {"5": 0, "6": 1}
+
+
+def test_forged_library_values_are_rejected(engine: Engine) -> None:
+    forged = "dyn({'@kubernetes.Quantity': 'iSv:1:100000|0'}).asApproximateFloat()"
+    assert isinstance(evaluate(engine, forged), CelError)
+    # a forged map in a result stays a map
+    assert evaluate(engine, "{'@kubernetes.Quantity': 'iSv:1:0|0'}") == {"@kubernetes.Quantity": "iSv:1:0|0"}
+
+
+def test_library_value_tokens_are_bound_to_their_payload_type_and_engine(engine: Engine) -> None:
+    # an expression can read a library value's token through dyn...
+    token = evaluate(engine, "dyn(quantity('1.5Gi'))['@kubernetes.Quantity']")
+    assert isinstance(token, str)
+    use = "dyn({'@kubernetes.Quantity': params.t}).compareTo(quantity('1536Mi'))"
+    # ...and repeat that value in the engine that made it
+    assert evaluate(engine, use, constraint={"t": token}) == 0
+    # but not change the payload, use it as another type, or take it to another engine
+    payload, _, tag = token.rpartition("|")
+    assert payload and tag
+    assert isinstance(evaluate(engine, use, constraint={"t": f"iSv:7:0|{tag}"}), CelError)
+    semver = "dyn({'@kubernetes.Semver': params.t}).major()"
+    assert isinstance(evaluate(engine, semver, constraint={"t": token}), CelError)
+    other = get_engine(engine.name)
+    assert isinstance(evaluate(other, use, constraint={"t": token}), CelError)
+    assert evaluate(other, "dyn(quantity('1.5Gi'))['@kubernetes.Quantity']") != token
+
+
+def test_memoised_library_calls_never_remember_errors(engine: Engine) -> None:
+    act = engine.activation(object=None, old_object=None, request={})
+    size = engine.compile("quantity(variables.params.q).isLessThan(quantity('1Gi'))")
+    find = engine.compile("'a-b-c'.find(variables.params.re)")
+    for q, want in [("bad", None), ("512Mi", True), ("bad", None), ("2Gi", False), ("512Mi", True)]:
+        got = engine.evaluate(size, act, params={"q": q})
+        if want is None:
+            assert isinstance(got, CelError) and "quantities must match" in got.message
+        else:
+            assert got is want
+    for pattern, found in [("-.", "-b"), ("(", None), ("-.", "-b"), ("c$", "c"), ("(", None)]:
+        got = engine.evaluate(find, act, params={"re": pattern})
+        if found is None:
+            assert isinstance(got, CelError) and "Illegal regex" in got.message
+        else:
+            assert got == found
+
+
+def test_comprehension_variables_shadow_params(engine: Engine) -> None:
+    constraint: dict[str, dict[str, dict[str, int]]] = {"spec": {"parameters": {}}}
+    assert evaluate(engine, "[1, 2].all(params, params > 0)", constraint=constraint) is True
+    assert evaluate(
+        engine, "[1].map(params, params + 1) == [2] && params.spec != null", constraint=constraint
+    )

@@ -1,0 +1,51 @@
+"""Shared helpers for the CLI tests: run `celkeeper` in-process and capture its output."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from celkeeper.cli.main import main
+from celkeeper.settings import ENGINES
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+LIBRARY = ROOT.parent / "shared" / "samples" / "gatekeeper-library"
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]):
+    def run(*argv: str) -> Run:
+        capsys.readouterr()
+        code = main(list(argv))
+        captured = capsys.readouterr()
+        return Run(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def example_copy(tmp_path: Path):
+    """A writable copy of one example folder."""
+
+    def copy(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(EXAMPLES / name, target)
+        return target
+
+    return copy

@@ -1,0 +1,223 @@
+"""`celkeeper test` (gator test-like reviews of files) and `celkeeper lint` (every problem, one line each)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+from tests.cli.conftest import EXAMPLES
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# -- test ---------------------------------------------------------------------------------------------
+
+
+def test_denying_results_are_printed_and_exit_1(cli, engine: str) -> None:
+    folder = EXAMPLES / "allowed-registries"
+    run = cli("test", "-f", str(folder), "--engine", engine)
+    assert run.code == 1, run.err
+    lines = run.out.splitlines()
+    prefix = "v1/Pod shop/web: [pods-from-approved-registries] images must come from an allowed registry"
+    assert (
+        f"{prefix} (registry.example.com/, mirror.gcr.io/): quay.io/prometheus/node-exporter:v1.8.0, "
+        "docker.io/library/busybox:1.36 (deny)"
+    ) in lines
+    assert any(line.startswith("v1/Pod shop/lookalike: [pods-from-approved-registries] ") for line in lines)
+    assert any(
+        line.startswith("v1/Pod shop/debug-target: [pods-from-approved-registries] ") for line in lines
+    )
+    assert len(lines) == 3  # the allowed Pod and the kube-system Pod produce nothing
+    assert run.err == ""
+
+
+def test_warn_results_do_not_fail(cli) -> None:
+    run = cli("test", "-f", str(EXAMPLES / "disallow-latest-tag"))
+    assert run.code == 0, run.err
+    assert run.out.splitlines() == [
+        "v1/Pod shop/api: [no-latest-images] container api: image registry.example.com/shop/api:latest "
+        "uses disallowed tag latest (warn)",
+        "v1/Pod shop/cache: [no-latest-images] container cache: "
+        "image registry.example.com:5000/library/redis "
+        "has no tag (means :latest); container init: image registry.example.com/shop/init:dev uses "
+        "disallowed tag dev (warn)",
+    ]
+
+
+def test_cluster_scoped_objects_and_json_output(cli) -> None:
+    run = cli("test", "-f", str(EXAMPLES / "required-labels"), "-o", "json")
+    assert run.code == 1
+    rows = json.loads(run.out)
+    by_name = {(r["object"]["kind"], r["object"]["name"], r["constraint"]["name"]): r for r in rows}
+    scratch = by_name[("Namespace", "scratch", "namespaces-have-owner")]
+    assert scratch["enforcementAction"] == "deny"
+    assert scratch["message"] == "Namespace scratch is missing required labels: owner, cost-center"
+    assert scratch["object"] == {"apiVersion": "v1", "kind": "Namespace", "namespace": "", "name": "scratch"}
+    assert scratch["file"].endswith("namespace-missing-labels.yaml") and scratch["document"] == 1
+    assert scratch["constraint"]["kind"] == "CKRequiredLabels"
+    warn = by_name[("Deployment", "checkout", "workloads-have-app-label")]
+    assert warn["enforcementAction"] == "warn" and warn["object"]["namespace"] == "team-shop"
+    text = cli("test", "-f", str(EXAMPLES / "required-labels"))
+    assert (
+        "v1/Namespace scratch: [namespaces-have-owner] Namespace scratch is missing required labels: "
+        "owner, cost-center (deny)" in text.out.splitlines()
+    )
+
+
+def test_deny_only_and_multiple_inputs(cli, tmp_path: Path) -> None:
+    pod = _write(
+        tmp_path / "pod.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: bad, namespace: shop}
+        spec:
+          containers: [{name: c, image: "docker.io/nginx:latest"}]
+        """,
+    )
+    run = cli(
+        "test",
+        "-f",
+        str(EXAMPLES / "allowed-registries" / "template.yaml"),
+        "-f",
+        str(EXAMPLES / "allowed-registries" / "constraint.yaml"),
+        "-f",
+        str(EXAMPLES / "disallow-latest-tag" / "template.yaml"),
+        "-f",
+        str(EXAMPLES / "disallow-latest-tag" / "constraint.yaml"),
+        "-f",
+        str(pod),
+        "--deny-only",
+    )
+    assert run.code == 1
+    assert run.out.splitlines() == [
+        "v1/Pod shop/bad: [pods-from-approved-registries] images must come from an allowed registry "
+        "(registry.example.com/, mirror.gcr.io/): docker.io/nginx:latest (deny)"
+    ]
+
+
+def test_namespace_selector_uses_namespaces_among_the_inputs(cli) -> None:
+    run = cli("test", "-f", str(EXAMPLES / "seccomp"))
+    assert run.code == 1
+    names = sorted(set(re.findall(r"^v1/Pod (\S+): ", run.out, re.M)))
+    assert names == ["payments/api"]  # sandbox is not selected; payments is
+
+
+def test_no_policies_no_results(cli, tmp_path: Path) -> None:
+    _write(tmp_path / "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+    run = cli("test", "-f", str(tmp_path))
+    assert (run.code, run.out, run.err) == (0, "", "")
+
+
+def test_broken_inputs_are_error_lines(cli, tmp_path: Path) -> None:
+    _write(tmp_path / "broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n")
+    shutil.copy(EXAMPLES / "allowed-registries" / "template.yaml", tmp_path / "template.yaml")
+    _write(
+        tmp_path / "constraint.yaml",
+        """\
+        apiVersion: constraints.celkeeper.io/v1beta1
+        kind: CKAllowedRegistries
+        metadata: {name: typo}
+        spec:
+          parameters:
+            registry: ["x/"]
+        """,
+    )
+    run = cli("test", "-f", str(tmp_path))
+    assert run.code == 1
+    errors = run.err.splitlines()
+    assert any(
+        e.startswith(f"celkeeper test: {tmp_path}/broken.yaml:4:1: document 1: YAML/JSON syntax error")
+        for e in errors
+    ), errors
+    assert any(
+        e.startswith(f"celkeeper test: {tmp_path}/constraint.yaml:") and "registry" in e for e in errors
+    ), errors
+    assert "Traceback" not in run.err
+    run = cli("test", "-f", str(tmp_path / "missing.yaml"))
+    assert (
+        run.code == 1 and run.err == f"celkeeper test: {tmp_path}/missing.yaml: no such file or directory\n"
+    )
+
+
+# -- lint ---------------------------------------------------------------------------------------------
+
+
+def test_examples_lint_clean(cli, engine: str) -> None:
+    run = cli("lint", str(EXAMPLES), "--engine", engine)
+    assert run.code == 0, run.out
+    assert run.out == ""
+    assert re.fullmatch(
+        r"celkeeper lint: no problems in \d+ files: \d+ templates, \d+ constraints, \d+ suites\n", run.err
+    )
+
+
+def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
+    template = _write(
+        tmp_path / "template.yaml",
+        """\
+        apiVersion: templates.celkeeper.io/v1
+        kind: ConstraintTemplate
+        metadata:
+          name: ckbroken
+        spec:
+          crd:
+            spec:
+              names:
+                kind: CKBroken
+              validation:
+                openAPIV3Schema:
+                  type: object
+                  properties:
+                    n: {type: integer}
+          targets:
+            - target: admission.k8s.gatekeeper.sh
+              code:
+                - engine: K8sNativeValidation
+                  source:
+                    validations:
+                      - expression: object.metadata.name == 1 +
+                      - expression: size(object.metadata.name) > 0
+                        messageExpression: '"x" + nope(1)'
+        """,
+    )
+    _write(
+        tmp_path / "constraint.yaml",
+        """\
+        apiVersion: constraints.celkeeper.io/v1beta1
+        kind: CKBroken
+        metadata: {name: wrong-type}
+        spec:
+          parameters:
+            n: "three"
+        """,
+    )
+    _write(tmp_path / "nokind.yaml", "apiVersion: v1\nmetadata: {name: x}\n")
+    _write(tmp_path / "syntax.yaml", "a: [\n")
+    _write(tmp_path / "suite.yaml", "kind: Suite\napiVersion: test.gatekeeper.sh/v1alpha1\ntests: 3\n")
+    run = cli("lint", str(tmp_path))
+    assert run.code == 1
+    lines = run.out.splitlines()
+    assert all("Traceback" not in line for line in lines)
+    assert re.search(
+        r"^celkeeper lint: (\d+) problems in 5 files: 1 templates, 1 constraints, 1 suites$", run.err
+    )
+    expected = [
+        rf"^{tmp_path}/constraint.yaml:6:\d+: document 1: spec.parameters.n: .*",
+        rf"^{tmp_path}/nokind.yaml(:\d+:\d+)?: document 1: missing kind$",
+        rf"^{tmp_path}/suite.yaml:3:8: document 1: tests: must be a list, not the number 3$",
+        rf"^{tmp_path}/syntax.yaml:2:1: document 1: YAML/JSON syntax error",
+        rf"^{template}:21:\d+: document 1: spec.targets\[0\].code\[0\].source.validations\[0\].expression: ",
+        rf"^{template}:23:\d+: document 1: "
+        r"spec.targets\[0\].code\[0\].source.validations\[1\].messageExpression: ",
+    ]
+    for pattern in expected:
+        assert sum(1 for line in lines if re.search(pattern, line)) == 1, (pattern, lines)
+    assert len(lines) == len(expected), lines

@@ -1,0 +1,76 @@
+"""Shared helpers for the CRD tests: sample templates and constraints, schema walking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from celkeeper.documents import parse_documents
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT.parent / "shared" / "samples" / "gatekeeper-library"
+EXAMPLES = ROOT / "examples"
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    parsed = parse_documents(path.read_text(encoding="utf-8"), str(path))
+    assert not parsed.errors, [str(e) for e in parsed.errors]
+    return [d.data for d in parsed.documents]
+
+
+def library_dirs() -> list[Path]:
+    if not LIBRARY.is_dir():
+        return []
+    return sorted(p.parent for p in LIBRARY.rglob("template.yaml"))
+
+
+def example_dirs() -> list[Path]:
+    if not EXAMPLES.is_dir():
+        return []
+    return sorted(p.parent for p in EXAMPLES.glob("*/template.yaml"))
+
+
+def require_library() -> None:
+    if not LIBRARY.is_dir():
+        pytest.skip(f"the gatekeeper-library samples are absent ({LIBRARY})")
+
+
+def template_of(directory: Path) -> dict[str, Any]:
+    (template,) = [d for d in load(directory / "template.yaml") if d.get("kind") == "ConstraintTemplate"]
+    return template
+
+
+def constraints_of(directory: Path, kind: str) -> list[tuple[Path, dict[str, Any]]]:
+    """Every document of `kind` in the YAML files under `directory` (samples and examples)."""
+    found: list[tuple[Path, dict[str, Any]]] = []
+    for path in sorted(directory.rglob("*.yaml")):
+        try:
+            docs = load(path)
+        except AssertionError:
+            continue
+        found.extend((path, d) for d in docs if d.get("kind") == kind)
+    return found
+
+
+def schema_at(schema: dict[str, Any], dotted: str) -> dict[str, Any]:
+    """The schema of a field given as a dotted path of property names (`spec.match.kinds`); `[]` = items."""
+    node = schema
+    for part in dotted.split("."):
+        node = node["items"] if part == "[]" else node["properties"][part]
+    return node
+
+
+def walk(schema: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every (path, node) of a schema's structural part: properties, items, additionalProperties."""
+    if not isinstance(schema, dict):
+        return []
+    nodes = [(path, schema)]
+    for name, child in (schema.get("properties") or {}).items():
+        nodes += walk(child, f"{path}.{name}" if path else name)
+    if isinstance(schema.get("items"), dict):
+        nodes += walk(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        nodes += walk(schema["additionalProperties"], f"{path}{{}}")
+    return nodes

@@ -1,0 +1,483 @@
+"""The generated CRDs on a real kube-apiserver, through the real kubectl: accepted by server-side dry-run and
+for real, Established, serving their kinds with the schemas, defaults and printer columns they declare."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from celkeeper.crds import constraint_crd, static_crds, structural_errors
+from tests.crds.helpers import (
+    LIBRARY,
+    constraints_of,
+    example_dirs,
+    library_dirs,
+    require_library,
+    template_of,
+)
+from tests.crds.test_structural import NON_STRUCTURAL, ROOT_NON_STRUCTURAL, STRUCTURAL
+from tests.support.apiserver import ControlPlane, KubectlError, wait_for
+
+pytestmark = pytest.mark.kube
+
+CRDS_DIR = Path(__file__).resolve().parents[2] / "crds"
+
+
+def established(cluster: ControlPlane, name: str) -> bool:
+    ext = client.ApiextensionsV1Api(cluster.api_client)
+    status = ext.read_custom_resource_definition(name).status
+    conditions = (status.conditions if status else None) or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+def wait_established(cluster: ControlPlane, name: str) -> None:
+    wait_for(lambda: established(cluster, name), timeout=30, what=f"CRD {name} to be Established")
+
+
+def apply_when_served(cluster: ControlPlane, obj: Any, *args: str) -> str:
+    """kubectl apply, retried while discovery has not caught up with a new CRD yet."""
+    result: list[str] = []
+
+    def attempt() -> bool:
+        proc = cluster.kubectl("apply", *args, "-f", "-", input=obj, check=False)
+        if proc.returncode == 0:
+            result.append(proc.stdout)
+            return True
+        if "no matches for kind" in proc.stderr or "the server could not find" in proc.stderr:
+            return False
+        raise KubectlError(proc.returncode, ["kubectl", "apply"], proc.stdout, proc.stderr)
+
+    wait_for(attempt, timeout=30, what="kubectl apply to find the new kind")
+    return result[0]
+
+
+@pytest.fixture(scope="module")
+def static_installed(kube_cluster: ControlPlane) -> ControlPlane:
+    """celkeeper's own CRDs from the committed crds/ files, applied as a user would (kubectl apply -f crds/).
+
+    They are left installed: other tests of the session share them, and applying them again is a no-op.
+    """
+    dry = kube_cluster.kubectl("apply", "--dry-run=server", "-f", str(CRDS_DIR))
+    assert dry.stdout.count("(server dry run)") == 3, dry.stdout
+    kube_cluster.kubectl("apply", "-f", str(CRDS_DIR))
+    for crd in static_crds():
+        wait_established(kube_cluster, crd["metadata"]["name"])
+    return kube_cluster
+
+
+def test_static_crds_are_accepted_and_established(static_installed: ControlPlane) -> None:
+    ext = client.ApiextensionsV1Api(static_installed.api_client)
+    for crd in static_crds():
+        stored = ext.read_custom_resource_definition(crd["metadata"]["name"])
+        assert stored.spec.group == crd["spec"]["group"]
+        assert stored.status.accepted_names.kind == crd["spec"]["names"]["kind"]
+        # no condition says the schema was refused or is not structural
+        bad = [c for c in stored.status.conditions or [] if c.type == "NonStructuralSchema"]
+        assert bad == []
+    # a second apply of the generator's own output changes nothing
+    again = static_installed.kubectl("apply", "-f", "-", input=static_crds())
+    assert again.stdout.count("unchanged") == 3, again.stdout
+
+
+def unique_template(template: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a sample template with a kind of its own, so tests never collide on cluster-scoped names."""
+    result = copy.deepcopy(template)
+    kind = result["spec"]["crd"]["spec"]["names"]["kind"] + "T" + secrets.token_hex(3)
+    result["spec"]["crd"]["spec"]["names"]["kind"] = kind
+    result["metadata"] = {"name": kind.lower()}
+    result["apiVersion"] = "templates.celkeeper.io/v1"
+    return result
+
+
+@pytest.fixture
+def sample_template(static_installed: ControlPlane) -> Iterator[dict[str, Any]]:
+    """The gatekeeper-library required-labels template, stored in the cluster as a celkeeper template."""
+    require_library()
+    template = unique_template(template_of(LIBRARY / "general" / "requiredlabels"))
+    name = template["metadata"]["name"]
+    apply_when_served(static_installed, template)
+    custom = client.CustomObjectsApi(static_installed.api_client)
+    stored: Any = custom.get_cluster_custom_object(
+        "templates.celkeeper.io", "v1", "constrainttemplates", name
+    )
+    try:
+        yield stored
+    finally:
+        crd_name = f"{name}.constraints.celkeeper.io"
+        static_installed.kubectl("delete", "crd", crd_name, "--ignore-not-found", "--wait=false")
+        static_installed.kubectl(
+            "delete", "constrainttemplates.templates.celkeeper.io", name, "--ignore-not-found", "--wait=false"
+        )
+
+
+def test_a_template_object_keeps_its_cel_source_and_defaults_legacy_schema(
+    static_installed: ControlPlane, sample_template: dict[str, Any]
+) -> None:
+    name = sample_template["metadata"]["name"]
+    table = static_installed.kubectl("get", "constrainttemplates.templates.celkeeper.io", name).stdout
+    header, row = table.splitlines()
+    assert header.split() == ["NAME", "KIND", "CREATED", "AGE"]
+    kind = sample_template["spec"]["crd"]["spec"]["names"]["kind"]
+    assert row.split()[:2] == [name, kind]
+    assert len(row.split()) == 3  # Created is empty until a pod reports
+    custom = client.CustomObjectsApi(static_installed.api_client)
+    custom.patch_cluster_custom_object_status(
+        "templates.celkeeper.io",
+        "v1",
+        "constrainttemplates",
+        name,
+        {
+            "status": {
+                "created": True,
+                "byPod": [
+                    {
+                        "id": "pod-a",
+                        "observedGeneration": 1,
+                        "errors": [
+                            {"code": "compile_error", "message": "m", "location": "spec.targets[0]:1:2"}
+                        ],
+                    }
+                ],
+            }
+        },
+    )
+    row = static_installed.kubectl(
+        "get", "constrainttemplates.templates.celkeeper.io", name, "--no-headers"
+    ).stdout.split()
+    assert row[:3] == [name, kind, "true"]
+    validation = sample_template["spec"]["crd"]["spec"]["validation"]
+    assert validation["legacySchema"] is False  # defaulted by the CRD, as Gatekeeper's
+    code = sample_template["spec"]["targets"][0]["code"]
+    assert [c["engine"] for c in code] == ["K8sNativeValidation", "Rego"]
+    assert code[0]["source"]["validations"][0]["expression"].startswith("(has(variables.anyObject.metadata)")
+    assert validation["openAPIV3Schema"]["properties"]["labels"]["items"]["properties"]["key"] == {
+        "type": "string",
+        "description": "The required label.",
+    }
+
+
+def test_constraint_crd_of_a_sample_template_is_established_and_serves_constraints(
+    static_installed: ControlPlane, sample_template: dict[str, Any]
+) -> None:
+    cluster = static_installed
+    crd = constraint_crd(sample_template)
+    crd_name = crd["metadata"]["name"]
+    kind = crd["spec"]["names"]["kind"]
+    dry = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=crd)
+    assert "(server dry run)" in dry.stdout
+    cluster.kubectl("apply", "-f", "-", input=crd)
+    wait_established(cluster, crd_name)
+
+    ext = client.ApiextensionsV1Api(cluster.api_client)
+    stored = ext.read_custom_resource_definition(crd_name)
+    (owner,) = stored.metadata.owner_references
+    assert (owner.kind, owner.name, owner.uid) == (
+        "ConstraintTemplate",
+        sample_template["metadata"]["name"],
+        sample_template["metadata"]["uid"],
+    )
+    assert stored.metadata.labels["celkeeper.io/template"] == sample_template["metadata"]["name"]
+
+    # the library's own sample constraint, moved to celkeeper's group and the unique kind
+    ((_, sample),) = constraints_of(
+        LIBRARY / "general" / "requiredlabels" / "samples" / "all-must-have-owner", "K8sRequiredLabels"
+    )
+    constraint = {
+        **copy.deepcopy(sample),
+        "apiVersion": "constraints.celkeeper.io/v1beta1",
+        "kind": kind,
+        "metadata": {"name": "all-must-have-owner"},
+    }
+    apply_when_served(cluster, constraint)
+    custom = client.CustomObjectsApi(cluster.api_client)
+    got: Any = custom.get_cluster_custom_object(
+        "constraints.celkeeper.io", "v1beta1", kind.lower(), "all-must-have-owner"
+    )
+    assert got["spec"]["enforcementAction"] == "deny"  # defaulted as in Gatekeeper
+    assert got["spec"]["parameters"] == sample["spec"]["parameters"]
+    assert got["spec"]["match"] == sample["spec"]["match"]
+    # spec is structural: kubectl's strict field validation refuses what the schema does not know
+    unknown = copy.deepcopy(constraint)
+    unknown["spec"]["unknownField"] = "x"
+    refused = cluster.kubectl("apply", "-f", "-", input=unknown, check=False)
+    assert refused.returncode != 0
+    assert 'unknown field "spec.unknownField"' in refused.stderr
+
+    # served under v1 and v1alpha1 too
+    for version in ("v1", "v1alpha1"):
+        same: Any = custom.get_cluster_custom_object(
+            "constraints.celkeeper.io", version, kind.lower(), "all-must-have-owner"
+        )
+        assert same["spec"]["parameters"] == sample["spec"]["parameters"]
+
+    # `kubectl get constraints` lists it with Gatekeeper's columns
+    table = cluster.kubectl("get", "constraints").stdout.splitlines()
+    assert table[0].split() == ["NAME", "ENFORCEMENT-ACTION", "TOTAL-VIOLATIONS"]
+    row = next(line.split() for line in table[1:] if "all-must-have-owner" in line)
+    # kubectl prefixes names with their resource only when several kinds are listed
+    assert row[0] in ("all-must-have-owner", f"{kind.lower()}.constraints.celkeeper.io/all-must-have-owner")
+    assert row[1:] == ["deny"]  # no audit has counted violations yet
+    listed = cluster.kubectl("get", "constraints", "-o", "name").stdout.split()
+    assert f"{kind.lower()}.constraints.celkeeper.io/all-must-have-owner" in listed
+
+    # status is a subresource: totalViolations shows in the column
+    custom.patch_cluster_custom_object_status(
+        "constraints.celkeeper.io",
+        "v1beta1",
+        kind.lower(),
+        "all-must-have-owner",
+        {
+            "status": {
+                "totalViolations": 4,
+                "byPod": [
+                    {"id": "pod-a", "observedGeneration": 1, "enforced": True, "celkeeperExtra": "kept"}
+                ],
+            }
+        },
+    )
+    row = cluster.kubectl("get", kind.lower(), "all-must-have-owner", "--no-headers").stdout.split()
+    assert row == ["all-must-have-owner", "deny", "4"]
+    after: Any = custom.get_cluster_custom_object(
+        "constraints.celkeeper.io", "v1beta1", kind.lower(), "all-must-have-owner"
+    )
+    assert after["status"]["byPod"][0]["celkeeperExtra"] == "kept"
+
+    # parameters are validated by the schema of the template
+    bad = copy.deepcopy(constraint)
+    bad["metadata"]["name"] = "bad-parameters"
+    bad["spec"]["parameters"]["labels"] = "owner"
+    refused = cluster.kubectl("apply", "-f", "-", input=bad, check=False)
+    assert refused.returncode != 0
+    assert "spec.parameters.labels" in refused.stderr
+    # and match by Gatekeeper's match schema
+    bad_match = copy.deepcopy(constraint)
+    bad_match["metadata"]["name"] = "bad-match"
+    bad_match["spec"]["match"]["scope"] = "Everywhere"
+    refused = cluster.kubectl("apply", "-f", "-", input=bad_match, check=False)
+    assert refused.returncode != 0
+    assert "spec.match.scope" in refused.stderr
+    long_name = copy.deepcopy(constraint)
+    long_name["metadata"]["name"] = "x" * 64
+    refused = cluster.kubectl("apply", "-f", "-", input=long_name, check=False)
+    assert refused.returncode != 0
+    assert "metadata.name" in refused.stderr
+
+
+@pytest.mark.parametrize("directory", library_dirs() + example_dirs(), ids=lambda p: p.name)
+def test_every_sample_template_makes_a_crd_the_server_accepts(
+    static_installed: ControlPlane, directory: Path
+) -> None:
+    template = unique_template(template_of(directory))
+    crd = constraint_crd(template)
+    out = static_installed.kubectl("apply", "--dry-run=server", "-f", "-", input=crd)
+    assert "(server dry run)" in out.stdout
+
+
+def test_legacy_and_open_parameter_schemas_are_accepted_and_keep_unknown_parameters(
+    static_installed: ControlPlane,
+) -> None:
+    cluster = static_installed
+    kind = "LegacyParams" + secrets.token_hex(3)
+    template = {
+        "apiVersion": "templates.gatekeeper.sh/v1beta1",
+        "kind": "ConstraintTemplate",
+        "metadata": {"name": kind.lower()},
+        "spec": {
+            "crd": {
+                "spec": {
+                    "names": {"kind": kind},
+                    "validation": {
+                        "openAPIV3Schema": {
+                            "properties": {
+                                "nested": {"properties": {"n": {"type": "integer"}}},
+                                "list": {"type": "array"},
+                            },
+                        }
+                    },
+                }
+            }
+        },
+    }
+    crd = constraint_crd(template)
+    try:
+        cluster.kubectl("apply", "-f", "-", input=crd)
+        wait_established(cluster, crd["metadata"]["name"])
+        constraint = {
+            "apiVersion": "constraints.celkeeper.io/v1beta1",
+            "kind": kind,
+            "metadata": {"name": "c"},
+            "spec": {
+                "parameters": {
+                    "nested": {"n": 1, "extra": {"deep": True}},
+                    "list": [{"a": 1}, "b"],
+                    "unknown": "kept",
+                }
+            },
+        }
+        apply_when_served(cluster, constraint)
+        got = json.loads(cluster.kubectl("get", kind.lower(), "c", "-o", "json").stdout)
+        assert got["spec"]["parameters"] == constraint["spec"]["parameters"]
+    finally:
+        cluster.kubectl("delete", "crd", crd["metadata"]["name"], "--ignore-not-found", "--wait=false")
+
+
+def test_pod_status_objects_keep_what_pods_report(
+    static_installed: ControlPlane, kube_namespace: str
+) -> None:
+    cluster = static_installed
+    template_status = {
+        "apiVersion": "status.celkeeper.io/v1beta1",
+        "kind": "ConstraintTemplatePodStatus",
+        "metadata": {
+            "name": "pod--a-k8srequiredlabels",
+            "namespace": kube_namespace,
+            "labels": {
+                "internal.celkeeper.io/pod": "pod-a",
+                "internal.celkeeper.io/constrainttemplate-name": "k8srequiredlabels",
+            },
+        },
+        "status": {
+            "id": "pod-a",
+            "templateUID": "1234",
+            "observedGeneration": 3,
+            "snapshotGeneration": 17,
+            "operations": ["webhook"],
+            "errors": [
+                {
+                    "code": "compile_error",
+                    "message": "undeclared reference to 'objekt'",
+                    "location": "spec.targets[0].code[0].source.validations[0].expression:1:1",
+                }
+            ],
+        },
+    }
+    constraint_status = {
+        "apiVersion": "status.celkeeper.io/v1beta1",
+        "kind": "ConstraintPodStatus",
+        "metadata": {"name": "pod--a-k8srequiredlabels-all--must--have--owner", "namespace": kube_namespace},
+        "status": {
+            "id": "pod-a",
+            "constraintUID": "5678",
+            "observedGeneration": 2,
+            "snapshotGeneration": 17,
+            "enforced": True,
+            "operations": ["webhook"],
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=[template_status, constraint_status])
+    got = json.loads(
+        cluster.kubectl(
+            "get",
+            "constrainttemplatepodstatuses.status.celkeeper.io",
+            "-n",
+            kube_namespace,
+            "pod--a-k8srequiredlabels",
+            "-o",
+            "json",
+        ).stdout
+    )
+    assert got["status"] == template_status["status"]
+    got = json.loads(
+        cluster.kubectl(
+            "get",
+            "constraintpodstatuses.status.celkeeper.io",
+            "-n",
+            kube_namespace,
+            "pod--a-k8srequiredlabels-all--must--have--owner",
+            "-o",
+            "json",
+        ).stdout
+    )
+    assert got["status"] == constraint_status["status"]
+    row = cluster.kubectl(
+        "get", "constraintpodstatuses.status.celkeeper.io", "-n", kube_namespace, "--no-headers"
+    ).stdout.split()
+    assert row[:4] == ["pod--a-k8srequiredlabels-all--must--have--owner", "pod-a", "2", "true"]
+
+    wrong = copy.deepcopy(constraint_status)
+    wrong["metadata"]["name"] = "wrong"
+    wrong["status"]["observedGeneration"] = "two"
+    refused = cluster.kubectl("apply", "-f", "-", input=wrong, check=False)
+    assert refused.returncode != 0
+    assert "status.observedGeneration" in refused.stderr
+
+
+def probe_crd(root_schema: dict[str, Any]) -> dict[str, Any]:
+    suffix = secrets.token_hex(4)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"probes{suffix}.structural.celkeeper.test"},
+        "spec": {
+            "group": "structural.celkeeper.test",
+            "scope": "Cluster",
+            "names": {
+                "plural": f"probes{suffix}",
+                "singular": f"probe{suffix}",
+                "kind": f"Probe{suffix}",
+                "listKind": f"Probe{suffix}List",
+            },
+            "versions": [
+                {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": root_schema}}
+            ],
+        },
+    }
+
+
+def server_accepts(cluster: ControlPlane, root_schema: dict[str, Any]) -> tuple[bool, str]:
+    proc = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=probe_crd(root_schema), check=False)
+    return proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("schema", STRUCTURAL, ids=lambda s: json.dumps(s)[:60])
+def test_the_server_accepts_what_the_checker_calls_structural(
+    kube_cluster: ControlPlane, schema: Any
+) -> None:
+    root_schema = {"type": "object", "properties": {"spec": schema}}
+    assert structural_errors(root_schema, root=True) == []
+    accepted, stderr = server_accepts(kube_cluster, root_schema)
+    assert accepted, stderr
+
+
+@pytest.mark.parametrize(("schema", "path", "message"), NON_STRUCTURAL, ids=lambda v: str(v)[:60])
+def test_the_server_refuses_what_the_checker_refuses(
+    kube_cluster: ControlPlane, schema: Any, path: str, message: str
+) -> None:
+    accepted, stderr = server_accepts(kube_cluster, {"type": "object", "properties": {"spec": schema}})
+    assert not accepted, f"the server accepted a schema the checker refuses ({path}: {message})"
+    assert_names_the_field(stderr, "properties[spec]." + server_path(path))
+
+
+@pytest.mark.parametrize(("schema", "path", "message"), ROOT_NON_STRUCTURAL, ids=lambda v: str(v)[:60])
+def test_the_server_refuses_root_schemas_the_checker_refuses(
+    kube_cluster: ControlPlane, schema: Any, path: str, message: str
+) -> None:
+    accepted, stderr = server_accepts(kube_cluster, schema)
+    assert not accepted, f"the server accepted a root schema the checker refuses ({path}: {message})"
+    assert_names_the_field(stderr, server_path(path))
+
+
+def server_path(path: str) -> str:
+    """A checker path (properties.a.items) as the API server writes it (properties[a].items)."""
+    return re.sub(r"properties\.([^.\[]+)", r"properties[\1]", path).replace("properties[[", "properties[")
+
+
+def assert_names_the_field(stderr: str, path: str) -> None:
+    """The server's error names the same field as the checker (kubectl may elide the middle of long paths)."""
+    assert "openAPIV3Schema" in stderr, stderr
+    line = next(line for line in stderr.splitlines() if "openAPIV3Schema" in line)
+    where = line.split("openAPIV3Schema", 1)[1].split(": ", 1)[0]
+    if "..." in where:
+        tail = path.rsplit(".", 1)[-1]
+        assert tail in where or tail in line, (path, stderr)
+    else:
+        where = where.lstrip(".")
+        assert path in line or where.startswith(path) or path.startswith(where), (path, stderr)

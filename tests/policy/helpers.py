@@ -1,0 +1,139 @@
+"""Builders for the policy tests: documents from YAML text (with positions) or from data."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from celkeeper.documents import Document, parse_documents
+
+
+def docs(text: str, name: str = "test.yaml") -> list[Document]:
+    """The documents of a YAML text (dedented); the text must parse."""
+    parsed = parse_documents(textwrap.dedent(text).lstrip("\n"), name)
+    assert not parsed.errors, [str(e) for e in parsed.errors]
+    return list(parsed.documents)
+
+
+def doc(text: str, name: str = "test.yaml") -> Document:
+    found = docs(text, name)
+    assert len(found) == 1
+    return found[0]
+
+
+def template_data(
+    kind: str,
+    validations: list[dict[str, Any]],
+    *,
+    variables: list[dict[str, Any]] | None = None,
+    conditions: list[dict[str, Any]] | None = None,
+    failure_policy: str | None = None,
+    schema: dict[str, Any] | None = None,
+    operations: list[str] | None = None,
+    api_version: str = "templates.gatekeeper.sh/v1",
+) -> dict[str, Any]:
+    source: dict[str, Any] = {"validations": validations}
+    if variables is not None:
+        source["variables"] = variables
+    if conditions is not None:
+        source["matchConditions"] = conditions
+    if failure_policy is not None:
+        source["failurePolicy"] = failure_policy
+    target: dict[str, Any] = {
+        "target": "admission.k8s.gatekeeper.sh",
+        "code": [{"engine": "K8sNativeValidation", "source": source}],
+    }
+    if operations is not None:
+        target["operations"] = operations
+    crd_spec: dict[str, Any] = {"names": {"kind": kind}}
+    if schema is not None:
+        crd_spec["validation"] = {"openAPIV3Schema": schema}
+    return {
+        "apiVersion": api_version,
+        "kind": "ConstraintTemplate",
+        "metadata": {"name": kind.lower()},
+        "spec": {"crd": {"spec": crd_spec}, "targets": [target]},
+    }
+
+
+def template_doc(kind: str, validations: list[dict[str, Any]], **options: Any) -> Document:
+    return Document.from_object(template_data(kind, validations, **options), file=f"{kind.lower()}.yaml")
+
+
+def constraint_data(
+    kind: str,
+    name: str,
+    *,
+    parameters: Any = None,
+    match: dict[str, Any] | None = None,
+    action: str | None = None,
+    scoped: list[dict[str, Any]] | None = None,
+    api_version: str = "constraints.gatekeeper.sh/v1beta1",
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if match is not None:
+        spec["match"] = match
+    if parameters is not None:
+        spec["parameters"] = parameters
+    if action is not None:
+        spec["enforcementAction"] = action
+    if scoped is not None:
+        spec["scopedEnforcementActions"] = scoped
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def constraint_doc(kind: str, name: str, **options: Any) -> Document:
+    return Document.from_object(constraint_data(kind, name, **options), file=f"{name}.yaml")
+
+
+def pod(
+    name: str = "web",
+    namespace: str | None = "default",
+    labels: dict[str, str] | None = None,
+    images: tuple[str, ...] = ("nginx:1.27",),
+    **meta: Any,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, **meta}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if labels is not None:
+        metadata["labels"] = labels
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]},
+    }
+
+
+def admission_review(
+    obj: dict[str, Any] | None,
+    *,
+    operation: str = "CREATE",
+    old: dict[str, Any] | None = None,
+    uid: str = "0df28fbd-5f5f-11e8-bc74-36e6bb280816",
+    user: str = "alice",
+    groups: tuple[str, ...] = ("system:authenticated",),
+) -> dict[str, Any]:
+    """An admission.k8s.io/v1 AdmissionReview as the API server sends it."""
+    some = obj or old or {}
+    group, _, version = str(some.get("apiVersion", "v1")).rpartition("/")
+    kind = str(some.get("kind", "Pod"))
+    meta = some.get("metadata", {})
+    request: dict[str, Any] = {
+        "uid": uid,
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+        "requestKind": {"group": group, "version": version, "kind": kind},
+        "requestResource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+        "name": meta.get("name", ""),
+        "operation": operation,
+        "userInfo": {"username": user, "uid": "u-1", "groups": list(groups)},
+        "object": obj,
+        "oldObject": old,
+        "dryRun": False,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": f"{operation.title()}Options"},
+    }
+    if meta.get("namespace"):
+        request["namespace"] = meta["namespace"]
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}

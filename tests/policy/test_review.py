@@ -1,0 +1,519 @@
+"""Decisions: AdmissionReview parsing and Gatekeeper's K8sNativeValidation semantics, on each engine."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from celkeeper.cel.api import Engine
+from celkeeper.documents import Document
+from celkeeper.errors import ReviewError
+from celkeeper.model import Action, Decision, EnforcementPoint
+from celkeeper.policy import TemplateCompiler, build_policy_set
+from celkeeper.review import (
+    AdmissionRequest,
+    decide,
+    namespace_object,
+    parse_admission_review,
+    request_for_object,
+)
+
+from .helpers import admission_review, constraint_doc, pod, template_doc
+from .test_templates import CountingEngine
+
+WEBHOOK = EnforcementPoint.WEBHOOK
+NAMESPACES = {
+    "default": {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "default", "labels": {"team": "a"}, "managedFields": [{"x": 1}]},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    },
+}
+
+
+def lookup(name: str) -> dict[str, Any] | None:
+    return NAMESPACES.get(name)
+
+
+def run(
+    engine: Engine,
+    validations: list[dict[str, Any]],
+    request: AdmissionRequest | None = None,
+    *,
+    parameters: Any = None,
+    action: str | None = None,
+    point: EnforcementPoint | str = WEBHOOK,
+    **template: Any,
+) -> list[tuple[str, str]]:
+    """Decide one request against one template with one constraint; (action, message) of each result."""
+    if parameters is not None:
+        template.setdefault("schema", {"type": "object", "x-kubernetes-preserve-unknown-fields": True})
+    policies = build_policy_set(
+        [
+            template_doc("K8sTest", validations, **template),
+            constraint_doc("K8sTest", "test", parameters=parameters, action=action),
+        ],
+        TemplateCompiler(engine),
+    )
+    assert policies.errors == (), [str(e) for e in policies.errors]
+    request = request or parse_admission_review(admission_review(pod()))
+    decision = decide(request, policies, lookup, point)
+    assert all(
+        r.constraint_kind == "K8sTest" and r.constraint_name == "test" and r.template == "k8stest"
+        for r in decision.results
+    )
+    return [(r.action.value, r.message) for r in decision.results]
+
+
+# -- AdmissionReview ---------------------------------------------------------------------------------
+def test_parse_admission_review() -> None:
+    body = admission_review(pod(), operation="CREATE")
+    request = parse_admission_review(body)
+    assert (request.uid, request.group, request.version, request.kind, request.operation) == (
+        body["request"]["uid"],
+        "",
+        "v1",
+        "Pod",
+        "CREATE",
+    )
+    assert (request.name, request.namespace) == ("web", "default")
+    assert request.object == pod() and request.old_object is None and request.from_review
+    assert request.cel_request == {
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+        "name": "web",
+        "namespace": "default",
+        "operation": "CREATE",
+        "userInfo": {"username": "alice", "uid": "u-1", "groups": ["system:authenticated"]},
+        "dryRun": False,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+    }
+
+
+def test_delete_has_no_object() -> None:
+    request = parse_admission_review(admission_review(None, operation="DELETE", old=pod()))
+    assert request.object is None and request.old_object == pod()
+    # Gatekeeper unsets object on DELETE even if the API server sent one
+    request = parse_admission_review(admission_review(pod(), operation="DELETE", old=pod()))
+    assert request.object is None
+
+
+def _broken(change: Any) -> dict[str, Any]:
+    body = admission_review(pod())
+    change(body)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ([], "an AdmissionReview must be a JSON object"),
+        (
+            _broken(lambda b: b.update(apiVersion="admission.k8s.io/v1beta1")),
+            "unsupported AdmissionReview apiVersion 'admission.k8s.io/v1beta1': celkeeper serves "
+            "admission.k8s.io/v1",
+        ),
+        (
+            _broken(lambda b: b.update(kind="AdmissionRequest")),
+            "kind must be AdmissionReview, not 'AdmissionRequest'",
+        ),
+        (_broken(lambda b: b.pop("request")), "the AdmissionReview has no request"),
+        (_broken(lambda b: b["request"].pop("uid")), "request.uid is missing"),
+        (
+            _broken(lambda b: b["request"].update(kind="Pod")),
+            "request.kind must be an object with group, version and kind",
+        ),
+        (_broken(lambda b: b["request"]["kind"].update(kind="")), "request.kind.kind is missing"),
+        (
+            _broken(lambda b: b["request"].update(operation="PATCH")),
+            "request.operation must be one of CREATE, UPDATE, DELETE, CONNECT, not 'PATCH'",
+        ),
+        (_broken(lambda b: b["request"].update(object="text")), "request.object must be an object"),
+        (_broken(lambda b: b["request"].update(namespace=3)), "request.namespace must be a string"),
+        (_broken(lambda b: b["request"].update(dryRun="yes")), "request.dryRun must be true or false"),
+        (
+            _broken(lambda b: b["request"]["userInfo"].update(groups="admins")),
+            "request.userInfo.groups must be a list of strings",
+        ),
+        (
+            _broken(lambda b: b["request"].update(resource=[])),
+            "request.resource must be an object with group, version and resource",
+        ),
+    ],
+)
+def test_bad_admission_reviews(body: Any, message: str) -> None:
+    with pytest.raises(ReviewError) as caught:
+        parse_admission_review(body)
+    assert str(caught.value) == message
+
+
+def test_request_for_a_plain_object_as_gator_builds_it() -> None:
+    request = request_for_object(pod())
+    assert (request.kind, request.operation, request.name, request.namespace) == ("Pod", "", "web", "default")
+    assert not request.from_review
+    assert request.cel_request["kind"] == {"group": "", "version": "v1", "kind": "Pod"}
+    assert request.cel_request["resource"] == {"group": "", "version": "", "resource": ""}
+    assert request.cel_request["operation"] == ""
+    deleted = request_for_object(pod(), operation="DELETE")
+    assert deleted.object is None and deleted.old_object == pod()
+    with pytest.raises(ReviewError, match="has no kind"):
+        request_for_object({"apiVersion": "v1"})
+
+
+def test_namespace_object_is_kubernetes_subset() -> None:
+    assert namespace_object(NAMESPACES["default"]) == {
+        "metadata": {"name": "default", "labels": {"team": "a"}},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+    assert namespace_object(None) is None
+
+
+# -- results and messages ---------------------------------------------------------------------------
+def test_true_is_allowed_false_is_a_violation(engine: Engine) -> None:
+    assert run(engine, [{"expression": "true"}]) == []
+    assert run(engine, [{"expression": "false", "message": "no"}]) == [("deny", "no")]
+
+
+def test_message_fallback_chain(engine: Engine) -> None:
+    long = "x" * (5 * 1024 + 1)
+    results = run(
+        engine,
+        [
+            {"expression": "false", "messageExpression": "'  from expression  '", "message": "static"},
+            {"expression": "false", "messageExpression": "'two\\nlines'", "message": "  static  "},
+            {
+                "expression": "false",
+                "messageExpression": "string(variables.params.long)",
+                "message": "too long",
+            },
+            {"expression": "false", "messageExpression": "'   '", "message": "blank"},
+            {"expression": "false", "messageExpression": "string(object.nope)", "message": "errored"},
+            {"expression": "  1 > 2  "},
+            {"expression": "false", "message": "   "},
+        ],
+        parameters={"long": long},
+    )
+    assert [message for _, message in results] == [
+        "from expression",
+        "static",
+        "too long",
+        "blank",
+        "errored",
+        "failed expression: 1 > 2",
+        "failed expression: false",
+    ]
+    exactly = "y" * (5 * 1024)
+    assert run(
+        engine,
+        [{"expression": "false", "messageExpression": "string(variables.params.m)"}],
+        parameters={"m": exactly},
+    ) == [("deny", exactly)]
+
+
+def test_evaluation_errors_follow_the_failure_policy(engine: Engine) -> None:
+    validations = [{"expression": "object.spec.nope == 1", "message": "unused"}, {"expression": "false"}]
+    failed = run(engine, validations)
+    assert len(failed) == 2
+    assert failed[0][1].startswith("expression 'object.spec.nope == 1' resulted in error: ")
+    assert failed[1] == ("deny", "failed expression: false")
+    assert run(engine, validations, failure_policy="Ignore") == [("deny", "failed expression: false")]
+
+
+def test_compile_errors_fail_at_request_time_as_gatekeeper_does(engine: Engine) -> None:
+    policies = build_policy_set(
+        [
+            template_doc("K8sTest", [{"expression": "object.spec"}, {"expression": "undefined == 1"}]),
+            constraint_doc("K8sTest", "test"),
+        ],
+        TemplateCompiler(engine),
+    )
+    assert len(policies.errors) == 2  # reported when loaded
+    decision = decide(parse_admission_review(admission_review(pod())), policies, lookup, WEBHOOK)
+    assert [r.message for r in decision.results] == [
+        "compilation error: must evaluate to bool",
+        "compilation error: compilation failed: undeclared reference to 'undefined'",
+    ]
+
+
+def test_variables_params_anyobject_and_top_level_params(engine: Engine) -> None:
+    assert run(engine, [{"expression": "variables.params == null"}]) == []
+    assert run(engine, [{"expression": "variables.params.n == 3"}], parameters={"n": 3}) == []
+    assert run(engine, [{"expression": "variables.params.n == 3"}], parameters={"n": 4}) == [
+        ("deny", "failed expression: variables.params.n == 3")
+    ]
+    # Gatekeeper binds the whole constraint to the top-level `params`
+    assert (
+        run(
+            engine,
+            [{"expression": "params.metadata.name == 'test' && params.spec.parameters.n == 1"}],
+            parameters={"n": 1},
+        )
+        == []
+    )
+    delete = parse_admission_review(admission_review(None, operation="DELETE", old=pod(name="gone")))
+    assert (
+        run(engine, [{"expression": "object == null && variables.anyObject.metadata.name == 'gone'"}], delete)
+        == []
+    )
+    assert run(engine, [{"expression": "variables.anyObject.metadata.name == 'web'"}]) == []
+
+
+@pytest.mark.xfail(
+    reason="CEL engines: has() on null must be false as in cel-go (refQualify presence test); "
+    "both engines return an error for now",
+    strict=False,
+)
+def test_has_on_null_is_false(engine: Engine) -> None:
+    assert run(engine, [{"expression": "!has(variables.params.labels)"}]) == []
+
+
+def test_user_variables_are_lazy(engine: Engine) -> None:
+    variables = [
+        {"name": "broken", "expression": "object.spec.nope.deeper"},
+        {"name": "name", "expression": "object.metadata.name"},
+    ]
+    assert run(engine, [{"expression": "variables.name == 'web'"}], variables=variables) == []
+    used = run(engine, [{"expression": "variables.broken == 'x'"}], variables=variables)
+    assert len(used) == 1 and used[0][1].startswith(
+        "expression 'variables.broken == 'x'' resulted in error: "
+    )
+
+
+def test_request_fields_and_namespace_object(engine: Engine) -> None:
+    checks = [
+        "request.kind.group == '' && request.kind.version == 'v1' && request.kind.kind == 'Pod'",
+        "request.resource.resource == 'pods' && request.requestKind.kind == 'Pod'",
+        "request.requestResource.resource == 'pods'",
+        "request.name == 'web' && request.namespace == 'default' && request.operation == 'CREATE'",
+        "request.userInfo.username == 'alice' && 'system:authenticated' in request.userInfo.groups",
+        "request.dryRun == false && request.options.kind == 'CreateOptions'",
+        "!has(request.subResource)",
+        "namespaceObject.metadata.name == 'default' && namespaceObject.metadata.labels.team == 'a'",
+        "!has(namespaceObject.metadata.managedFields) && namespaceObject.status.phase == 'Active'",
+    ]
+    assert run(engine, [{"expression": check} for check in checks]) == []
+
+
+def test_no_namespace_object_for_unknown_namespaces(engine: Engine) -> None:
+    request = parse_admission_review(admission_review(pod(namespace="elsewhere")))
+    assert run(engine, [{"expression": "namespaceObject == null"}], request) == []
+
+
+def test_match_conditions(engine: Engine) -> None:
+    deny = [{"expression": "false", "message": "denied"}]
+    assert run(engine, deny, conditions=[{"name": "pods", "expression": "request.kind.kind == 'Pod'"}]) == [
+        ("deny", "denied")
+    ]
+    assert (
+        run(engine, deny, conditions=[{"name": "no", "expression": "request.kind.kind == 'Service'"}]) == []
+    )
+    erroring = {"name": "err", "expression": "object.spec.nope == 1"}
+    failed = run(engine, deny, conditions=[erroring])
+    assert len(failed) == 1 and failed[0][1].startswith(
+        "expression 'object.spec.nope == 1' resulted in error: "
+    )
+    assert run(engine, deny, conditions=[erroring], failure_policy="Ignore") == []
+    # a false condition wins over an error
+    assert run(engine, deny, conditions=[erroring, {"name": "no", "expression": "false"}]) == []
+    two = run(engine, deny, conditions=[erroring, {"name": "e2", "expression": "1/0 == 1"}])
+    assert len(two) == 1 and two[0][1].startswith("[expression 'object.spec.nope == 1' resulted in error: ")
+    assert "expression '1/0 == 1' resulted in error: " in two[0][1]
+
+
+def test_template_operations_apply_to_admission_requests(engine: Engine) -> None:
+    deny = [{"expression": "false"}]
+    update = parse_admission_review(admission_review(pod(), operation="UPDATE", old=pod()))
+    assert run(engine, deny, update, operations=["CREATE"]) == []
+    assert len(run(engine, deny, update, operations=["CREATE", "UPDATE"])) == 1
+    assert len(run(engine, deny, update, operations=["*"])) == 1
+    # a plain object (audit, CLI) has no operation to filter on
+    assert len(run(engine, deny, request_for_object(pod()), operations=["UPDATE"])) == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "point", "expected"),
+    [
+        ("warn", WEBHOOK, ["warn"]),
+        ("dryrun", EnforcementPoint.AUDIT, ["dryrun"]),
+        (None, EnforcementPoint.CLI, ["deny"]),
+    ],
+)
+def test_enforcement_actions_in_results(
+    engine: Engine, action: str | None, point: EnforcementPoint, expected: list[str]
+) -> None:
+    assert [a for a, _ in run(engine, [{"expression": "false"}], action=action, point=point)] == expected
+
+
+def test_scoped_enforcement_actions_resolve_for_the_point(engine: Engine) -> None:
+    scoped = [
+        {"action": "deny", "enforcementPoints": [{"name": "validation.gatekeeper.sh"}]},
+        {"action": "warn", "enforcementPoints": [{"name": "*"}]},
+    ]
+    documents = [
+        template_doc("K8sTest", [{"expression": "false", "message": "m"}]),
+        constraint_doc("K8sTest", "test", action="scoped", scoped=scoped),
+    ]
+    policies = build_policy_set(documents, TemplateCompiler(engine))
+    request = parse_admission_review(admission_review(pod()))
+    webhook = decide(request, policies, lookup, WEBHOOK)
+    assert [(r.action, r.message) for r in webhook.results] == [(Action.DENY, "m"), (Action.WARN, "m")]
+    assert not webhook.allowed and webhook.deny_message() == "[test] m"
+    audit = decide(request, policies, lookup, EnforcementPoint.AUDIT)
+    assert [r.action for r in audit.results] == [Action.WARN]
+    only_audit = [{"action": "deny", "enforcementPoints": [{"name": "audit.gatekeeper.sh"}]}]
+    documents[1] = constraint_doc("K8sTest", "test", action="scoped", scoped=only_audit)
+    policies = build_policy_set(documents, TemplateCompiler(engine))
+    assert decide(request, policies, lookup, WEBHOOK) == Decision()
+
+
+def test_match_errors_are_violations(engine: Engine) -> None:
+    documents = [
+        template_doc("K8sTest", [{"expression": "true"}]),
+        constraint_doc(
+            "K8sTest",
+            "by-namespace",
+            action="warn",
+            match={"namespaceSelector": {"matchLabels": {"team": "a"}}},
+        ),
+    ]
+    policies = build_policy_set(documents, TemplateCompiler(engine))
+    known = parse_admission_review(admission_review(pod(namespace="default")))
+    assert decide(known, policies, lookup, WEBHOOK).results == ()
+    unknown = parse_admission_review(admission_review(pod(namespace="nowhere")))
+    (result,) = decide(unknown, policies, lookup, WEBHOOK).results
+    assert (result.action, result.message) == (
+        Action.WARN,
+        "unable to match constraints: error matching the requested object: web :failed to run Match "
+        "criteria: "
+        "namespace selector for namespace-scoped object but missing Namespace",
+    )
+
+
+def test_matching_uses_object_and_old_object(engine: Engine) -> None:
+    documents = [
+        template_doc("K8sTest", [{"expression": "false", "message": "m"}]),
+        constraint_doc("K8sTest", "labelled", match={"labelSelector": {"matchLabels": {"app": "web"}}}),
+        constraint_doc("K8sTest", "services", match={"kinds": [{"apiGroups": [""], "kinds": ["Service"]}]}),
+    ]
+    policies = build_policy_set(documents, TemplateCompiler(engine))
+    relabel = parse_admission_review(
+        admission_review(pod(labels={"app": "db"}), operation="UPDATE", old=pod(labels={"app": "web"}))
+    )
+    assert [r.constraint_name for r in decide(relabel, policies, lookup, WEBHOOK).results] == ["labelled"]
+    other = parse_admission_review(admission_review(pod(labels={"app": "db"})))
+    assert decide(other, policies, lookup, WEBHOOK).results == ()
+
+
+def test_one_activation_per_request(cpp_engine: Engine) -> None:
+    counting = CountingEngine(cpp_engine)
+    activations: list[int] = []
+    inner_activation = counting.activation
+
+    def activation(**kwargs: Any) -> Any:
+        activations.append(1)
+        return inner_activation(**kwargs)
+
+    counting.activation = activation  # type: ignore[method-assign]
+    documents = [
+        template_doc("K8sTest", [{"expression": "object.metadata.name != ''"}, {"expression": "false"}])
+    ]
+    documents += [constraint_doc("K8sTest", f"c{i}") for i in range(5)]
+    policies = build_policy_set(documents, TemplateCompiler(counting))
+    decision = decide(parse_admission_review(admission_review(pod())), policies, lookup, WEBHOOK)
+    assert len(decision.results) == 5
+    assert len(activations) == 1
+    # nothing to evaluate: no activation at all
+    decide(
+        parse_admission_review(
+            admission_review({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}})
+        ),
+        build_policy_set(
+            [
+                template_doc("K8sTest", [{"expression": "false"}]),
+                constraint_doc("K8sTest", "pods", match={"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}]}),
+            ],
+            TemplateCompiler(counting),
+        ),
+        lookup,
+        WEBHOOK,
+    )
+    assert len(activations) == 1
+
+
+def test_results_are_ordered_and_timed(cpp_engine: Engine) -> None:
+    documents = [
+        template_doc("K8sB", [{"expression": "false", "message": "b"}]),
+        template_doc("K8sA", [{"expression": "false", "message": "a"}]),
+        constraint_doc("K8sB", "z"),
+        constraint_doc("K8sA", "y"),
+        constraint_doc("K8sA", "x"),
+    ]
+    policies = build_policy_set(documents, TemplateCompiler(cpp_engine))
+
+    def ticks() -> Iterator[float]:
+        t = 0.0
+        while True:
+            t += 0.5
+            yield t
+
+    clock = ticks().__next__
+    decision = decide(parse_admission_review(admission_review(pod())), policies, lookup, WEBHOOK, clock=clock)
+    assert [(r.constraint_kind, r.constraint_name) for r in decision.results] == [
+        ("K8sA", "x"),
+        ("K8sA", "y"),
+        ("K8sB", "z"),
+    ]
+    assert dict(decision.timings) == {"K8sA": 1.0, "K8sB": 0.5}
+    assert decide(parse_admission_review(admission_review(pod())), policies, lookup, WEBHOOK).timings == ()
+
+
+def test_decide_does_not_change_its_inputs(cpp_engine: Engine) -> None:
+    body = admission_review(pod(labels={"a": "b"}))
+    original = copy.deepcopy(body)
+    policies = build_policy_set(
+        [template_doc("K8sTest", [{"expression": "false"}]), constraint_doc("K8sTest", "test")],
+        TemplateCompiler(cpp_engine),
+    )
+    decide(parse_admission_review(body), policies, lookup, WEBHOOK)
+    assert body == original
+
+
+def test_gatekeeper_library_samples(engine: Engine) -> None:
+    from pathlib import Path
+
+    from celkeeper.documents import parse_documents
+
+    root = Path("/work/shared/samples/gatekeeper-library/general/requiredlabels")
+    if not root.exists():
+        pytest.skip(f"the Gatekeeper library samples are not at {root}")
+
+    def load(path: Path) -> list[Document]:
+        return list(parse_documents(path.read_text(), str(path)).documents)
+
+    samples = root / "samples" / "all-must-have-owner"
+    policies = build_policy_set(
+        load(root / "template.yaml") + load(samples / "constraint.yaml"), TemplateCompiler(engine)
+    )
+    assert policies.errors == ()
+
+    def messages(name: str) -> list[str]:
+        (obj,) = load(samples / name)
+        return [
+            r.message
+            for r in decide(request_for_object(obj.data), policies, lookup, EnforcementPoint.CLI).results
+        ]
+
+    assert messages("example_allowed.yaml") == []
+    assert messages("example_disallowed.yaml") == [
+        "missing required label, requires all of: owner",
+        "regex mismatch",
+    ]
+    assert messages("example_disallowed_label_value.yaml") == ["regex mismatch"]

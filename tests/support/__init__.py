@@ -1,0 +1,1 @@
+"""Test support code shared by tests and bench scripts (not part of the celkeeper package)."""

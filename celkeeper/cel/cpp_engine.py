@@ -4,7 +4,8 @@ Compiling goes through the shared front end (`celkeeper.cel.frontend`); the chec
 bound (`celkeeper.cel.binding.bind`: Kubernetes library calls become internal `@k8s.*` calls,
 `cel.@mapInsert` - which cel-cpp 0.1.3 declares for `transformMap`/`transformMapEntry` but does not
 implement - becomes a Python function) and loaded into the runtime environment with
-`Env.deserialize()`. The internal functions are Python callbacks (~1-2 us each, more for map arguments or results).
+`Env.deserialize()`. The internal functions are Python callbacks (~1 us each, ~2 us more for each map
+argument or result).
 
 Thread and process safety: an engine (its environments and programs) may be shared by the
 threads of one process: cel-cpp evaluates under the GIL, compiled programs are immutable, the
@@ -198,6 +199,18 @@ def cpp_extension(runtime: LibraryRuntime, current: _InProgress) -> Any:
                 )
             ],
         ),
+        cel.FunctionDecl(
+            library.MATCHES,
+            [
+                cel.Overload(
+                    "ck_matches_string",
+                    _T.BOOL,
+                    [_T.STRING, _T.STRING],
+                    is_member=True,
+                    impl=_guard("matches", runtime.matches, True),
+                )
+            ],
+        ),
         cel.FunctionDecl("@ck.params", [cel.Overload("ck_params", _T.DYN, [], impl=lambda: current.params)]),
         cel.FunctionDecl(
             "@ck.constraint",
@@ -224,7 +237,7 @@ class CelExprPythonEngine:
 
     def compile(self, source: str, variables: Mapping[str, str] | None = None) -> CppProgram:
         compiled = self.frontend.compile(source, variables)
-        checked = _null_safe_has(binding.bind(_copy(compiled.checked)))
+        checked = _literal_matches(_null_safe_has(binding.bind(_copy(compiled.checked))))
         expression = self._env.deserialize(astcodec.encode_checked(checked))
         return CppProgram(source, str(compiled.output_type), expression, compiled)
 
@@ -315,6 +328,28 @@ def _null_safe_has(checked: Checked) -> Checked:
     for n in list(ast.walk(root)):
         ast.replace_children(n, fix)
     checked.expr = root
+    return checked
+
+
+def _literal_matches(checked: Checked) -> Checked:
+    """`s.matches('<literal>')` as `s.@ck.matches('<literal>')`: cel-cpp compiles the pattern on every
+    call (~5-25 us); the runtime's `matches` keeps it compiled (same RE2, same partial match). Literal
+    patterns were compiled when the expression was checked (validators), so this call cannot meet an
+    invalid one; a receiver that is not a string still finds no overload (cel-cpp dispatches on the
+    declared string parameters, and `clean_error` gives the message back its public name)."""
+    for node in ast.walk(checked.expr):
+        if (
+            isinstance(node, Call)
+            and node.function == "matches"
+            and node.target is not None
+            and len(node.args) == 1
+            and isinstance(node.args[0], Const)
+            and node.args[0].kind == "string"
+        ):
+            ref = checked.references.get(node.id)
+            if ref is not None and ref.overload_ids == ["matches_string"]:
+                node.function = library.MATCHES
+                checked.references.pop(node.id, None)
     return checked
 
 

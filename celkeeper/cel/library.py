@@ -3,9 +3,9 @@
 `celkeeper.cel.binding.bind` rewrites checked trees to call internal functions (`@k8s.<overload id>`,
 `@k8s.fn.<function>`, `@k8s.eq.<type>`, `@ck.*`); a `LibraryRuntime` implements them for one engine.
 Its state (the opaque-value codec with its MAC key, memoised constructor results, compiled
-find/findAll patterns) belongs to that runtime: the module holds only constant tables of pure
-functions. Memoising changes speed, never results: every memoised function is pure, and errors are
-not memoised.
+find/findAll patterns) belongs to that runtime; the modules hold only constants (the implementations
+themselves are the constant table `celkeeper.cel.overloads.IMPLEMENTATIONS`). Memoising changes
+speed, never results: every memoised function is pure, and errors are not memoised.
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ from celkeeper.cel.binding import (
     SHARED_NAMES,
 )
 from celkeeper.cel.environment import FUNCTIONS, OPAQUE_TYPES, Overload
-from celkeeper.cel.k8slib import LibraryError, ip, lists, regex, semver, urls
-from celkeeper.cel.k8slib import format as fmt
-from celkeeper.cel.k8slib import quantity as q
+from celkeeper.cel.k8slib import LibraryError, lists, regex
 from celkeeper.cel.k8slib.celvalues import Uint
 from celkeeper.cel.opaque import NoSuchOverload, OpaqueCodec, opaque_type
+from celkeeper.cel.overloads import EQUALITY, IMPLEMENTATIONS
 
 __all__ = [
     "DURATION_STRING",
     "FORMAT",
     "INTERNAL_SIGNATURES",
     "MAP_INSERT",
+    "MATCHES",
     "OPTIONAL_RESULTS",
     "SHARED_NAMES",
     "Impl",
@@ -46,6 +46,8 @@ __all__ = [
 
 _STATUS = re.compile(r"^(?:[A-Z_]+: )+")
 _SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")
+#: `s.matches('<literal>')` on cel-cpp (see cpp_engine: the pattern stays compiled)
+MATCHES = "@ck.matches"
 
 Impl = Callable[..., Any]
 
@@ -78,107 +80,11 @@ _SCALAR_RESULTS = frozenset(
 
 
 def clean_error(message: str) -> str:
-    """An engine's error text without status-code prefixes or bracketed suffixes."""
-    return _SUFFIX.sub("", _STATUS.sub("", message.strip()))
+    """An engine's error text without status-code prefixes or bracketed suffixes (and cel-cpp's
+    `No matching overloads found : (int64).@ck.matches(string)` with the public name)."""
+    text = _SUFFIX.sub("", _STATUS.sub("", message.strip()))
+    return text.replace(f").{MATCHES}(", ").matches(") if MATCHES in text else text
 
-
-# ---------------------------------------------------------------------------- implementations
-
-
-def _table() -> dict[str, Impl]:
-    """overload id -> implementation over k8slib values."""
-    table: dict[str, Impl] = {
-        "list_a_index_of_int": lists.index_of,
-        "list_a_last_index_of_int": lists.last_index_of,
-        "string_find_string": regex.find,
-        "string_find_all_string": regex.find_all,
-        "string_find_all_string_int": regex.find_all,
-        "string_to_url": urls.url,
-        "is_url_string": urls.is_url,
-        "url_get_scheme": urls.get_scheme,
-        "url_get_host": urls.get_host,
-        "url_get_hostname": urls.get_hostname,
-        "url_get_port": urls.get_port,
-        "url_get_escaped_path": urls.get_escaped_path,
-        "url_get_query": urls.get_query,
-        "string_to_quantity": q.quantity,
-        "is_quantity_string": q.is_quantity,
-        "quantity_sign": q.sign,
-        "quantity_is_greater_than": q.is_greater_than,
-        "quantity_is_less_than": q.is_less_than,
-        "quantity_compare_to": q.compare_to,
-        "quantity_get_float": q.as_approximate_float,
-        "quantity_get_int": q.as_integer,
-        "quantity_is_integer": q.is_integer,
-        "quantity_add": q.add,
-        "quantity_add_int": q.add_int,
-        "quantity_sub": q.sub,
-        "quantity_sub_int": q.sub_int,
-        "string_to_ip": ip.ip,
-        "ip_family": ip.family,
-        "ip_is_canonical": ip.ip_is_canonical,
-        "ip_is_unspecified": ip.is_unspecified,
-        "ip_is_loopback": ip.is_loopback,
-        "ip_is_link_local_multicast": ip.is_link_local_multicast,
-        "ip_is_link_local_unicast": ip.is_link_local_unicast,
-        "ip_is_global_unicast": ip.is_global_unicast,
-        "is_ip": ip.is_ip,
-        "ip_to_string": ip.ip_to_string,
-        "string_to_cidr": ip.cidr,
-        "cidr_contains_ip_string": ip.contains_ip,
-        "cidr_contains_ip_ip": ip.contains_ip,
-        "cidr_contains_cidr_string": ip.contains_cidr,
-        "cidr_contains_cidr": ip.contains_cidr,
-        "cidr_ip": ip.cidr_ip,
-        "cidr_prefix_length": ip.prefix_length,
-        "cidr_masked": ip.masked,
-        "is_cidr": ip.is_cidr,
-        "cidr_to_string": ip.cidr_to_string,
-        "format-validate": fmt.validate,
-        "format-named": fmt.named,
-        "string_to_semver": semver.semver,
-        "string_bool_to_semver": semver.semver,
-        "is_semver_string": semver.is_semver,
-        "is_semver_string_bool": semver.is_semver,
-        "semver_is_greater_than": semver.is_greater_than,
-        "semver_is_less_than": semver.is_less_than,
-        "semver_compare_to": semver.compare_to,
-        "semver_major": semver.major,
-        "semver_minor": semver.minor,
-        "semver_patch": semver.patch,
-    }
-    for key in fmt.FORMATS:
-        table[f"format.{key}"] = lambda key=key: fmt.FORMATS[key]
-    for oid, o in FUNCTIONS.items():
-        if o.function in ("isSorted", "min", "max", "sum"):
-            kind = oid.split("_")[1]
-            fn = {"isSorted": lists.is_sorted, "min": lists.min_, "max": lists.max_}.get(o.function)
-            table[oid] = fn if fn is not None else (lambda values, kind=kind: lists.sum_(values, kind))
-    return table
-
-
-def _equality() -> dict[str, tuple[Impl, Impl]]:
-    def negate(fn: Impl) -> Impl:
-        return lambda a, b: not fn(a, b)
-
-    def url_eq(a: Any, b: Any) -> bool:
-        return bool(urls.url_to_string(a) == urls.url_to_string(b))
-
-    out: dict[str, Impl] = {
-        "net.IP": ip.ip_equals,
-        "net.CIDR": ip.cidr_equals,
-        "kubernetes.URL": url_eq,
-        "kubernetes.Semver": semver.equals,
-        "kubernetes.NamedFormat": fmt.equals,
-    }
-    result: dict[str, tuple[Impl, Impl]] = {t: (fn, negate(fn)) for t, fn in out.items()}
-    result["kubernetes.Quantity"] = (q.equals, q.not_equals)
-    return result
-
-
-# constant tables of pure functions
-_TABLE = _table()
-_EQUALITY = _equality()
 
 _PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
@@ -299,12 +205,11 @@ class LibraryRuntime:
     def __init__(self) -> None:
         self.codec = OpaqueCodec()
         self._patterns: dict[str, Any] = {}
-        self._table = dict(_TABLE)
+        self._table = dict(IMPLEMENTATIONS)
         self._table["string_find_string"] = self._find
         self._table["string_find_all_string"] = self._find_all
         self._table["string_find_all_string_int"] = self._find_all
-        self._impls: dict[str, Impl] = {}
-        self._impls = {oid: self._implementation(oid) for oid in FUNCTIONS}
+        self._impls: dict[str, Impl] = {oid: self._implementation(oid) for oid in FUNCTIONS}
 
     # ------------------------------------------------------------------------- find / findAll
 
@@ -317,6 +222,10 @@ class LibraryRuntime:
                     self._patterns.clear()
                 self._patterns[pattern] = prog
         return prog
+
+    def matches(self, s: str, pattern: str) -> bool:
+        """`s.matches(pattern)` for a literal pattern (valid: checked when the expression compiled)."""
+        return regex.search(self._pattern(pattern), s)
 
     def _find(self, s: str, pattern: str) -> str:
         return regex.find_compiled(self._pattern(pattern), s)
@@ -408,7 +317,7 @@ class LibraryRuntime:
 
     def equality(self, type_name: str, negate: bool) -> Impl:
         """`==` / `!=` between two values the checker typed `type_name` (Kubernetes' Equal)."""
-        eq = _EQUALITY[type_name][1 if negate else 0]
+        eq = EQUALITY[type_name][1 if negate else 0]
         decode = self.codec.decoder(type_name)
 
         def impl(a: Any, b: Any) -> Any:

@@ -1,9 +1,12 @@
 """`celkeeper serve`: the admission webhook over HTTPS (Gunicorn), with one informer process.
 
     celkeeper serve --policy-dir examples --bind 127.0.0.1:8443 --cert tls.crt --key tls.key
+    celkeeper serve --source kubernetes [--kubeconfig FILE] --cert tls.crt --key tls.key
 
-The informer watches the policy folder and publishes snapshots; each worker loads them within a
-fraction of a second, recompiling only templates that changed. Routes: POST /v1/admit, GET /healthz,
+The informer watches the policy folder (or the cluster's ConstraintTemplates, constraints and
+namespaces) and publishes snapshots; each worker loads them within a fraction of a second,
+recompiling only templates that changed. In a cluster, the informer also creates each template's
+constraint CRD and reports, per pod, what the workers enforce. Routes: POST /v1/admit, GET /healthz,
 GET /readyz, GET /metrics. SIGTERM or Ctrl-C stops gracefully; SIGHUP restarts the workers.
 """
 
@@ -13,6 +16,7 @@ import argparse
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable
@@ -21,7 +25,8 @@ from typing import Any
 
 from celkeeper.settings import DEFAULT_ENGINE, ENGINES
 
-SOURCES = ("folder",)  # the Kubernetes source (issue 6) adds "kubernetes"
+SOURCES = ("folder", "kubernetes")
+DEFAULT_NAMESPACE = "celkeeper-system"
 LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 
 
@@ -44,6 +49,18 @@ def register(subparsers: Any) -> None:
                      help="how often the folder is checked for changes (default 0.5)")
     src.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
                      help=f"CEL engine (default {DEFAULT_ENGINE})")
+    kube = parser.add_argument_group("kubernetes (with --source kubernetes)")
+    kube.add_argument("--kubeconfig", metavar="FILE",
+                      help="kubeconfig to use (default: the pod's service account, in-cluster)")
+    kube.add_argument("--pod-name", metavar="NAME",
+                      default=os.environ.get("POD_NAME") or socket.gethostname(),
+                      help="this pod's name in per-pod status (default: $POD_NAME, else the host name)")
+    kube.add_argument("--pod-namespace", metavar="NS",
+                      default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
+                      help="where per-pod status objects go "
+                      f"(default: $POD_NAMESPACE, else {DEFAULT_NAMESPACE})")
+    kube.add_argument("--expected-pods", type=int, default=1, metavar="N",
+                      help="pods that must have loaded a constraint before it reports enforced (default 1)")
     pol = parser.add_argument_group("admission")
     pol.add_argument("--failure-mode", choices=("allow", "deny"), default="allow",
                      help="answer when evaluation fails internally (default allow, like Gatekeeper)")
@@ -88,20 +105,27 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from celkeeper.errors import CelkeeperError
-    from celkeeper.informer import FolderSource, run_informer
+    from celkeeper.informer import FolderSource, check_kubernetes_config, run_informer
     from celkeeper.snapshot import StateDir, WorkerBoard
     from celkeeper.tls import ServerTLS
     from celkeeper.webhook.server import ServerOptions, serve
 
     if args.source == "folder" and not args.policy_dir:
         raise CelkeeperError("--policy-dir DIR is needed with --source folder")
+    if args.source == "kubernetes" and (args.policy_dir or args.namespaces):
+        raise CelkeeperError("--policy-dir and --namespaces are for --source folder; the cluster has both")
     if args.workers < 1 or args.threads < 1:
         raise CelkeeperError("--workers and --threads must be at least 1")
+    if args.expected_pods < 1:
+        raise CelkeeperError("--expected-pods must be at least 1")
     settings = _settings(args)
     tls = ServerTLS(args.cert, args.key)  # fails now, with one line, if the pair is unusable
     policy_dir = args.policy_dir
     namespaces = args.namespaces
-    FolderSource(policy_dir, namespaces=namespaces).check()
+    if args.source == "folder":
+        FolderSource(policy_dir, namespaces=namespaces).check()
+    else:
+        check_kubernetes_config(args.kubeconfig, args.pod_name, args.pod_namespace)
 
     temporary = args.state_dir is None
     root = Path(tempfile.mkdtemp(prefix="celkeeper-")) if temporary else args.state_dir
@@ -115,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
     poll = args.poll_interval
 
     def informer() -> int:
+        if args.source == "kubernetes":
+            return run_informer(lambda: _kubernetes_source(args, state), state, settings, master,
+                                interval=1.0)
         return run_informer(lambda: FolderSource(policy_dir, poll_interval=poll, namespaces=namespaces),
                             state, settings, master, interval=poll)
 
@@ -141,3 +168,16 @@ def run(args: argparse.Namespace) -> int:
         if temporary and os.getpid() == master:
             shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def _kubernetes_source(args: argparse.Namespace, state: Any) -> Any:
+    from celkeeper.informer import KubernetesOptions, KubernetesSource
+
+    options = KubernetesOptions(
+        state=state,
+        pod_name=args.pod_name,
+        pod_namespace=args.pod_namespace,
+        expected_pods=args.expected_pods,
+        kubeconfig=args.kubeconfig,
+    )
+    return KubernetesSource(options)

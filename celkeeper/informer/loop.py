@@ -7,6 +7,12 @@ Generations grow by one per publication of different content and continue across
 restarts (the last published snapshot is read back). After publishing, the informer builds the
 policy set itself once to report every problem (parse errors, template and constraint errors,
 with file:line:col) in its log and status file: the workers then need not log them.
+
+A listing that is not synced (a source still bootstrapping, e.g. after an informer restart) never
+replaces a synced snapshot: the workers keep enforcing everything until the source has listed it all.
+A source with a `published(snapshot, policies, errors)` method (a PublicationListener) is told about
+every snapshot the workers are to load, with the policy set built from it - and, once, about the
+snapshot it found already published when its listing agrees with it (after an informer restart).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from celkeeper.errors import CelkeeperError
 from celkeeper.informer.source import Listing, Source
 from celkeeper.settings import Settings
 from celkeeper.snapshot import (
@@ -30,6 +37,10 @@ from celkeeper.snapshot import (
 from celkeeper.snapshot.documents import DocumentCache
 
 log = logging.getLogger("celkeeper.informer")
+
+# what checking a snapshot found: every problem as a line, the policy set (None when it could not be
+# built), and the errors behind the problems (each located in its item by `location.file`)
+Checked = tuple[tuple[str, ...], Any, tuple[CelkeeperError, ...]]
 
 
 class Informer:
@@ -55,6 +66,7 @@ class Informer:
         self._problems: tuple[str, ...] = previous.problems if previous else ()
         self.last: Snapshot | None = self.store.latest()
         self.generation = self.last.generation if self.last else 0
+        self._announced = False  # the listener has been told about the current snapshot
 
     # -- one round ----------------------------------------------------------------------------------
     def step(self) -> Snapshot | None:
@@ -62,18 +74,40 @@ class Informer:
 
         Returns the snapshot published, or None when nothing changed."""
         listing = self.source.listing()
+        if not listing.synced and self.last is not None and self.last.synced:
+            return None  # still bootstrapping: keep the complete snapshot the workers have
         candidate = self._snapshot(listing, self.generation + 1)
         if self.last is not None and candidate.content_key() == self.last.content_key():
             if self.store.stamp() is None:  # someone removed the file: put the same generation back
                 log.warning("snapshot file %s vanished; publishing generation %d again",
                             self.store.path, self.last.generation)
                 self.store.publish(self.last)
+            if not self._announced and self._listener() is not None:
+                self._announce(self.last, self._check(self.last))
             return None
         self.store.publish(candidate)
         self.generation, self.last = candidate.generation, candidate
-        problems, templates, constraints = self._validate(candidate)
+        checked = self._check(candidate)
+        problems, policies, _errors = checked
+        templates = len(policies.templates) if policies is not None else 0
+        constraints = len(policies.constraints) if policies is not None else 0
         self._report(candidate, problems, templates, constraints)
+        self._announce(candidate, checked)
         return candidate
+
+    def _listener(self) -> Callable[..., None] | None:
+        found = getattr(self.source, "published", None)
+        return found if callable(found) else None
+
+    def _announce(self, snapshot: Snapshot, checked: Checked) -> None:
+        self._announced = True
+        listener = self._listener()
+        if listener is None:
+            return
+        try:
+            listener(snapshot, checked[1], checked[2])
+        except Exception:  # the listener's trouble must not stop publication
+            log.exception("the source could not take note of snapshot generation %d", snapshot.generation)
 
     def _snapshot(self, listing: Listing, generation: int) -> Snapshot:
         # only what the workers need: files with templates or constraints (or that do not parse);
@@ -91,11 +125,11 @@ class Informer:
             problems=listing.problems,
         )
 
-    def _validate(self, snapshot: Snapshot) -> tuple[tuple[str, ...], int, int]:
+    def _check(self, snapshot: Snapshot) -> Checked:
         parsed = self._documents.policy_documents(snapshot.items)
         problems = list(snapshot.problems) + [str(e) for e in parsed.errors]
         if not self._validate_enabled:
-            return tuple(problems), 0, 0
+            return tuple(problems), None, tuple(parsed.errors)
         try:
             from celkeeper.cel import get_engine
             from celkeeper.policy import TemplateCompiler, build_policy_set
@@ -106,9 +140,9 @@ class Informer:
         except Exception as err:  # a bug must not stop publication: report it and go on
             log.exception("could not check the policies of generation %d", snapshot.generation)
             problems.append(f"internal error while checking policies: {err}")
-            return tuple(problems), 0, 0
+            return tuple(problems), None, tuple(parsed.errors)
         problems.extend(str(e) for e in policies.errors)
-        return tuple(problems), len(policies.templates), len(policies.constraints)
+        return tuple(problems), policies, (*parsed.errors, *policies.errors)
 
     def _report(
         self, snapshot: Snapshot, problems: tuple[str, ...], templates: int, constraints: int

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
+from celkeeper.errors import CelkeeperError
 from celkeeper.informer.loop import Informer
 from celkeeper.informer.source import Source
 from celkeeper.settings import Settings
@@ -32,7 +33,11 @@ def run_informer(
     stop = threading.Event()
     with contextlib.suppress(OSError):
         os.nice(5)  # background work: requests (the workers) come first when the CPUs are busy
-    source = source_factory()
+    try:
+        source = source_factory()
+    except CelkeeperError as err:  # e.g. a kubeconfig that cannot be used: one line, no traceback
+        log.error("informer cannot start: %s", err)
+        return 1
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()

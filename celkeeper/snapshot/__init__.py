@@ -6,11 +6,13 @@
     WorkerBoard(state.workers).loaded_generation()          # generation every live worker has loaded
 """
 
-from celkeeper.snapshot.model import Snapshot, SnapshotItem, digest
+from celkeeper.snapshot.model import ORIGIN_FILE, ORIGIN_OBJECT, Snapshot, SnapshotItem, digest
 from celkeeper.snapshot.status import InformerRecord, InformerStatus, WorkerBoard, WorkerStatus
 from celkeeper.snapshot.store import SnapshotReadError, SnapshotStore, StateDir, write_atomic
 
 __all__ = [
+    "ORIGIN_FILE",
+    "ORIGIN_OBJECT",
     "InformerRecord",
     "InformerStatus",
     "Snapshot",

@@ -6,15 +6,27 @@ are left out silently. Text that does not parse is reported (it may have been a 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from celkeeper.documents import Document, ParsedText, parse_documents
-from celkeeper.errors import DocumentError
-from celkeeper.snapshot.model import SnapshotItem
+from celkeeper.errors import DocumentError, Location
+from celkeeper.snapshot.model import ORIGIN_OBJECT, SnapshotItem
 
 TEMPLATE_GROUPS = frozenset({"templates.gatekeeper.sh", "templates.celkeeper.io"})
 CONSTRAINT_GROUPS = frozenset({"constraints.gatekeeper.sh", "constraints.celkeeper.io"})
+
+
+def _parse_object(item: SnapshotItem) -> ParsedText:
+    """An API object: JSON without positions (errors name the object and the field path)."""
+    try:
+        data = json.loads(item.text)
+    except ValueError as err:
+        return ParsedText((), (DocumentError(f"not a JSON object: {err}", Location(file=item.name)),))
+    if not isinstance(data, dict):
+        return ParsedText((), (DocumentError("not a JSON object", Location(file=item.name)),))
+    return ParsedText((Document.from_object(data, file=item.name),), ())
 
 
 def is_policy_document(doc: Document) -> bool:
@@ -44,7 +56,9 @@ class DocumentCache:
         key = (item.name, item.digest)
         parsed = self._parsed.get(key)
         if parsed is None:
-            parsed = self._parsed[key] = parse_documents(item.text, item.name)
+            parsed = self._parsed[key] = _parse_object(item) if item.origin == ORIGIN_OBJECT else (
+                parse_documents(item.text, item.name)
+            )
             self.parses += 1
         return parsed
 

@@ -20,14 +20,20 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+ORIGIN_FILE = ""  # text as written in a file: YAML or JSON, possibly several documents, with line:col
+ORIGIN_OBJECT = "object"  # one API object as JSON: errors name the item and the field, not line:col
+
+
 @dataclass(frozen=True)
 class SnapshotItem:
     """One unit of policy source: `name` says where it came from (a path relative to the policy
-    folder, or `<resource>/<name>` for an API object); `text` is YAML or JSON, possibly multi-doc."""
+    folder, or e.g. `constrainttemplate/<name>` for an API object); `text` is YAML or JSON, possibly
+    multi-doc, or for `origin` ORIGIN_OBJECT exactly one JSON object."""
 
     name: str
     text: str
     digest: str = ""
+    origin: str = ORIGIN_FILE
 
     def __post_init__(self) -> None:
         if not self.digest:
@@ -62,7 +68,7 @@ class Snapshot:
             "created": self.created,
             "source": self.source,
             "synced": self.synced,
-            "items": [{"name": i.name, "digest": i.digest, "text": i.text} for i in self.items],
+            "items": [_item_json(i) for i in self.items],
             "namespaces": self.namespaces,
             "namespacesComplete": self.namespaces_complete,
             "problems": list(self.problems),
@@ -77,7 +83,10 @@ class Snapshot:
             raise ValueError(f"not a celkeeper snapshot of format {FORMAT}")
         try:
             items = tuple(
-                SnapshotItem(str(i["name"]), str(i["text"]), str(i.get("digest") or "")) for i in doc["items"]
+                SnapshotItem(
+                    str(i["name"]), str(i["text"]), str(i.get("digest") or ""), str(i.get("origin") or "")
+                )
+                for i in doc["items"]
             )
             namespaces = doc.get("namespaces") or {}
             if not isinstance(namespaces, dict):
@@ -94,3 +103,10 @@ class Snapshot:
             )
         except (KeyError, TypeError) as err:
             raise ValueError(f"malformed snapshot: {err!r}") from None
+
+
+def _item_json(item: SnapshotItem) -> dict[str, str]:
+    out = {"name": item.name, "digest": item.digest, "text": item.text}
+    if item.origin:
+        out["origin"] = item.origin
+    return out

@@ -252,6 +252,44 @@ def test_memoised_library_calls_never_remember_errors(engine: Engine) -> None:
             assert got == found
 
 
+def _cel_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# (pattern, text, matches, find)
+MATCH_CASES = [
+    ("^[a-z-]+$", "web-1", False, ""),
+    ("^[a-z-]+$", "web", True, "web"),
+    ("é.", "caféx", True, "éx"),
+    ("^.{5}$", "caféx", True, "caféx"),
+    ("", "", True, ""),
+    ("^$", "x", False, ""),
+    ("(?i)WEB", "web", True, "web"),
+    ("\\d{2,}", "a1b22", True, "22"),
+    ("^[a-z]+(foo|bar)*[0-9]{0,12}$", "abcbarfoo123", True, "abcbarfoo123"),
+]
+
+
+@pytest.mark.parametrize(("pattern", "text", "matches", "found"), MATCH_CASES)
+def test_literal_patterns_match_as_dynamic_ones(
+    engine: Engine, pattern: str, text: str, matches: bool, found: str
+) -> None:
+    # a literal pattern stays compiled (celkeeper's matches on cel-expr-python); a dynamic one is the
+    # engine's own matches
+    params = {"t": text, "p": pattern}
+    assert evaluate(engine, f"params.t.matches({_cel_string(pattern)})", constraint=params) is matches
+    assert evaluate(engine, "params.t.matches(params.p)", constraint=params) is matches
+    assert evaluate(engine, f"params.t.find({_cel_string(pattern)})", constraint=params) == found
+    assert evaluate(engine, "params.t.find(params.p)", constraint=params) == found
+
+
+def test_literal_matches_on_a_non_string_is_an_error(engine: Engine) -> None:
+    got = evaluate(engine, "object.x.matches('b')", object={"x": 1})
+    assert isinstance(got, CelError) and "@ck" not in got.message
+    if engine.name == "cel-expr-python":  # cel-cpp's own wording, as without the optimisation
+        assert got.message == "No matching overloads found : (int64).matches(string)"
+
+
 def test_comprehension_variables_shadow_params(engine: Engine) -> None:
     constraint: dict[str, dict[str, dict[str, int]]] = {"spec": {"parameters": {}}}
     assert evaluate(engine, "[1, 2].all(params, params > 0)", constraint=constraint) is True

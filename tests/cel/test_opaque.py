@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from celkeeper.cel import library, opaque
+from celkeeper.cel import cpp_engine, library, opaque, overloads, py_engine
 from celkeeper.cel.api import Engine
 from celkeeper.cel.k8slib import format as fmt
 from celkeeper.cel.k8slib import netip, semver, urls
@@ -116,7 +116,7 @@ def test_each_runtime_has_its_own_state() -> None:
 
 def test_library_module_holds_no_runtime_state() -> None:
     # constant tables of pure functions only: no codec, cache or key at module level
-    for module in (library, opaque):
+    for module in (library, opaque, overloads, cpp_engine, py_engine):
         for name, value in vars(module).items():
             assert not isinstance(value, OpaqueCodec | LibraryRuntime), f"{module.__name__}.{name}"
             assert not isinstance(value, bytes), f"{module.__name__}.{name}"

@@ -266,11 +266,6 @@ def test_variables_params_anyobject_and_top_level_params(engine: Engine) -> None
     assert run(engine, [{"expression": "variables.anyObject.metadata.name == 'web'"}]) == []
 
 
-@pytest.mark.xfail(
-    reason="CEL engines: has() on null must be false as in cel-go (refQualify presence test); "
-    "both engines return an error for now",
-    strict=False,
-)
 def test_has_on_null_is_false(engine: Engine) -> None:
     assert run(engine, [{"expression": "!has(variables.params.labels)"}]) == []
 

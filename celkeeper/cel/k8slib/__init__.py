@@ -65,6 +65,8 @@ regex         s.find(re)                 -> regex.find(s, re) -> str
               a literal pattern, at program build time
                                          -> regex.compile_regex(re) (raises RegexCompileError, Go's text);
                                             then regex.find_compiled / find_all_compiled
+              a pattern at run time      -> regex.compile_pattern(re) (LibraryError "Illegal regex: ...")
+              s.matches(re) (CEL's)      -> regex.search(compiled, s) -> bool
 
 Not in Kubernetes 1.34 and so not here: Quantity mul/div/divInt and the image library (later releases),
 authz and authz selectors (Gatekeeper has no authorizer). celvalues holds cel-go's compare/equal/add.

@@ -129,3 +129,22 @@ def test_matches_kubernetes(expr: str, thunk: object) -> None:
 def test_compile_errors_carry_go_regexp_messages() -> None:
     with pytest.raises(R.RegexCompileError, match=r"^error parsing regexp: missing closing \): `a\(b`$"):
         R.compile_regex("a(b")
+
+
+class _PublicOnly:
+    """A compiled pattern seen only through google-re2's public API (the fallback of regex.search)."""
+
+    def __init__(self, prog: object) -> None:
+        self._prog = prog
+
+    def search(self, s: str) -> object:
+        return self._prog.search(s)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("text", "pattern"), SEARCHES)
+def test_fast_search_agrees_with_the_public_api(text: str, pattern: str) -> None:
+    prog = R.compile_regex(pattern)
+    m = prog.search(text)
+    want = m.group() if m else ""
+    assert R.find_compiled(prog, text) == want == R.find_compiled(_PublicOnly(prog), text)
+    assert R.search(prog, text) is (m is not None) is R.search(_PublicOnly(prog), text)

@@ -1,0 +1,216 @@
+"""Policies from the cluster: `celkeeper serve --source kubernetes`.
+
+    source = KubernetesSource(KubernetesOptions(kubeconfig=None, pod=..., state=StateDir(...)))
+
+Feeds the informer exactly like the folder source: `listing()` is the complete current content
+(templates and constraints as JSON objects, Namespace objects), `wait()` returns on a watch event.
+Inside, in the informer process:
+
+- a WatchManager with four registrars: the policies (templates, one constraint kind per template,
+  namespaces), the constraint CRD writer (templates, constraint CRDs), the status aggregator (templates,
+  constraint kinds, pod statuses, constraint CRDs) and this pod's status reporter (pod statuses). A
+  template that appears or goes starts or stops the watch of its constraint kind, without a restart.
+- a controller thread running the CRD writer, the pod status reporter and the aggregator.
+
+The listing is `synced` once the templates, the namespaces and every constraint kind of the templates
+listed at that moment have been listed: the workers become ready only with a snapshot that holds all
+of them (a pod does not serve until it has bootstrapped everything that existed at its start).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from celkeeper.crds import names
+from celkeeper.errors import CelkeeperError
+from celkeeper.informer.kubernetes_status import PodStatusReporter
+from celkeeper.informer.source import Listing
+from celkeeper.kube import (
+    NAMESPACES,
+    TEMPLATES,
+    Client,
+    ConstraintCrdWriter,
+    ControllerLoop,
+    Event,
+    KubeClient,
+    Pod,
+    StatusAggregator,
+    Timing,
+    WatchManager,
+    constraint_kinds,
+    constraints,
+    item_name,
+    namespace_object,
+    observe,
+    policy_object,
+)
+from celkeeper.kube.resources import Resource, is_constraint_resource, name_of
+from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir, WorkerBoard
+
+log = logging.getLogger("celkeeper.informer")
+
+REGISTRAR = "policies"
+BATCH = 0.05  # after a change, wait this long for more (one `kubectl apply -f dir` is many events)
+
+
+@dataclass(frozen=True)
+class KubernetesOptions:
+    state: StateDir
+    pod_name: str
+    pod_namespace: str = "celkeeper-system"
+    expected_pods: int = 1
+    kubeconfig: str | None = None
+    timing: Timing | None = None
+    resync: float = 60.0
+
+
+class KubernetesSource:
+    def __init__(self, options: KubernetesOptions, client: Client | None = None) -> None:
+        self.options = options
+        self.client: Client = client if client is not None else KubeClient.connect(options.kubeconfig)
+        self.manager = WatchManager(self.client, options.timing)
+        self.crds = ConstraintCrdWriter(self.client, self.manager, on_change=self._wake_controllers)
+        self.aggregator = StatusAggregator(
+            self.client, self.manager, options.pod_namespace, options.expected_pods,
+            on_change=self._wake_controllers,
+        )
+        self.reporter = PodStatusReporter(
+            self.client, self.manager, Pod(options.pod_name, options.pod_namespace),
+            WorkerBoard(options.state.workers), on_change=self._wake_controllers,
+        )
+        self.controllers = ControllerLoop([self.crds, self.reporter, self.aggregator], resync=options.resync)
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+        self._synced = False
+        self._items: dict[str, tuple[str, SnapshotItem]] = {}  # item name -> (resourceVersion, item)
+
+    @property
+    def description(self) -> str:
+        return f"kubernetes:{self.client.server}"
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.manager.register(REGISTRAR, self._handle, {TEMPLATES, NAMESPACES})
+        self.crds.register()
+        self.aggregator.register()
+        self.reporter.register()
+        self.manager.start()
+        self.controllers.start()
+        log.info("watching %s as pod %s/%s (%d pod(s) expected)", self.client.server,
+                 self.options.pod_namespace, self.options.pod_name, self.options.expected_pods)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._changed.set()
+        self.controllers.stop()
+        self.manager.stop()
+
+    def wait(self, timeout: float) -> None:
+        if self._changed.wait(timeout) and not self._stop.is_set():
+            self._changed.clear()
+            time.sleep(BATCH)
+
+    # -- the registrar of the policies ------------------------------------------------------------
+    def _handle(self, event: Event) -> None:
+        if event.resource == TEMPLATES:
+            kinds = constraint_kinds(self.manager.objects(TEMPLATES))
+            wanted = {TEMPLATES, NAMESPACES} | {constraints(k) for k in kinds.values()}
+            self.manager.set_intent(REGISTRAR, wanted)
+        self._changed.set()
+
+    def _wake_controllers(self) -> None:
+        self.controllers.wake()
+
+    # -- the listing ------------------------------------------------------------------------------
+    def _item(self, obj: Mapping[str, Any]) -> SnapshotItem | None:
+        name = item_name(obj)
+        if name is None:
+            return None
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        cached = self._items.get(name)
+        if cached is not None and cached[0] == version and version:
+            return cached[1]
+        text = json.dumps(policy_object(obj), sort_keys=True, indent=1)
+        item = SnapshotItem(name=name, text=text, origin=ORIGIN_OBJECT)
+        self._items[name] = (version, item)
+        return item
+
+    def listing(self) -> Listing:
+        with self.manager.lock:
+            wanted = self.manager.intent(REGISTRAR)
+            synced_now = all(self.manager.synced(r) for r in wanted)
+            objects: list[Mapping[str, Any]] = list(self.manager.objects(TEMPLATES))
+            for resource in sorted((r for r in wanted if is_constraint_resource(r)), key=str):
+                objects.extend(self.manager.objects(resource))
+            namespaces = {name_of(ns): namespace_object(ns) for ns in self.manager.objects(NAMESPACES)}
+            namespaces_synced = self.manager.synced(NAMESPACES)
+            problems = self._problems(wanted)
+        if synced_now and not self._synced:
+            self._synced = True
+            log.info("listed every template, constraint and namespace: %d object(s)", len(objects))
+        items = [item for item in (self._item(obj) for obj in objects) if item is not None]
+        names = {item.name for item in items}
+        self._items = {k: v for k, v in self._items.items() if k in names}
+        return Listing(
+            items=tuple(sorted(items, key=lambda i: i.name)),
+            synced=self._synced,
+            namespaces=namespaces,
+            namespaces_complete=namespaces_synced,
+            problems=problems,
+        )
+
+    def _problems(self, wanted: frozenset[Resource]) -> tuple[str, ...]:
+        problems = []
+        if self.manager.missing(TEMPLATES):
+            problems.append(
+                "the ConstraintTemplate CRD (constrainttemplates.templates.celkeeper.io) is not installed: "
+                "apply crds/ first"
+            )
+        del wanted
+        return tuple(problems)
+
+    # -- what the workers are given (PublicationListener) -----------------------------------------
+    def published(self, snapshot: Snapshot, policies: Any, errors: Sequence[CelkeeperError]) -> None:
+        objects: dict[str, dict[str, Any]] = {}
+        for item in snapshot.items:
+            if item.origin != ORIGIN_OBJECT:
+                continue
+            try:
+                obj = json.loads(item.text)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                objects[item.name] = obj
+        self.reporter.published(snapshot.generation, snapshot.synced, observe(objects, policies, errors))
+        self.controllers.wake()
+
+
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def check_kubernetes_config(kubeconfig: str | None, pod_name: str, pod_namespace: str) -> None:
+    """Fail at start-up, with one line, when the cluster source cannot work (no network used)."""
+    if kubeconfig:
+        if not os.path.isfile(kubeconfig):
+            raise CelkeeperError(f"kubeconfig {kubeconfig} does not exist")
+        if not os.access(kubeconfig, os.R_OK):
+            raise CelkeeperError(f"kubeconfig {kubeconfig} is not readable")
+    elif not os.environ.get("KUBERNETES_SERVICE_HOST") or not os.path.exists(SERVICE_ACCOUNT_TOKEN):
+        raise CelkeeperError(
+            "not running in a cluster (no KUBERNETES_SERVICE_HOST or service account token): "
+            "give --kubeconfig FILE"
+        )
+    if not names.is_dns1123_subdomain(pod_name) or len(pod_name) > 63:
+        raise CelkeeperError(
+            f"pod name {pod_name!r} cannot name status objects: use lower-case letters, digits, '-' and "
+            "'.' (at most 63 characters), e.g. --pod-name or POD_NAME"
+        )
+    if not names.is_dns1035_label(pod_namespace) and not names.is_dns1123_subdomain(pod_namespace):
+        raise CelkeeperError(f"{pod_namespace!r} is not a valid namespace name (--pod-namespace)")

@@ -1,0 +1,196 @@
+"""Aggregated status: `status.byPod` of templates and constraints, and whether a constraint is enforced.
+
+Every pod writes its own ConstraintTemplatePodStatus / ConstraintPodStatus objects (celkeeper.kube.podstatus).
+Here they are gathered, Gatekeeper's way, into the status of the object they describe:
+
+    template.status   = {created: <its constraint CRD exists>, byPod: [{id, observedGeneration, ...}]}
+    constraint.status = {byPod: [{id, enforced, observedGeneration, ...}], enforced: <bool>}
+
+Only pod statuses of the object's current uid count (a template deleted and made again starts afresh).
+A constraint is enforced when at least `expected_pods` pods report that they enforce its current
+generation. Leaderless, like the CRD writer: every pod computes the same status from the same pod
+statuses and writes only when the stored status differs; a conflict (another pod wrote first) re-reads
+the object and, finding the status already right, stops.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from celkeeper.crds import names
+from celkeeper.kube.client import ApiError, Client
+from celkeeper.kube.manager import Event, WatchManager
+from celkeeper.kube.resources import (
+    CONSTRAINT_CRDS,
+    TEMPLATES,
+    Resource,
+    constraint_kinds,
+    constraint_pod_statuses,
+    constraints,
+    generation_of,
+    labels_of,
+    name_of,
+    template_pod_statuses,
+    uid_of,
+)
+
+log = logging.getLogger("celkeeper.kube")
+
+REGISTRAR = "status-aggregation"
+WRITE_ATTEMPTS = 4
+Compute = Callable[[Mapping[str, Any]], dict[str, Any]]
+_COMMON = ("id", "observedGeneration", "snapshotGeneration", "operations", "errors")
+
+
+def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = obj.get("status")
+    return found if isinstance(found, Mapping) else {}
+
+
+def _entry(pod_status: Mapping[str, Any], extra: tuple[str, ...]) -> dict[str, Any]:
+    status = _status(pod_status)
+    return {k: copy.deepcopy(status[k]) for k in (*_COMMON, *extra) if k in status}
+
+
+def _by_id(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(entries, key=lambda e: str(e.get("id", "")))
+
+
+def template_status(
+    template: Mapping[str, Any], pod_statuses: Iterable[Mapping[str, Any]], created: bool
+) -> dict[str, Any]:
+    """The fields of a template's status that aggregation owns."""
+    name, uid = name_of(template), uid_of(template)
+    entries = [
+        _entry(ps, ("templateUID",))
+        for ps in pod_statuses
+        if labels_of(ps).get(names.TEMPLATE_NAME_LABEL) == name and _status(ps).get("templateUID") == uid
+    ]
+    return {"created": created, "byPod": _by_id(entries)}
+
+
+def constraint_status(
+    constraint: Mapping[str, Any], pod_statuses: Iterable[Mapping[str, Any]], expected_pods: int
+) -> dict[str, Any]:
+    """The fields of a constraint's status that aggregation owns (byPod, enforced)."""
+    kind, name, uid = str(constraint.get("kind")), name_of(constraint), uid_of(constraint)
+    generation = generation_of(constraint)
+    entries = []
+    for ps in pod_statuses:
+        labels = labels_of(ps)
+        if labels.get(names.CONSTRAINT_KIND_LABEL) != kind or labels.get(names.CONSTRAINT_NAME_LABEL) != name:
+            continue
+        if _status(ps).get("constraintUID") != uid:
+            continue
+        entries.append(_entry(ps, ("constraintUID", "enforced")))
+    current = sum(
+        1 for e in entries if e.get("enforced") is True and e.get("observedGeneration") == generation
+    )
+    return {"byPod": _by_id(entries), "enforced": current >= max(1, expected_pods)}
+
+
+def needs_write(obj: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
+    stored = _status(obj)
+    return any(stored.get(k) != v for k, v in ours.items())
+
+
+def with_status(obj: Mapping[str, Any], ours: Mapping[str, Any]) -> dict[str, Any]:
+    """The body of a status update: the object as stored, its status with our fields replaced."""
+    body = copy.deepcopy(dict(obj))
+    status = dict(_status(obj))
+    status.update(copy.deepcopy(dict(ours)))
+    body["status"] = status
+    return body
+
+
+class StatusAggregator:
+    def __init__(
+        self,
+        client: Client,
+        manager: WatchManager,
+        namespace: str,
+        expected_pods: int,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.on_change = on_change
+        self.manager = manager
+        self.namespace = namespace
+        self.expected_pods = max(1, expected_pods)
+        self.template_statuses = template_pod_statuses(namespace)
+        self.constraint_statuses = constraint_pod_statuses(namespace)
+        self.dirty = True
+        self.writes = 0
+
+    def _base(self) -> set[Resource]:
+        return {TEMPLATES, CONSTRAINT_CRDS, self.template_statuses, self.constraint_statuses}
+
+    def register(self) -> None:
+        self.manager.register(REGISTRAR, self.handle, self._base())
+
+    def handle(self, event: Event) -> None:
+        self.dirty = True
+        if event.resource == TEMPLATES:
+            kinds = constraint_kinds(self.manager.objects(TEMPLATES))
+            self.manager.set_intent(REGISTRAR, self._base() | {constraints(k) for k in kinds.values()})
+        if self.on_change is not None:
+            self.on_change()
+
+    def reconcile(self) -> None:
+        if not all(self.manager.synced(r) for r in self._base()):
+            return
+        template_ps = self.manager.objects(self.template_statuses)
+        constraint_ps = self.manager.objects(self.constraint_statuses)
+        crds = {name_of(c) for c in self.manager.objects(CONSTRAINT_CRDS)}
+        failed: list[str] = []
+        templates = self.manager.objects(TEMPLATES)
+        kinds = constraint_kinds(templates)
+        for template in templates:
+            kind = kinds.get(name_of(template))
+            created = kind is not None and names.constraint_crd_name(kind) in crds
+            self._apply(TEMPLATES, template, self._template_status(template_ps, created), failed)
+        for kind in sorted(set(kinds.values())):
+            resource = constraints(kind)
+            if not self.manager.synced(resource) or self.manager.missing(resource):
+                continue
+            for constraint in self.manager.objects(resource):
+                self._apply(resource, constraint, self._constraint_status(constraint_ps), failed)
+        if failed:
+            raise ApiError(0, "Partial", "; ".join(failed[:5]))
+
+    @staticmethod
+    def _template_status(pod_statuses: list[Mapping[str, Any]], created: bool) -> Compute:
+        return lambda t: template_status(t, pod_statuses, created)
+
+    def _constraint_status(self, pod_statuses: list[Mapping[str, Any]]) -> Compute:
+        return lambda c: constraint_status(c, pod_statuses, self.expected_pods)
+
+    def _apply(self, resource: Resource, obj: Mapping[str, Any], compute: Compute, failed: list[str]) -> None:
+        ours = compute(obj)
+        if not needs_write(obj, ours):
+            return
+        name = name_of(obj)
+        current = obj
+        try:
+            for _ in range(WRITE_ATTEMPTS):
+                try:
+                    self.client.replace(resource, name, with_status(current, ours), subresource="status")
+                    self.writes += 1
+                    log.debug("wrote the status of %s %s", resource.kind, name)
+                    return
+                except ApiError as err:
+                    if err.not_found:
+                        return  # deleted meanwhile
+                    if not err.conflict:
+                        raise
+                current = self.client.get(resource, name)  # another pod wrote first: look again
+                ours = compute(current)
+                if not needs_write(current, ours):
+                    return
+            failed.append(f"status of {resource.kind} {name}: kept changing while being written")
+        except ApiError as err:
+            if not err.not_found:
+                failed.append(f"status of {resource.kind} {name}: {err}")

@@ -1,0 +1,334 @@
+"""The Kubernetes API as celkeeper uses it: JSON objects in, JSON objects out (the adapter boundary).
+
+    client = KubeClient.connect(kubeconfig=None)      # in-cluster config when no kubeconfig is given
+    client.list(resource) -> Listed(items, resource_version)
+    with client.watch(resource, resource_version, timeout_seconds) as events: for event in events: ...
+    client.get / create / replace (optionally the status subresource) / delete
+
+Everything else in celkeeper talks to the API through the `Client` protocol (tests use fakes of it);
+this module is the only one that imports the `kubernetes` package, which is used for configuration
+(kubeconfig, in-cluster service account with token refresh) and its HTTP pool. Requests are plain
+REST calls with JSON bodies: no generated models, no discovery. Every failure is an `ApiError` with
+the HTTP status (0 when the server could not be reached) and the server's one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+from celkeeper.errors import CelkeeperError
+from celkeeper.kube.resources import Resource
+
+log = logging.getLogger("celkeeper.kube")
+
+LIST_PAGE = 500
+CONNECT_TIMEOUT = 10.0
+REQUEST_TIMEOUT = 30.0
+POOL_SIZE = 128  # one connection per watch (one per constraint kind) plus requests
+USER_AGENT = "celkeeper"
+
+
+class ApiError(CelkeeperError):
+    """A request failed: `status` is the HTTP status, 0 when the server could not be reached."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.status = status
+        self.reason = reason
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        """409: a stale resourceVersion (Conflict) or a name already taken (AlreadyExists)."""
+        return self.status == 409
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def gone(self) -> bool:
+        """410: the resourceVersion asked for is too old (compacted); relist."""
+        return self.status == 410
+
+
+def error_from_status(status: Mapping[str, Any], http_status: int = 0) -> ApiError:
+    """An ApiError from a metav1.Status (a response body or a watch ERROR event)."""
+    code = status.get("code")
+    return ApiError(
+        int(code) if isinstance(code, int) else http_status,
+        str(status.get("reason") or "Failure"),
+        str(status.get("message") or "(no message)"),
+    )
+
+
+@dataclass(frozen=True)
+class Listed:
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+    object: dict[str, Any] = field(default_factory=dict)
+
+
+class WatchStream(Protocol):
+    def __iter__(self) -> Iterator[WatchEvent]: ...
+
+    def close(self) -> None:
+        """Stop the stream; may be called from another thread (unblocks a pending read)."""
+
+    def __enter__(self) -> WatchStream: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class Client(Protocol):
+    """What celkeeper needs of the API. KubeClient is the real one."""
+
+    @property
+    def server(self) -> str: ...
+
+    def list(self, resource: Resource) -> Listed: ...
+
+    def watch(self, resource: Resource, resource_version: str, timeout_seconds: int) -> WatchStream: ...
+
+    def get(self, resource: Resource, name: str) -> dict[str, Any]: ...
+
+    def create(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def replace(
+        self, resource: Resource, name: str, body: Mapping[str, Any], subresource: str = ""
+    ) -> dict[str, Any]: ...
+
+    def delete(self, resource: Resource, name: str, uid: str | None = None) -> None: ...
+
+
+class _HttpWatch:
+    """A watch response, read as newline-delimited JSON events."""
+
+    def __init__(self, response: Any, what: str) -> None:
+        self._response = response
+        self._what = what
+        self._closed = threading.Event()
+
+    def __enter__(self) -> _HttpWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        for method in ("shutdown", "release_conn"):
+            try:
+                getattr(self._response, method)()
+            except Exception:
+                log.debug("closing the watch of %s: %s failed", self._what, method, exc_info=True)
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        import urllib3
+
+        buffer = b""
+        try:
+            for chunk in self._response.stream(64 * 1024, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield _event(line, self._what)
+            if buffer.strip() and not self._closed.is_set():
+                yield _event(buffer, self._what)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+            if self._closed.is_set():
+                return
+            raise ApiError(0, "Unavailable", f"watch of {self._what} broken: {err}") from None
+
+
+def _event(line: bytes, what: str) -> WatchEvent:
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        raise ApiError(0, "BadResponse", f"watch of {what}: not a JSON event") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("object"), dict):
+        raise ApiError(0, "BadResponse", f"watch of {what}: malformed event")
+    return WatchEvent(str(doc.get("type", "")), doc["object"])
+
+
+class KubeClient:
+    """The real API, through the `kubernetes` package's configuration and HTTP pool."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._api = api_client
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
+        """From a kubeconfig file, or from the pod's service account (in-cluster) when none is given.
+
+        Raises ApiError(0, "Config", ...) with one line when the configuration cannot be used."""
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+
+        configuration = k8s_client.Configuration()
+        try:
+            if kubeconfig:
+                k8s_config.load_kube_config(
+                    config_file=kubeconfig, context=context, client_configuration=configuration
+                )
+            else:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+        except (k8s_config.ConfigException, OSError, ValueError, TypeError) as err:
+            where = kubeconfig or "in-cluster service account"
+            raise ApiError(0, "Config", f"cannot use the Kubernetes configuration ({where}): {err}") from None
+        configuration.connection_pool_maxsize = POOL_SIZE
+        configuration.retries = False
+        api = k8s_client.ApiClient(configuration)
+        api.user_agent = USER_AGENT
+        return cls(api)
+
+    @property
+    def server(self) -> str:
+        return str(self._api.configuration.host)
+
+    def close(self) -> None:
+        self._api.close()
+
+    # -- HTTP -------------------------------------------------------------------------------------------
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+        timeout: Any = REQUEST_TIMEOUT,
+    ) -> Any:
+        """The raw urllib3 response (body not read yet); ApiError(0) when the server is unreachable."""
+        import urllib3
+
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        _, url, headers, _, _ = self._api.param_serialize(
+            method, path, header_params=headers, auth_settings=["BearerToken"]
+        )
+        if query:
+            url += "?" + urlencode(query)
+        try:
+            return self._api.rest_client.request(
+                method, url, headers=headers, body=dict(body) if body is not None else None,
+                _request_timeout=timeout,
+            ).response
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from None
+        except Exception as err:  # the client wraps TLS and configuration problems in its own types
+            if type(err).__name__ in ("ApiException", "ApiValueError"):
+                raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from None
+            raise
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        import urllib3
+
+        response = self._send(method, path, query, body)
+        try:
+            data = response.data
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from None
+        finally:
+            response.release_conn()
+        try:
+            doc = json.loads(data) if data else {}
+        except ValueError:
+            doc = None
+        if not 200 <= response.status < 300:
+            if isinstance(doc, dict) and doc.get("kind") == "Status":
+                raise error_from_status(doc, response.status)
+            text = data[:200].decode("utf-8", "replace").strip() if data else ""
+            raise ApiError(response.status, str(response.reason or ""), f"{method} {path}: {text}")
+        if not isinstance(doc, dict):
+            raise ApiError(0, "BadResponse", f"{method} {path}: the answer is not a JSON object")
+        return doc
+
+    # -- the operations -----------------------------------------------------------------------------------
+    def list(self, resource: Resource) -> Listed:
+        items: list[dict[str, Any]] = []
+        query: dict[str, str] = {"limit": str(LIST_PAGE)}
+        if resource.label_selector:
+            query["labelSelector"] = resource.label_selector
+        while True:
+            doc = self._json("GET", resource.collection_path(), query)
+            for item in doc.get("items") or ():
+                if isinstance(item, dict):
+                    # list items carry no apiVersion/kind; put them back so items look like watched objects
+                    item.setdefault("apiVersion", resource.api_version)
+                    item.setdefault("kind", resource.kind)
+                    items.append(item)
+            metadata = doc.get("metadata") or {}
+            token = metadata.get("continue")
+            if not token:
+                return Listed(items, str(metadata.get("resourceVersion") or ""))
+            query["continue"] = str(token)
+
+    def watch(self, resource: Resource, resource_version: str, timeout_seconds: int) -> WatchStream:
+        query = {
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        if resource.label_selector:
+            query["labelSelector"] = resource.label_selector
+        import urllib3
+
+        timeout = urllib3.Timeout(connect=CONNECT_TIMEOUT, read=timeout_seconds + 30)
+        response = self._send("GET", resource.collection_path(), query, timeout=timeout)
+        if not 200 <= response.status < 300:
+            try:
+                data = response.data
+            finally:
+                response.release_conn()
+            try:
+                doc = json.loads(data)
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict) and doc.get("kind") == "Status":
+                raise error_from_status(doc, response.status)
+            raise ApiError(response.status, str(response.reason or ""), f"watch of {resource} refused")
+        return _HttpWatch(response, str(resource))
+
+    def get(self, resource: Resource, name: str) -> dict[str, Any]:
+        return self._json("GET", resource.object_path(name))
+
+    def create(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._json("POST", resource.collection_path(), body=body)
+
+    def replace(
+        self, resource: Resource, name: str, body: Mapping[str, Any], subresource: str = ""
+    ) -> dict[str, Any]:
+        return self._json("PUT", resource.object_path(name, subresource), body=body)
+
+    def delete(self, resource: Resource, name: str, uid: str | None = None) -> None:
+        body: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"
+        }
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        self._json("DELETE", resource.object_path(name), body=body)
+

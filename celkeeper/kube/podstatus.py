@@ -1,0 +1,225 @@
+"""Per-pod status, the pure part: what a pod has loaded of each template and constraint, as objects.
+
+    observations = observe(objects_by_item, policies, errors)   # one published snapshot
+    tracker.advance(generation, observations)                    # keeps snapshotGeneration stable
+    template_pod_status(pod, observation, snapshot_generation)    # the ConstraintTemplatePodStatus
+    constraint_pod_status(pod, observation, snapshot_generation)  # the ConstraintPodStatus
+
+An Observation says, for one object of one snapshot: its uid and generation, the errors loading it
+met (one line each, with the field path and line:col inside the CEL expression), and whether the
+pod enforces it (a constraint that made it into the policy set; a template that compiled into one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from celkeeper.crds import names
+from celkeeper.errors import CelkeeperError, ConstraintError, DocumentError, TemplateError
+from celkeeper.kube.objects import item_name
+from celkeeper.kube.resources import Resource, constraint_pod_statuses, template_pod_statuses
+
+if TYPE_CHECKING:
+    from celkeeper.policy import PolicySet
+
+OPERATIONS = ("webhook",)
+_AT_IN_EXPRESSION = re.compile(r" \(at (\d+):(\d+) in the expression\)$")
+_OBJECT_PREFIX = re.compile(r"^(?:template [^:\s]+|constraint [^:\s]+/[^:\s]+): ")
+MAX_ERRORS = 20  # per object: a status object stays small whatever is wrong with the template
+
+
+@dataclass(frozen=True)
+class StatusError:
+    code: str
+    message: str
+    location: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        out = {"code": self.code, "message": self.message}
+        if self.location:
+            out["location"] = self.location
+        return out
+
+
+def status_error(err: CelkeeperError) -> StatusError:
+    """One error as a status entry: location = field path, then :line:col within the expression."""
+    message = err.message
+    location = err.location.path or ""
+    found = _AT_IN_EXPRESSION.search(message)
+    if found:
+        message = message[: found.start()]
+        location = f"{location}:{found.group(1)}:{found.group(2)}"
+    elif err.location.line is not None and location:
+        location = f"{location}:{err.location.line}:{err.location.column or 1}"
+    message = _OBJECT_PREFIX.sub("", message, count=1)
+    if isinstance(err, TemplateError):
+        code = "compile_error" if "does not compile" in message else "invalid_template"
+    elif isinstance(err, ConstraintError):
+        code = "invalid_constraint"
+    elif isinstance(err, DocumentError):
+        code = "parse_error"
+    else:
+        code = "error"
+    return StatusError(code, message, location)
+
+
+@dataclass(frozen=True)
+class Observation:
+    kind: str  # ConstraintTemplate, or the constraint's kind
+    name: str
+    uid: str
+    generation: int
+    enforced: bool
+    errors: tuple[StatusError, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.name)
+
+    @property
+    def is_template(self) -> bool:
+        return self.kind == names.TEMPLATE_KIND
+
+
+ObservationKey = tuple[str, str]
+
+
+def observe(
+    objects: Mapping[str, Mapping[str, Any]],
+    policies: PolicySet | None,
+    errors: Iterable[CelkeeperError],
+) -> dict[ObservationKey, Observation]:
+    """What one snapshot holds of each object. `objects`: snapshot item name -> the object in it;
+    `policies`: the policy set built from the snapshot (None when it could not be built); `errors`:
+    every problem found building it (each located in its item by `location.file`)."""
+    by_item: dict[str, list[StatusError]] = {}
+    for err in errors:
+        if err.location.file:
+            by_item.setdefault(err.location.file, []).append(status_error(err))
+    loaded_templates = set(policies.templates) if policies is not None else set()
+    loaded_constraints = {(c.kind, c.name) for c in policies.constraints} if policies is not None else set()
+    found: dict[ObservationKey, Observation] = {}
+    for item, obj in objects.items():
+        if item_name(obj) != item:
+            continue
+        meta = obj.get("metadata") or {}
+        kind, name = str(obj.get("kind")), str(meta.get("name"))
+        generation = meta.get("generation")
+        problems = tuple(by_item.get(item, ())[:MAX_ERRORS])
+        if policies is None:
+            problems += (StatusError("error", "the policies of this snapshot could not be built"),)
+        is_template = kind == names.TEMPLATE_KIND
+        enforced = name in loaded_templates if is_template else (kind, name) in loaded_constraints
+        found[(kind, name)] = Observation(
+            kind=kind,
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            generation=generation if isinstance(generation, int) else 0,
+            enforced=enforced,
+            errors=problems,
+        )
+    return found
+
+
+class ObservationTracker:
+    """The loaded observations, each with the snapshot generation in which it first appeared as it is:
+    a new snapshot that leaves an object as it was keeps its snapshotGeneration (so the pod status, and
+    the writes, do not change when other objects do)."""
+
+    def __init__(self) -> None:
+        self.current: dict[ObservationKey, tuple[Observation, int]] = {}
+        self.generation = 0
+
+    def advance(self, generation: int, observations: Mapping[ObservationKey, Observation]) -> None:
+        previous = self.current
+        self.current = {
+            key: (obs, previous[key][1] if key in previous and previous[key][0] == obs else generation)
+            for key, obs in observations.items()
+        }
+        self.generation = generation
+
+
+@dataclass(frozen=True)
+class Pod:
+    """Who writes: the pod's name and namespace, and an ownerReference to its Pod object when it has one
+    (status objects of a deleted pod then go with it, through the garbage collector)."""
+
+    name: str
+    namespace: str
+    owner: Mapping[str, Any] | None = None
+
+
+def _metadata(pod: Pod, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": pod.namespace, "labels": dict(labels)}
+    if pod.owner:
+        meta["ownerReferences"] = [dict(pod.owner)]
+    return meta
+
+
+def _common(pod: Pod, obs: Observation, snapshot_generation: int) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "id": pod.name,
+        "operations": list(OPERATIONS),
+        "observedGeneration": obs.generation,
+        "snapshotGeneration": snapshot_generation,
+    }
+    if obs.errors:
+        status["errors"] = [e.to_json() for e in obs.errors]
+    return status
+
+
+def template_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) -> dict[str, Any]:
+    """The ConstraintTemplatePodStatus object. Raises CelkeeperError when no valid name can be made."""
+    status = _common(pod, obs, snapshot_generation)
+    status["templateUID"] = obs.uid
+    return {
+        "apiVersion": names.STATUS_API_VERSION,
+        "kind": names.TEMPLATE_POD_STATUS_KIND,
+        "metadata": _metadata(
+            pod,
+            names.template_pod_status_name(pod.name, obs.name),
+            names.template_pod_status_labels(pod.name, obs.name),
+        ),
+        "status": status,
+    }
+
+
+def constraint_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) -> dict[str, Any]:
+    """The ConstraintPodStatus object. Raises CelkeeperError when no valid name can be made."""
+    status = _common(pod, obs, snapshot_generation)
+    status["constraintUID"] = obs.uid
+    status["enforced"] = obs.enforced
+    return {
+        "apiVersion": names.STATUS_API_VERSION,
+        "kind": names.CONSTRAINT_POD_STATUS_KIND,
+        "metadata": _metadata(
+            pod,
+            names.constraint_pod_status_name(pod.name, obs.kind, obs.name),
+            names.constraint_pod_status_labels(pod.name, obs.kind, obs.name),
+        ),
+        "status": status,
+    }
+
+
+def pod_status(pod: Pod, obs: Observation, snapshot_generation: int) -> tuple[Resource, dict[str, Any]]:
+    """The status object for an observation, and the collection it goes to."""
+    if obs.is_template:
+        return template_pod_statuses(pod.namespace), template_pod_status(pod, obs, snapshot_generation)
+    return constraint_pod_statuses(pod.namespace), constraint_pod_status(pod, obs, snapshot_generation)
+
+
+def pod_status_current(stored: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """The stored status object says exactly what `desired` says (status compared whole: we own it)."""
+    if stored is None:
+        return False
+    stored_meta = stored.get("metadata") or {}
+    desired_meta = desired.get("metadata") or {}
+    labels = stored_meta.get("labels") or {}
+    if any(labels.get(k) != v for k, v in (desired_meta.get("labels") or {}).items()):
+        return False
+    if (stored_meta.get("ownerReferences") or []) != (desired_meta.get("ownerReferences") or []):
+        return False
+    return bool(stored.get("status") == desired.get("status"))

@@ -146,6 +146,9 @@ def constraint_schema(template: dict[str, Any]) -> Schema:
     status = obj(
         {
             "byPod": array(by_pod, "What each celkeeper pod has loaded of this constraint."),
+            "enforced": boolean(
+                "True when the expected number of celkeeper pods enforce the current generation."
+            ),
             "totalViolations": int64("The number of violations found by the last audit."),
             "auditTimestamp": string("When the last audit ran."),
             "violations": array(any_value(), "Violations found by the last audit (possibly truncated)."),
@@ -181,6 +184,9 @@ def constraint_crd(template: dict[str, Any]) -> Manifest:
         ),
         printer_column(
             "total-violations", "integer", ".status.totalViolations", "Violations found by audit."
+        ),
+        printer_column(
+            "enforced", "boolean", ".status.enforced", "Enforced by every expected celkeeper pod."
         ),
     ]
     versions = [

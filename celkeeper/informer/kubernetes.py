@@ -44,14 +44,12 @@ from celkeeper.kube import (
     StatusAggregator,
     Timing,
     WatchManager,
-    constraint_kinds,
-    constraints,
     item_name,
     namespace_object,
     observe,
     policy_object,
 )
-from celkeeper.kube.resources import Resource, is_constraint_resource, name_of
+from celkeeper.kube.resources import ConstraintKinds, is_constraint_resource, name_of
 from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir, WorkerBoard
 
 log = logging.getLogger("celkeeper.informer")
@@ -89,6 +87,7 @@ class KubernetesSource:
         self._changed = threading.Event()
         self._stop = threading.Event()
         self._synced = False
+        self._kinds = ConstraintKinds()
         self._items: dict[str, tuple[str, SnapshotItem]] = {}  # item name -> (resourceVersion, item)
 
     @property
@@ -119,10 +118,10 @@ class KubernetesSource:
 
     # -- the registrar of the policies ------------------------------------------------------------
     def _handle(self, event: Event) -> None:
-        if event.resource == TEMPLATES:
-            kinds = constraint_kinds(self.manager.objects(TEMPLATES))
-            wanted = {TEMPLATES, NAMESPACES} | {constraints(k) for k in kinds.values()}
-            self.manager.set_intent(REGISTRAR, wanted)
+        if event.resource == TEMPLATES and self._kinds.update(
+            event.type, event.object, lambda: self.manager.objects(TEMPLATES)
+        ):
+            self.manager.set_intent(REGISTRAR, {TEMPLATES, NAMESPACES} | self._kinds.resources())
         self._changed.set()
 
     def _wake_controllers(self) -> None:
@@ -151,7 +150,7 @@ class KubernetesSource:
                 objects.extend(self.manager.objects(resource))
             namespaces = {name_of(ns): namespace_object(ns) for ns in self.manager.objects(NAMESPACES)}
             namespaces_synced = self.manager.synced(NAMESPACES)
-            problems = self._problems(wanted)
+            problems = self._problems()
         if synced_now and not self._synced:
             self._synced = True
             log.info("listed every template, constraint and namespace: %d object(s)", len(objects))
@@ -166,15 +165,13 @@ class KubernetesSource:
             problems=problems,
         )
 
-    def _problems(self, wanted: frozenset[Resource]) -> tuple[str, ...]:
-        problems = []
+    def _problems(self) -> tuple[str, ...]:
         if self.manager.missing(TEMPLATES):
-            problems.append(
+            return (
                 "the ConstraintTemplate CRD (constrainttemplates.templates.celkeeper.io) is not installed: "
-                "apply crds/ first"
+                "apply crds/ first",
             )
-        del wanted
-        return tuple(problems)
+        return ()
 
     # -- what the workers are given (PublicationListener) -----------------------------------------
     def published(self, snapshot: Snapshot, policies: Any, errors: Sequence[CelkeeperError]) -> None:

@@ -26,6 +26,7 @@ from celkeeper.kube.manager import Event, WatchManager
 from celkeeper.kube.resources import (
     CONSTRAINT_CRDS,
     TEMPLATES,
+    ConstraintKinds,
     Resource,
     constraint_kinds,
     constraint_pod_statuses,
@@ -124,6 +125,7 @@ class StatusAggregator:
         self.constraint_statuses = constraint_pod_statuses(namespace)
         self.dirty = True
         self.writes = 0
+        self._kinds = ConstraintKinds()
 
     def _base(self) -> set[Resource]:
         return {TEMPLATES, CONSTRAINT_CRDS, self.template_statuses, self.constraint_statuses}
@@ -133,9 +135,10 @@ class StatusAggregator:
 
     def handle(self, event: Event) -> None:
         self.dirty = True
-        if event.resource == TEMPLATES:
-            kinds = constraint_kinds(self.manager.objects(TEMPLATES))
-            self.manager.set_intent(REGISTRAR, self._base() | {constraints(k) for k in kinds.values()})
+        if event.resource == TEMPLATES and self._kinds.update(
+            event.type, event.object, lambda: self.manager.objects(TEMPLATES)
+        ):
+            self.manager.set_intent(REGISTRAR, self._base() | self._kinds.resources())
         if self.on_change is not None:
             self.on_change()
 

@@ -122,6 +122,7 @@ class _HttpWatch:
         self._response = response
         self._what = what
         self._closed = threading.Event()
+        self._ended = False
 
     def __enter__(self) -> _HttpWatch:
         return self
@@ -133,13 +134,22 @@ class _HttpWatch:
         if self._closed.is_set():
             return
         self._closed.set()
-        for method in ("shutdown", "release_conn"):
+        # a stream still being read is shut down (that unblocks the reading thread); one that ended
+        # has already given its connection back to the pool
+        methods = ("release_conn",) if self._ended else ("shutdown", "release_conn")
+        for method in methods:
             try:
                 getattr(self._response, method)()
-            except Exception:
-                log.debug("closing the watch of %s: %s failed", self._what, method, exc_info=True)
+            except Exception as err:  # closing must not fail; the socket may be gone already
+                log.debug("closing the watch of %s: %s: %s", self._what, method, err)
 
     def __iter__(self) -> Iterator[WatchEvent]:
+        try:
+            yield from self._events()
+        finally:
+            self._ended = True
+
+    def _events(self) -> Iterator[WatchEvent]:
         import urllib3
 
         buffer = b""
@@ -217,24 +227,24 @@ class KubeClient:
     ) -> Any:
         """The raw urllib3 response (body not read yet); ApiError(0) when the server is unreachable."""
         import urllib3
+        from kubernetes.client.exceptions import OpenApiException
 
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        _, url, headers, _, _ = self._api.param_serialize(
-            method, path, header_params=headers, auth_settings=["BearerToken"]
-        )
-        if query:
-            url += "?" + urlencode(query)
         try:
+            _, url, headers, _, _ = self._api.param_serialize(
+                method, path, header_params=headers, auth_settings=["BearerToken"]
+            )
+            if query:
+                url += "?" + urlencode(query)
             return self._api.rest_client.request(
                 method, url, headers=headers, body=dict(body) if body is not None else None,
                 _request_timeout=timeout,
             ).response
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from None
-        except Exception as err:  # the client wraps TLS and configuration problems in its own types
-            if type(err).__name__ in ("ApiException", "ApiValueError"):
-                raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from None
-            raise
+        except OpenApiException as err:  # TLS failures and credential trouble, as the client reports them
+            text = " ".join(str(err).split())
+            raise ApiError(0, "Unavailable", f"{method} {path}: {text}") from None
 
     def _json(
         self,

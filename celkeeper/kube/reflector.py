@@ -9,7 +9,8 @@
 - 410 Gone (the resourceVersion was compacted away, e.g. after an API server restart) relists: the sink
   gets the complete new content and works out what changed while the watch was down.
 - 404 (the collection does not exist: a constraint CRD not created yet, or deleted) is an empty,
-  complete listing; the reflector retries later (or at once when kicked).
+  complete listing; the reflector lists again soon, then every `missing_retry` seconds (or at once
+  when kicked, e.g. when the CRD becomes established).
 - Any other failure is retried with exponential back-off (with jitter), resuming where it was.
 """
 
@@ -32,7 +33,7 @@ log = logging.getLogger("celkeeper.kube")
 class Timing:
     min_backoff: float = 0.2
     max_backoff: float = 30.0
-    missing_retry: float = 5.0  # a collection that does not exist is looked at again after this
+    missing_retry: float = 5.0  # a collection that does not exist is looked at again after at most this
     watch_timeout: tuple[int, int] = (300, 600)  # the server ends each watch after a random time in this
 
 
@@ -106,15 +107,18 @@ class Reflector:
     # -- the loop -----------------------------------------------------------------------------------------
     def _run(self) -> None:
         failures = 0
+        missing = 0
         while not self._stop.is_set():
             try:
                 if not self.resource_version:
                     self._list()
                     if self._stop.is_set():
                         return
-                    if not self.resource_version:  # missing: look again later
-                        self._sleep(self.timing.missing_retry)
+                    if not self.resource_version:  # missing: look again soon, then less often
+                        self._sleep(min(self.timing.missing_retry, self._backoff(missing)))
+                        missing += 1
                         continue
+                    missing = 0
                 delivered = self._watch()
                 failures = 0 if delivered else failures
                 if not delivered:

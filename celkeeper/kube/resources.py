@@ -6,7 +6,7 @@ narrowed by a label selector. It is hashable: the watch manager keys its watches
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -141,3 +141,30 @@ def constraint_kinds(templates: Iterable[Object]) -> dict[str, str]:
         if kind is not None:
             found[name_of(template)] = kind
     return found
+
+
+class ConstraintKinds:
+    """Template name -> the constraint kind it defines, kept up to date one template event at a time
+    (a relist of many templates costs linear time, not quadratic)."""
+
+    def __init__(self) -> None:
+        self.by_template: dict[str, str] = {}
+
+    def update(self, event_type: str, template: Object, everything: Callable[[], Iterable[Object]]) -> bool:
+        """Apply one event of the templates' watch (SYNCED: recount from `everything()`); True when the
+        set of kinds changed."""
+        before = set(self.by_template.values())
+        if event_type == "SYNCED":
+            self.by_template = constraint_kinds(everything())
+        elif event_type == "DELETED":
+            self.by_template.pop(name_of(template), None)
+        else:
+            kind = template_constraint_kind(template)
+            if kind is None:
+                self.by_template.pop(name_of(template), None)
+            else:
+                self.by_template[name_of(template)] = kind
+        return set(self.by_template.values()) != before
+
+    def resources(self) -> set[Resource]:
+        return {constraints(kind) for kind in self.by_template.values()}

@@ -91,6 +91,12 @@ def test_sample_templates_get_a_gatekeeper_shaped_constraint_crd(directory: Path
                 "jsonPath": ".status.totalViolations",
                 "description": "Violations found by audit.",
             },
+            {
+                "name": "enforced",
+                "type": "boolean",
+                "jsonPath": ".status.enforced",
+                "description": "Enforced by every expected celkeeper pod.",
+            },
         ]
         assert version["schema"] == by_name["v1beta1"]["schema"]
         assert structural_errors(version["schema"]["openAPIV3Schema"], root=True) == []

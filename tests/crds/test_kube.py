@@ -220,11 +220,11 @@ def test_constraint_crd_of_a_sample_template_is_established_and_serves_constrain
 
     # `kubectl get constraints` lists it with Gatekeeper's columns
     table = cluster.kubectl("get", "constraints").stdout.splitlines()
-    assert table[0].split() == ["NAME", "ENFORCEMENT-ACTION", "TOTAL-VIOLATIONS"]
+    assert table[0].split() == ["NAME", "ENFORCEMENT-ACTION", "TOTAL-VIOLATIONS", "ENFORCED"]
     row = next(line.split() for line in table[1:] if "all-must-have-owner" in line)
     # kubectl prefixes names with their resource only when several kinds are listed
     assert row[0] in ("all-must-have-owner", f"{kind.lower()}.constraints.celkeeper.io/all-must-have-owner")
-    assert row[1:] == ["deny"]  # no audit has counted violations yet
+    assert row[1:] == ["deny"]  # no audit has counted violations yet, no celkeeper pod enforces it
     listed = cluster.kubectl("get", "constraints", "-o", "name").stdout.split()
     assert f"{kind.lower()}.constraints.celkeeper.io/all-must-have-owner" in listed
 

@@ -227,6 +227,21 @@ class ControlPlane:
         else:
             shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
 
+    def restart_apiserver(
+        self, while_down: Callable[[], object] | None = None, timeout: float = 60.0
+    ) -> None:
+        """Stop kube-apiserver, run `while_down()` (etcd stays up), start it again on the same port."""
+        assert self.apiserver is not None, "the control plane is not running"
+        self.apiserver.stop()
+        if while_down is not None:
+            while_down()
+        self.apiserver = ManagedProcess("kube-apiserver", self._apiserver_argv(),
+                                        self.log_dir / "kube-apiserver.log", env=_child_env(),
+                                        cwd=self.workdir)
+        self.apiserver.start()
+        self._wait_ready(self.apiserver, self._apiserver_ready, time.monotonic() + timeout,
+                         "kube-apiserver /readyz after a restart")
+
     # -- internals -----------------------------------------------------------------------------------
 
     def _stop_servers(self) -> None:

@@ -1,0 +1,283 @@
+"""Helpers for the in-cluster tests: `celkeeper serve --source kubernetes` as a real process (a "pod"),
+policies applied with the real kubectl, the webhook registered with the real API server, RBAC from
+deploy/rbac.yaml bound to a non-admin user, and an API server restart on the same port.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import subprocess
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from celkeeper.documents import parse_documents
+from celkeeper.snapshot import Snapshot, SnapshotStore
+from tests.server.harness import ROOT, ServeProcess
+from tests.support.admission import NAMESPACE_LABEL, webhook_configuration
+from tests.support.apiserver import ControlPlane, KubectlError
+from tests.support.waiting import wait_for
+
+CRDS_DIR = ROOT / "crds"
+RBAC = ROOT / "deploy" / "rbac.yaml"
+
+
+# --- celkeeper as a pod -------------------------------------------------------------------------------
+
+
+class KubeServe(ServeProcess):
+    """`celkeeper serve --source kubernetes` acting as pod `pod_name` of `pod_namespace`."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        kubeconfig: Path,
+        pod_name: str,
+        pod_namespace: str,
+        *,
+        expected_pods: int = 1,
+        workers: int = 1,
+        args: Sequence[str] = (),
+    ) -> None:
+        super().__init__(workdir, workdir / "unused", workers=workers, args=args)
+        self.kubeconfig = kubeconfig
+        self.pod_name = pod_name
+        self.pod_namespace = pod_namespace
+        self.expected_pods = expected_pods
+
+    def argv(self) -> list[str]:
+        argv = super().argv()
+        at = argv.index("--policy-dir")
+        del argv[at : at + 2]
+        at = argv.index("--poll-interval")
+        del argv[at : at + 2]
+        return [
+            *argv,
+            "--source", "kubernetes",
+            "--kubeconfig", str(self.kubeconfig),
+            "--pod-name", self.pod_name,
+            "--pod-namespace", self.pod_namespace,
+            "--expected-pods", str(self.expected_pods),
+        ]
+
+    def snapshot(self) -> Snapshot | None:
+        return SnapshotStore(self.state.snapshot).latest()
+
+    def loaded(self) -> int:
+        """The snapshot generation every worker has loaded (0 before any)."""
+        return self.board.loaded_generation() or 0
+
+    def full_log(self) -> str:
+        return (self.workdir / "serve.log").read_text(encoding="utf-8", errors="replace")
+
+
+# --- cluster set-up -------------------------------------------------------------------------------------
+
+
+def install_crds(cluster: ControlPlane) -> None:
+    """celkeeper's own CRDs, as a user installs them (kubectl apply -f crds/); idempotent."""
+    cluster.kubectl("apply", "-f", str(CRDS_DIR))
+    for name in ("constrainttemplates.templates.celkeeper.io",
+                 "constrainttemplatepodstatuses.status.celkeeper.io",
+                 "constraintpodstatuses.status.celkeeper.io"):
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{name}")
+
+
+def create_namespace(cluster: ControlPlane, prefix: str, labels: Mapping[str, str] | None = None) -> str:
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
+    cluster.kubectl("create", "-f", "-", input=obj)
+    return name
+
+
+def remove_templates(cluster: ControlPlane, prefix: str) -> None:
+    """Delete the templates whose names start with `prefix`, and their constraint CRDs (whether or not a
+    celkeeper still runs to do it): what a test module leaves in the session's cluster."""
+    found = get(cluster, "constrainttemplates") or {}
+    names = [name for t in found.get("items") or [] if (name := t["metadata"]["name"]).startswith(prefix)]
+    if names:
+        cluster.kubectl("delete", "constrainttemplates", *names, "--ignore-not-found", "--wait=false")
+        crds = [f"{name}.constraints.celkeeper.io" for name in names]
+        cluster.kubectl("delete", "crd", *crds, "--ignore-not-found", "--wait=false", check=False)
+
+
+def rbac_kubeconfig(cluster: ControlPlane, pod_namespace: str, user: str) -> Path:
+    """A kubeconfig for `user`, who gets exactly deploy/rbac.yaml's roles (Role in `pod_namespace`)."""
+    suffix = secrets.token_hex(3)
+    objects = []
+    for doc in parse_documents(RBAC.read_text(encoding="utf-8"), str(RBAC)).documents:
+        obj = json.loads(json.dumps(doc.data))
+        kind = obj["kind"]
+        if kind == "ServiceAccount":
+            continue
+        if kind in ("ClusterRole", "ClusterRoleBinding"):
+            obj["metadata"]["name"] = f"{obj['metadata']['name']}-{suffix}"
+        else:
+            obj["metadata"]["namespace"] = pod_namespace
+        if kind == "ClusterRoleBinding":
+            obj["roleRef"]["name"] = f"{obj['roleRef']['name']}-{suffix}"
+        if kind.endswith("Binding"):
+            obj["subjects"] = [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]
+        objects.append(obj)
+    cluster.kubectl("apply", "-f", "-", input=objects)
+    return cluster.kubeconfig_for(user)
+
+
+# --- policies -------------------------------------------------------------------------------------------
+
+
+def required_labels_template(kind: str) -> dict[str, Any]:
+    """A template whose constraints require the labels listed in `parameters.labels`."""
+    return {
+        "apiVersion": "templates.celkeeper.io/v1",
+        "kind": "ConstraintTemplate",
+        "metadata": {"name": kind.lower()},
+        "spec": {
+            "crd": {"spec": {
+                "names": {"kind": kind},
+                "validation": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"labels": {"type": "array", "items": {"type": "string"}}},
+                }},
+            }},
+            "targets": [{
+                "target": "admission.k8s.gatekeeper.sh",
+                "code": [{
+                    "engine": "K8sNativeValidation",
+                    "source": {"validations": [{
+                        "expression": "variables.params.labels.all(l, "
+                                      "has(object.metadata.labels) && l in object.metadata.labels)",
+                        "messageExpression": '"missing labels: " + variables.params.labels.filter(l, '
+                                             "!has(object.metadata.labels) || !(l in object.metadata.labels))"
+                                             '.join(", ")',
+                    }]},
+                }],
+            }],
+        },
+    }
+
+
+def required_labels(kind: str, name: str, labels: Sequence[str], namespaces: Sequence[str],
+                    action: str = "deny") -> dict[str, Any]:
+    return {
+        "apiVersion": "constraints.celkeeper.io/v1beta1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {
+            "enforcementAction": action,
+            "match": {"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}], "namespaces": list(namespaces)},
+            "parameters": {"labels": list(labels)},
+        },
+    }
+
+
+def apply(cluster: ControlPlane, obj: Mapping[str, Any]) -> str:
+    """kubectl apply, retried while the API server does not serve a new constraint kind yet."""
+    out: list[str] = []
+
+    def attempt() -> bool:
+        proc = cluster.kubectl("apply", "-f", "-", input=obj, check=False)
+        if proc.returncode == 0:
+            out.append(proc.stdout)
+            return True
+        if "no matches for kind" in proc.stderr or "the server could not find" in proc.stderr:
+            return False
+        raise KubectlError(proc.returncode, ["kubectl", "apply"], proc.stdout, proc.stderr)
+
+    wait_for(attempt, timeout=30, interval=0.2, what=f"kubectl apply of {obj['kind']} to be served")
+    return out[0]
+
+
+def get(cluster: ControlPlane, *args: str) -> dict[str, Any] | None:
+    """kubectl get -o json; None when not found."""
+    proc = cluster.kubectl("get", *args, "-o", "json", check=False)
+    if proc.returncode != 0:
+        if "NotFound" in proc.stderr or "the server doesn't have a resource type" in proc.stderr:
+            return None
+        raise KubectlError(proc.returncode, ["kubectl", "get", *args], proc.stdout, proc.stderr)
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+def configmap(name: str, namespace: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+            "data": {"k": "v"}}
+
+
+def dry_run_create(cluster: ControlPlane, obj: Mapping[str, Any]) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl("create", "--dry-run=server", "-f", "-", input=obj, check=False)
+
+
+def denied_with(cluster: ControlPlane, obj: Mapping[str, Any], text: str) -> bool:
+    proc = dry_run_create(cluster, obj)
+    return proc.returncode != 0 and text in proc.stderr
+
+
+def allowed(cluster: ControlPlane, obj: Mapping[str, Any]) -> bool:
+    return dry_run_create(cluster, obj).returncode == 0
+
+
+# --- the webhook ----------------------------------------------------------------------------------------
+
+
+class Webhook:
+    """A ValidatingWebhookConfiguration sending ConfigMaps (and pods, deployments) of namespaces labelled
+    `celkeeper-e2e=<selector>` to a server."""
+
+    def __init__(self, cluster: ControlPlane, server: ServeProcess) -> None:
+        self.cluster = cluster
+        self.selector = secrets.token_hex(4)
+        self.name = f"celkeeper-incluster-{self.selector}"
+        url = f"https://127.0.0.1:{server.port}/v1/admit"
+        config = webhook_configuration(self.name, url, server.certs.ca_cert.read_bytes(), self.selector)
+        cluster.kubectl("apply", "-f", "-", input=config)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {NAMESPACE_LABEL: self.selector}
+
+    def remove(self) -> None:
+        self.cluster.kubectl("delete", "validatingwebhookconfiguration", self.name, "--ignore-not-found",
+                             check=False)
+
+
+# --- status ---------------------------------------------------------------------------------------------
+
+
+def status(cluster: ControlPlane, resource: str, name: str) -> dict[str, Any]:
+    obj = get(cluster, resource, name)
+    return dict((obj or {}).get("status") or {})
+
+
+def by_pod(cluster: ControlPlane, resource: str, name: str) -> dict[str, dict[str, Any]]:
+    return {entry["id"]: entry for entry in status(cluster, resource, name).get("byPod") or []}
+
+
+def pod_statuses(
+    cluster: ControlPlane, namespace: str, kind: str = "constraintpodstatuses"
+) -> list[dict[str, Any]]:
+    doc = get(cluster, kind, "-n", namespace)
+    return list((doc or {}).get("items") or [])
+
+
+# --- restarting the API server --------------------------------------------------------------------------
+
+
+def etcd_compact(cluster: ControlPlane) -> int:
+    """Compact etcd at its current revision (everything older is gone: watches from it get 410)."""
+
+    def post(path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(cluster.etcd_url + path, data=json.dumps(body).encode(),
+                                         method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            doc: dict[str, Any] = json.loads(response.read())
+            return doc
+
+    header = post("/v3/kv/range", {"key": base64.b64encode(b"/").decode(), "limit": 1})["header"]
+    revision = int(header["revision"])
+    post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    return revision

@@ -8,7 +8,11 @@ under other names). For 1 and 2 Gunicorn workers it prints:
   - open loop at half that rate: requests are sent on a fixed schedule (paced per wrk thread),
     p50 and p99; the schedule is not corrected for coordinated omission (at half load the server
     is rarely behind);
-  - CPU time per review of the server (workers) and of the load generator.
+  - CPU time per review of the server (workers) and of the load generator, and how the work fell
+    on the workers (a keep-alive connection stays with the worker that accepted it: wrk opens its
+    connections at once, and one worker may win most of them);
+  - the workers' memory growth per review.
+Workers are not replaced while measuring (`--max-requests 0` unless given).
 Then, for the largest worker count, the same request against the same 20 constraints re-targeted
 to Deployments (none selects the Pod): the ceiling of the serving stack itself (TLS, Gunicorn,
 WSGI, JSON, metrics) without policy evaluation.
@@ -268,6 +272,19 @@ class Result:
                  server_cpu: float) -> None:
         self.rate, self.p50, self.p99, self.requests, self.errors = rate, p50, p99, requests, errors
         self.client_cpu, self.server_cpu = client_cpu, server_cpu
+        self.worker_cpu: list[float] = []  # per worker, busiest first (connections stay with a worker)
+
+
+def _split(worker_cpu: list[float]) -> str:
+    """How the work fell on the workers (a connection stays with the worker that accepted it)."""
+    total = sum(worker_cpu)
+    if len(worker_cpu) < 2 or total <= 0:
+        return ""
+    return "workers' share " + "/".join(f"{c / total:.0%}" for c in worker_cpu)
+
+
+def _per_worker(pids: set[int], before: dict[int, float]) -> list[float]:
+    return sorted((cpu_seconds({p}) - before[p] for p in pids), reverse=True)
 
 
 def run_wrk(url: str, body: Path, work: Path, duration: int, connections: int, threads: int,
@@ -278,13 +295,17 @@ def run_wrk(url: str, body: Path, work: Path, duration: int, connections: int, t
     cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "5s", "-s", str(script),
            url]
     client0, server0 = children_cpu(), cpu_seconds(server_pids)
+    each0 = {p: cpu_seconds({p}) for p in server_pids}
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     client1, server1 = children_cpu(), cpu_seconds(server_pids)
     rate_found = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     ck = re.search(r"CK p50=(\d+) p99=(\d+) n=(\d+) errors=(\d+) status=(\d+)", out)
     assert ck, out
     p50, p99, n, errors, status = (int(x) for x in ck.groups())
-    return Result(rate_found, p50 / 1e6, p99 / 1e6, n, errors + status, client1 - client0, server1 - server0)
+    result = Result(rate_found, p50 / 1e6, p99 / 1e6, n, errors + status, client1 - client0,
+                    server1 - server0)
+    result.worker_cpu = _per_worker(server_pids, each0)
+    return result
 
 
 def run_python(host: str, port: int, body: bytes, ca: Path, duration: int, connections: int,
@@ -321,6 +342,7 @@ def run_python(host: str, port: int, body: bytes, ca: Path, duration: int, conne
             latencies[i].append(time.monotonic() - start)
 
     cpu0, server0, t0 = time.process_time(), cpu_seconds(server_pids), time.monotonic()
+    each0 = {p: cpu_seconds({p}) for p in server_pids}
     pool = [threading.Thread(target=worker, args=(i,)) for i in range(connections)]
     for t in pool:
         t.start()
@@ -330,7 +352,9 @@ def run_python(host: str, port: int, body: bytes, ca: Path, duration: int, conne
     cpu1, server1 = time.process_time(), cpu_seconds(server_pids)
     flat = sorted(x for lat in latencies for x in lat)
     q = statistics.quantiles(flat, n=100) if len(flat) > 2 else [0.0] * 99
-    return Result(len(flat) / elapsed, q[49], q[98], len(flat), sum(errors), cpu1 - cpu0, server1 - server0)
+    result = Result(len(flat) / elapsed, q[49], q[98], len(flat), sum(errors), cpu1 - cpu0, server1 - server0)
+    result.worker_cpu = _per_worker(server_pids, each0)
+    return result
 
 
 # -- main ---------------------------------------------------------------------------------------------------
@@ -345,6 +369,8 @@ def main() -> int:
     parser.add_argument("--server-threads", type=int, default=1,
                         help="threads per Gunicorn worker (default 1)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts (default 1 2)")
+    parser.add_argument("--max-requests", type=int, default=0, metavar="N",
+                        help="the server's --max-requests (default 0: no worker is replaced while measuring)")
     parser.add_argument("--python-client", action="store_true",
                         help="use the Python client even if wrk exists")
     args = parser.parse_args()
@@ -357,6 +383,12 @@ def main() -> int:
         print(f"load generator: {version.split(' Copyright')[0]} ({wrk}), {args.threads} thread(s)")
     else:
         print("load generator: Python threads (wrk not found; `apt-get install -y wrk` for a lighter client)")
+    try:
+        import gunicorn_h1c  # noqa: F401  (Gunicorn >= 25 parses HTTP with it when installed)
+
+        print("HTTP parser: gunicorn_h1c (C)")
+    except ImportError:
+        print("HTTP parser: Gunicorn's pure Python parser (gunicorn-h1c is not installed)")
 
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-") as tmp:
         work = Path(tmp)
@@ -369,10 +401,13 @@ def main() -> int:
         print(f"workload: Pod AdmissionReview of {len(body)} bytes, {len(names)} constraints selecting Pods "
               f"({len({n.split('-copy')[0] for n in names})} distinct templates' constraints)")
         print(f"closed loop: {args.connections} connections for {args.duration} s; "
-              f"open loop: half the closed-loop rate for {args.duration} s")
+              f"open loop: half the closed-loop rate for {args.duration} s; "
+              f"server --max-requests {args.max_requests}")
+        load = os.getloadavg()
+        print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (the machine may be shared)")
         print()
         header = (f"{'workers':>7} {'mode':<22} {'reviews/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} "
-                  f"{'server CPU/review':>18} {'client CPU/review':>18}")
+                  f"{'server CPU/review':>18} {'client CPU/review':>18}  split")
         print(header)
         print("-" * len(header))
         runs = [(w, "policies") for w in args.workers] + [(max(args.workers), "policies-retargeted")]
@@ -380,7 +415,8 @@ def main() -> int:
             ceiling = policies != "policies"
             server = ServeProcess(work / f"w{workers}-{policies}", work / policies, workers=workers,
                                   args=["--namespaces", str(work / "namespaces.yaml"),
-                                        "--threads", str(args.server_threads), "--log-level", "warning"])
+                                        "--threads", str(args.server_threads), "--log-level", "warning",
+                                        "--max-requests", str(args.max_requests)])
             server.start()
             try:
                 status, answer = server.admit(json.loads(body))
@@ -412,10 +448,11 @@ def main() -> int:
                     per = res.requests or 1
                     print(f"{workers:>7} {mode:<22} {res.rate:>10.0f} {res.p50 * 1e3:>8.2f} "
                           f"{res.p99 * 1e3:>8.2f} {res.errors:>6} {res.server_cpu / per * 1e6:>15.0f} µs "
-                          f"{res.client_cpu / per * 1e6:>15.0f} µs")
+                          f"{res.client_cpu / per * 1e6:>15.0f} µs  {_split(res.worker_cpu)}")
                 growth, served = rss_growth
-                print(f"{'':>7} workers' memory: {rss_before:.0f} MiB after start, {growth:+.0f} MiB after "
-                      f"~{served} reviews")
+                per_review = growth * 2**20 / max(served, 1)
+                print(f"{'':>7} workers' memory: {rss_before:.0f} MiB after start, {growth:+.1f} MiB after "
+                      f"~{served} reviews ({per_review:+.0f} B/review, allocator warm-up included)")
             finally:
                 server.stop()
         print()

@@ -22,6 +22,11 @@ Contract (the rest of celkeeper relies on exactly this):
   timedelta; Kubernetes values such as quantities as celkeeper.cel.k8slib objects) or a `CelError`.
   `params` is the constraint's `spec.parameters` (`variables.params`); `constraint` is the whole
   constraint object, which Gatekeeper binds to the top-level `params` variable (null if omitted).
+- `Engine.evaluate_all(programs, activation, params, constraint)` (optional: callers fall back to
+  `evaluate` when an engine lacks it) is `[evaluate(p, ...) for p in programs]`, possibly cheaper:
+  programs compiled with the same `variables` (a template's validations) may be evaluated together,
+  sharing those variables' values; the results are the same as one by one (errors included: an
+  engine falls back to one by one when any fails).
 - `Program.output_type` is the checked type of the expression, formatted as cel-go does:
   'bool', 'string', 'int', 'dyn', 'list(dyn)', 'map(string, dyn)', 'optional_type(string)',
   'kubernetes.Quantity', ...
@@ -29,7 +34,7 @@ Contract (the rest of celkeeper relies on exactly this):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -87,3 +92,11 @@ class Engine(Protocol):
     def evaluate(
         self, program: Program, activation: Activation, params: Any = None, constraint: Any = None
     ) -> Any | CelError: ...
+
+    def evaluate_all(
+        self,
+        programs: Sequence[Program],
+        activation: Activation,
+        params: Any = None,
+        constraint: Any = None,
+    ) -> list[Any | CelError]: ...

@@ -4,12 +4,13 @@ Compiling goes through the shared front end (`celkeeper.cel.frontend`); the chec
 bound (`celkeeper.cel.binding.bind`: Kubernetes library calls become internal `@k8s.*` calls,
 `cel.@mapInsert` - which cel-cpp 0.1.3 declares for `transformMap`/`transformMapEntry` but does not
 implement - becomes a Python function) and loaded into the runtime environment with
-`Env.deserialize()`. The internal functions are Python callbacks (~1 us each, ~2 us more for each map
-argument or result).
+`Env.deserialize()`. The internal functions are Python callbacks (~1-2 us each), registered through
+`celkeeper.cel.cpp_bridge.CallBridge`, which takes back the references cel-expr-python 0.1.3 leaks
+on every Python call (the calls are rewritten for it: `celkeeper.cel.cpp_rewrites`).
 
 Thread and process safety: an engine (its environments and programs) may be shared by the
-threads of one process: cel-cpp evaluates under the GIL, compiled programs are immutable, the
-parameters of the evaluation in progress are kept per thread and the library runtime's caches are
+threads of one process: evaluations run one at a time under the bridge's lock (cel-cpp holds the GIL
+for an evaluation anyway), compiled programs are immutable, and the library runtime's caches are
 safe to share. An `Activation` belongs to one request and is meant for one thread at a time (cel-cpp
 converts its variables lazily). Nothing is shared across processes: each (forked) worker builds its
 own engine (with its own MAC key for library values, see `celkeeper.cel.opaque`); programs do not
@@ -19,25 +20,28 @@ pickle (recompile, or serialize the source).
 from __future__ import annotations
 
 import copy
-import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cel_expr_python import cel
 
-from celkeeper.cel import ast, astcodec, binding, library
+from celkeeper.cel import astcodec, binding, cpp_rewrites, fusion, library
 from celkeeper.cel.api import Activation, CelError, Program
-from celkeeper.cel.ast import Call, Checked, Comprehension, Const, Expr, Ident, ListExpr, Select
+from celkeeper.cel.ast import Checked
+from celkeeper.cel.cpp_bridge import CallBridge
 from celkeeper.cel.environment import FUNCTIONS, OPAQUE_TYPES, VARIABLES, runtime_yaml
 from celkeeper.cel.frontend import Compiled, Frontend
 from celkeeper.cel.k8slib import LibraryError
 from celkeeper.cel.k8slib.celvalues import Uint
 from celkeeper.cel.library import LibraryRuntime
 from celkeeper.cel.opaque import OpaqueCodec
+from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 
 NAME = "cel-expr-python"
+#: list programs of evaluate_all an engine keeps (emptied when full)
+GROUP_CACHE_SIZE = 4096
 OPTIONAL_RESULT = "cannot convert an optional result (use orValue() or hasValue())"
 _T = cel.Type
 
@@ -48,6 +52,7 @@ class CppProgram:
     output_type: str
     expression: Any  # cel.Expression
     compiled: Compiled
+    variables: tuple[tuple[str, str], ...] = ()  # as compiled with (name, source), in order
 
 
 class CppActivation:
@@ -59,13 +64,16 @@ class CppActivation:
         self._act = env.Activation(data)
 
 
-class _InProgress(threading.local):
-    """The parameters of the evaluation in progress, per thread: what `@ck.params()` and
-    `@ck.constraint()` return (functions registered once, on the engine's environment, rather than
-    bound to each activation)."""
+class _InProgress:
+    """The parameters of the evaluation in progress: what `@ck.params()` and `@ck.constraint()`
+    return (functions registered once, on the engine's environment, rather than bound to each
+    activation). One evaluation at a time: the engine evaluates under its bridge's lock."""
 
-    params: Any = None
-    constraint: Any = None
+    __slots__ = ("constraint", "params")
+
+    def __init__(self) -> None:
+        self.params: Any = None
+        self.constraint: Any = None
 
 
 _RESULT_TYPES = {
@@ -82,7 +90,7 @@ _RESULT_TYPES = {
 
 def _result_type(result: str) -> Any:
     if result in OPAQUE_TYPES:
-        return _T.MAP
+        return _T.STRING  # a token (celkeeper.cel.opaque)
     if result.startswith("list("):
         return _T.LIST
     if result.startswith("map("):
@@ -129,94 +137,75 @@ def _for_cpp(value: Any) -> Any:
 _PLAIN_RESULTS = frozenset({"bool", "int", "uint", "double", "string", *OPAQUE_TYPES})
 
 
-def cpp_extension(runtime: LibraryRuntime, current: _InProgress) -> Any:
+def _library_signature(name: str) -> tuple[Any, int, bool]:
+    """(result type, arity, plain result) of `@k8s.<overload id>` or `@k8s.eq|ne.<type>`."""
+    if name.startswith(("@k8s.eq.", "@k8s.ne.")):
+        return _T.BOOL, 2, True
+    o = FUNCTIONS[name[len("@k8s.") :]]
+    optional = o.id in library.OPTIONAL_RESULTS
+    result = _T.DYN if optional else _result_type(o.result)
+    return result, len(o.args), o.result in _PLAIN_RESULTS and not optional
+
+
+def cpp_extension(runtime: LibraryRuntime, current: _InProgress, bridge: CallBridge) -> Any:
     """The internal functions of a bound tree (implemented by `runtime`; the parameters of the
-    evaluation in progress from `current`), for the cel-cpp runtime."""
-    decls = []
+    evaluation in progress from `current`), for the cel-cpp runtime, registered through `bridge`."""
+    decls: list[Any] = []
+
+    def add(name: str, overloads: list[tuple[str, Any, list[Any], bool]], impl: library.Impl) -> None:
+        decls.extend(bridge.functions(name, overloads, impl))
+
     for name, impl in runtime.internal_functions().items():
         if name == library.MAP_INSERT:
             overloads = [
-                cel.Overload("ck_map_insert", _T.MAP, [_T.MAP, _T.DYN, _T.DYN], impl=_guard(name, impl)),
-                cel.Overload("ck_map_insert_map", _T.MAP, [_T.MAP, _T.MAP], impl=_guard(name, impl)),
+                ("ck_map_insert", _T.MAP, [_T.MAP, _T.DYN, _T.DYN], False),
+                ("ck_map_insert_map", _T.MAP, [_T.MAP, _T.MAP], False),
             ]
+            add(name, overloads, _guard(name, impl))
         elif name in library.INTERNAL_SIGNATURES:
             arity, result_name = library.INTERNAL_SIGNATURES[name]
-            overloads = [
-                cel.Overload(name, _result_type(result_name), [_T.DYN] * arity, impl=_guard(name, impl))
-            ]
-        elif name.startswith(("@k8s.eq.", "@k8s.ne.")):
-            overloads = [cel.Overload(name, _T.BOOL, [_T.DYN, _T.DYN], impl=_guard(name, impl, True))]
+            add(name, [(name, _result_type(result_name), [_T.DYN] * arity, False)], _guard(name, impl))
         elif name.startswith("@k8s.fn."):  # any arity of that function
             arities = sorted(
                 {len(o.args) for o in FUNCTIONS.values() if o.function == name[len("@k8s.fn.") :]}
             )
-            overloads = [
-                cel.Overload(f"{name}_{n}", _T.DYN, [_T.DYN] * n, impl=_guard(name, impl)) for n in arities
-            ]
-        else:  # @k8s.<overload id>
-            o = FUNCTIONS[name[len("@k8s.") :]]
-            optional = o.id in library.OPTIONAL_RESULTS
-            result = _T.DYN if optional else _result_type(o.result)
-            plain = o.result in _PLAIN_RESULTS and not optional
-            overloads = [cel.Overload(name, result, [_T.DYN] * len(o.args), impl=_guard(name, impl, plain))]
-        decls.append(cel.FunctionDecl(name, overloads))
-    # Kubernetes overloads of names shared with the standard library, for dyn arguments
-    index_of = runtime.dispatcher("indexOf")
-    last_index_of = runtime.dispatcher("lastIndexOf")
-    decls += [
-        cel.FunctionDecl(
-            "string",
-            [
-                cel.Overload(
-                    "ck_string_opaque",
-                    _T.STRING,
-                    [_T.MAP],
-                    impl=_guard("string", runtime.opaque_string, True),
-                )
-            ],
-        ),
-        cel.FunctionDecl(
-            "indexOf",
-            [
-                cel.Overload(
-                    "ck_list_index_of",
-                    _T.INT,
-                    [_T.LIST, _T.DYN],
-                    is_member=True,
-                    impl=_guard("indexOf", index_of),
-                )
-            ],
-        ),
-        cel.FunctionDecl(
-            "lastIndexOf",
-            [
-                cel.Overload(
-                    "ck_list_last_index_of",
-                    _T.INT,
-                    [_T.LIST, _T.DYN],
-                    is_member=True,
-                    impl=_guard("lastIndexOf", last_index_of),
-                )
-            ],
-        ),
-        cel.FunctionDecl(
-            library.MATCHES,
-            [
-                cel.Overload(
-                    "ck_matches_string",
-                    _T.BOOL,
-                    [_T.STRING, _T.STRING],
-                    is_member=True,
-                    impl=_guard("matches", runtime.matches, True),
-                )
-            ],
-        ),
-        cel.FunctionDecl("@ck.params", [cel.Overload("ck_params", _T.DYN, [], impl=lambda: current.params)]),
-        cel.FunctionDecl(
-            "@ck.constraint",
-            [cel.Overload("ck_constraint", _T.DYN, [], impl=lambda: current.constraint)],
-        ),
-    ]
+            add(name, [(f"{name}_{n}", _T.DYN, [_T.DYN] * n, False) for n in arities], _guard(name, impl))
+        else:  # @k8s.<overload id>, @k8s.eq.<type>, @k8s.ne.<type>
+            result, arity, plain = _library_signature(name)
+            add(name, [(name, result, [_T.DYN] * arity, False)], _guard(name, impl, plain))
+    for name, impl in fusion.fused_functions(runtime).items():
+        result, arity, plain = _library_signature(name[: name.index("<")])
+        add(name, [(name, result, [_T.DYN] * arity, False)], _guard(name, impl, plain))
+    add(
+        cpp_rewrites.STRING_OF_STRING,
+        [("ck_string_of_string", _T.STRING, [_T.STRING], False)],
+        _guard("string", runtime.string_of_string, True),
+    )
+    add(
+        library.MATCHES,
+        [("ck_matches_string", _T.BOOL, [_T.STRING, _T.STRING], True)],
+        _guard("matches", runtime.matches, True),
+    )
+    add("@ck.params", [("ck_params", _T.DYN, [], False)], lambda: current.params)
+    add("@ck.constraint", [("ck_constraint", _T.DYN, [], False)], lambda: current.constraint)
+    # Kubernetes overloads of names shared with the standard library, for list receivers of calls
+    # that reach the engine unrewritten (cpp_rewrites.dyn_list_index rewrites the ones it can tell):
+    # called directly, so leaky (docs/known-issues.md)
+    for shared in ("indexOf", "lastIndexOf"):
+        decls.append(
+            cel.FunctionDecl(
+                shared,
+                [
+                    cel.Overload(
+                        f"ck_list_{shared}",
+                        _T.INT,
+                        [_T.LIST, _T.DYN],
+                        is_member=True,
+                        impl=_guard(shared, runtime.dispatcher(shared)),
+                    )
+                ],
+            )
+        )
     return cel.CelExtension("celkeeper", decls)
 
 
@@ -229,17 +218,27 @@ class CelExprPythonEngine:
         self.frontend = frontend or Frontend(limits)
         self._runtime = LibraryRuntime()
         self._current = _InProgress()
+        self._bridge = CallBridge()
+        self._lock = self._bridge.lock
+        self._settle_needed = self._bridge.pending  # a list: non-empty when results wait for release
+        # evaluate_all's list programs: key -> (the programs (kept alive: their ids are the key), list)
+        self._groups: dict[tuple[int, ...], tuple[tuple[Program, ...], CppProgram | None]] = {}
         self._env = cel.NewEnv(
             config=cel.NewEnvConfigFromYaml(runtime_yaml()),
             variables=dict.fromkeys(VARIABLES, _T.DYN),
-            extensions=[cpp_extension(self._runtime, self._current)],
+            extensions=[cpp_extension(self._runtime, self._current, self._bridge)],
         )
 
     def compile(self, source: str, variables: Mapping[str, str] | None = None) -> CppProgram:
         compiled = self.frontend.compile(source, variables)
-        checked = _literal_matches(_null_safe_has(binding.bind(_copy(compiled.checked))))
+        checked = fusion.fuse(binding.bind(_copy(compiled.checked)))
+        checked = cpp_rewrites.literal_matches(cpp_rewrites.null_safe_has(checked))
+        checked = cpp_rewrites.dyn_list_index(cpp_rewrites.dyn_string(checked))
+        checked = self._bridge.rewrite(checked)
         expression = self._env.deserialize(astcodec.encode_checked(checked))
-        return CppProgram(source, str(compiled.output_type), expression, compiled)
+        return CppProgram(
+            source, str(compiled.output_type), expression, compiled, tuple((variables or {}).items())
+        )
 
     def activation(
         self,
@@ -263,94 +262,83 @@ class CelExprPythonEngine:
     ) -> Any | CelError:
         assert isinstance(program, CppProgram) and isinstance(activation, CppActivation)
         current = self._current
-        current.params = params
-        current.constraint = constraint
-        try:
-            value = program.expression.eval(activation._act)
-        except RuntimeError as exc:
-            return CelError(library.clean_error(str(exc)))
-        finally:
-            current.params = None
-            current.constraint = None
+        with self._lock:
+            current.params = params
+            current.constraint = constraint
+            try:
+                value = program.expression.eval(activation._act)
+            except RuntimeError as exc:
+                return CelError(library.clean_error(str(exc)))
+            finally:
+                current.params = current.constraint = None
+                if self._settle_needed:
+                    self._bridge.settle()
         if program.output_type == "bool":  # the common case, without asking the value its type
             plain = value.value()  # a bool, or an error's text
             if plain is True or plain is False:
                 return plain
         return to_python(value, self._runtime.codec)
 
+    def evaluate_all(
+        self,
+        programs: Sequence[Program],
+        activation: Activation,
+        params: Any = None,
+        constraint: Any = None,
+    ) -> list[Any | CelError]:
+        """`[evaluate(p, ...) for p in programs]`; boolean programs compiled with the same variables
+        (a template's validations) are evaluated as one list, so that the variables they share are
+        computed once. Any other outcome of the list (an error, a non-boolean) falls back to one by
+        one, which then gives each program's own result or error."""
+        if len(programs) > 1:
+            group = self._group(programs)
+            if group is not None:
+                assert isinstance(activation, CppActivation)
+                current = self._current
+                with self._lock:
+                    current.params = params
+                    current.constraint = constraint
+                    try:
+                        value = group.expression.eval(activation._act)
+                        plain = value.plain_value() if value.type().name().startswith("LIST") else None
+                    except (RuntimeError, TypeError, ValueError):
+                        plain = None
+                    finally:
+                        current.params = current.constraint = None
+                        if self._settle_needed:
+                            self._bridge.settle()
+                if (
+                    isinstance(plain, list)
+                    and len(plain) == len(programs)
+                    and all(v is True or v is False for v in plain)
+                ):
+                    return plain
+        return [self.evaluate(p, activation, params, constraint) for p in programs]
 
-def _null_safe_has(checked: Checked) -> Checked:
-    """cel-go answers `has(e.f)` with false when `e` is null; cel-cpp with an error. Rewrite
-    `has(e.f)` as `e == null ? false : has(e.f)` (binding `e` once unless it is a plain selection)."""
-    counter = [checked.max_id() + 1]
-
-    def fresh() -> int:
-        counter[0] += 1
-        return counter[0]
-
-    def plain(node: Expr) -> bool:
-        while isinstance(node, Select) and not node.test_only:
-            node = node.operand
-        return isinstance(node, Ident)
-
-    def clone(node: Expr) -> Expr:
-        copied = copy.deepcopy(node)
-        for n in ast.walk(copied):
-            old = n.id
-            n.id = fresh()
-            if old in checked.references:
-                checked.references[n.id] = checked.references[old]
-        return copied
-
-    def guarded(operand: Expr, test: Select) -> Expr:
-        is_null = Call(fresh(), "_==_", [operand, Const(fresh(), "null", None)])
-        return Call(fresh(), "_?_:_", [is_null, Const(fresh(), "bool", False), test])
-
-    def fix(node: Expr) -> Expr:
-        if not (isinstance(node, Select) and node.test_only):
-            return node
-        if plain(node.operand):
-            return guarded(clone(node.operand), node)
-        name = f"@ck.has{fresh()}"
-        test = Select(node.id, Ident(fresh(), name), node.field, True)
-        return Comprehension(
-            fresh(),
-            iter_var="@ck.unused",
-            iter_range=ListExpr(fresh(), []),
-            accu_var=name,
-            accu_init=node.operand,
-            loop_condition=Const(fresh(), "bool", False),
-            loop_step=Ident(fresh(), name),
-            result=guarded(Ident(fresh(), name), test),
-        )
-
-    root = fix(checked.expr)
-    for n in list(ast.walk(root)):
-        ast.replace_children(n, fix)
-    checked.expr = root
-    return checked
-
-
-def _literal_matches(checked: Checked) -> Checked:
-    """`s.matches('<literal>')` as `s.@ck.matches('<literal>')`: cel-cpp compiles the pattern on every
-    call (~5-25 us); the runtime's `matches` keeps it compiled (same RE2, same partial match). Literal
-    patterns were compiled when the expression was checked (validators), so this call cannot meet an
-    invalid one; a receiver that is not a string still finds no overload (cel-cpp dispatches on the
-    declared string parameters, and `clean_error` gives the message back its public name)."""
-    for node in ast.walk(checked.expr):
-        if (
-            isinstance(node, Call)
-            and node.function == "matches"
-            and node.target is not None
-            and len(node.args) == 1
-            and isinstance(node.args[0], Const)
-            and node.args[0].kind == "string"
+    def _group(self, programs: Sequence[Program]) -> CppProgram | None:
+        """The list program of `programs` (all boolean, same variables), compiled once; None when
+        they do not qualify or the list does not compile (a safety limit)."""
+        key = tuple(map(id, programs))  # exact: an entry keeps its programs (and so their ids) alive
+        hit = self._groups.get(key)
+        if hit is not None:
+            return hit[1]
+        group: CppProgram | None = None
+        first = programs[0]
+        if all(
+            isinstance(p, CppProgram)
+            and p.output_type == "bool"
+            and p.variables == getattr(first, "variables", ())
+            for p in programs
         ):
-            ref = checked.references.get(node.id)
-            if ref is not None and ref.overload_ids == ["matches_string"]:
-                node.function = library.MATCHES
-                checked.references.pop(node.id, None)
-    return checked
+            source = "[" + ", ".join(f"({p.source}\n)" for p in programs) + "]"
+            try:
+                group = self.compile(source, dict(getattr(first, "variables", ())))
+            except CelCompileError:
+                group = None
+        if len(self._groups) >= GROUP_CACHE_SIZE:
+            self._groups.clear()
+        self._groups[key] = (tuple(programs), group)
+        return group
 
 
 def _copy(checked: Checked) -> Checked:

@@ -27,7 +27,7 @@ from celkeeper.cel.binding import (
 from celkeeper.cel.environment import FUNCTIONS, OPAQUE_TYPES, Overload
 from celkeeper.cel.k8slib import LibraryError, lists, regex
 from celkeeper.cel.k8slib.celvalues import Uint
-from celkeeper.cel.opaque import NoSuchOverload, OpaqueCodec, opaque_type
+from celkeeper.cel.opaque import NoSuchOverload, OpaqueCodec
 from celkeeper.cel.overloads import EQUALITY, IMPLEMENTATIONS
 
 __all__ = [
@@ -95,12 +95,14 @@ _PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def _matches(overload: Overload, args: tuple[Any, ...]) -> bool:
+def _matches(overload: Overload, args: tuple[Any, ...], type_of: Callable[[Any], str | None]) -> bool:
+    """Whether run-time `args` fit `overload` (`type_of`: the library type of a token, or None; a
+    token is no plain string)."""
     if len(args) != len(overload.args):
         return False
     for t, v in zip(overload.args, args, strict=True):
         if t in OPAQUE_TYPES:
-            if opaque_type(v) != t:
+            if type_of(v) != t:
                 return False
         elif t.startswith("list("):
             if not isinstance(v, list):
@@ -109,9 +111,13 @@ def _matches(overload: Overload, args: tuple[Any, ...]) -> bool:
             check = _PLAIN_CHECKS.get(elem)
             if check is not None and not all(check(x) for x in v):
                 return False
+            if elem == "string" and any(type_of(x) is not None for x in v):
+                return False
         else:
             check = _PLAIN_CHECKS.get(t)
             if check is not None and not check(v):
+                return False
+            if t == "string" and type_of(v) is not None:
                 return False
     return True
 
@@ -306,10 +312,11 @@ class LibraryRuntime:
         if len(candidates) == 1:
             return self._impls[candidates[0].id]
         impls = [(o, self._impls[o.id]) for o in candidates]
+        type_of = self.codec.type_of
 
         def impl(*args: Any) -> Any:
             for o, fn in impls:
-                if _matches(o, args):
+                if _matches(o, args, type_of):
                     return fn(*args)
             raise NoSuchOverload()
 
@@ -327,11 +334,18 @@ class LibraryRuntime:
 
     def opaque_string(self, value: Any) -> Any:
         """`string(x)` of an engine-form IP or CIDR (the overloads `string` shares with the stdlib)."""
-        t = opaque_type(value)
+        t = self.codec.type_of(value)
         oid = {"net.IP": "ip_to_string", "net.CIDR": "cidr_to_string"}.get(t or "")
         if oid is None:
             raise NoSuchOverload()
         return self._impls[oid](value)
+
+    def string_of_string(self, value: str) -> str:
+        """`string(s)` of a run-time string that may be a token: an IP's or CIDR's text, an error for
+        another library value (no such overload, as in Kubernetes), else `s` itself."""
+        if self.codec.type_of(value) is None:
+            return value
+        return str(self.opaque_string(value))
 
     def internal_functions(self) -> dict[str, Impl]:
         """Every internal function a bound tree may call (besides the shared-name overloads)."""

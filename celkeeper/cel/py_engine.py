@@ -20,7 +20,7 @@ Nothing is shared across processes.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,6 +206,16 @@ class CelPythonEngine:
                 "params": None,
             }
         )
+
+    def evaluate_all(
+        self,
+        programs: Sequence[Program],
+        activation: Activation,
+        params: Any = None,
+        constraint: Any = None,
+    ) -> list[Any | CelError]:
+        """One by one (see `celkeeper.cel.api`)."""
+        return [self.evaluate(p, activation, params, constraint) for p in programs]
 
     def evaluate(
         self, program: Program, activation: Activation, params: Any = None, constraint: Any = None

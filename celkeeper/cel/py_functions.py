@@ -16,7 +16,7 @@ from typing import Any
 import celpy.celtypes as ct
 from celpy.evaluation import CELEvalError, base_functions
 
-from celkeeper.cel import formatting, library, opaque
+from celkeeper.cel import formatting, library
 from celkeeper.cel.environment import FUNCTIONS
 from celkeeper.cel.k8slib import LibraryError
 from celkeeper.cel.k8slib.regex import RegexCompileError, compile_regex
@@ -242,10 +242,11 @@ def _size(value: Any) -> int:
 
 def _string_conv(runtime: LibraryRuntime) -> Fn:
     opaque_string = runtime.dispatcher("string")
+    type_of = runtime.codec.type_of
 
     def string_conv(value: Any) -> Any:
         """string(x), with cel-go's forms of doubles, durations and timestamps."""
-        if opaque.opaque_type(value) is not None:
+        if type_of(value) is not None:
             return opaque_string(to_python(value))
         plain = to_python(value)
         if isinstance(plain, bool | float | datetime.datetime | datetime.timedelta):

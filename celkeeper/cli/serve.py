@@ -83,8 +83,9 @@ def register(subparsers: Any) -> None:
                      help="seconds workers get to finish on stop/restart (default 10)")
     srv.add_argument("--keepalive", type=int, default=60,
                      help="seconds an idle connection is kept open (default 60)")
-    srv.add_argument("--max-requests", type=int, default=0, metavar="N",
-                     help="replace a worker after about N requests (bounds memory growth; 0: never)")
+    srv.add_argument("--max-requests", type=int, default=50_000, metavar="N",
+                     help="replace a worker after N requests plus a random 0-10%% more, so that workers do "
+                          "not restart together (bounds memory growth; default 50000; 0: never)")
     srv.add_argument("--state-dir", metavar="DIR", type=Path,
                      help="where snapshots, worker statuses and metrics go (default: a new temporary folder)")
     srv.add_argument("--access-log", action="store_true", help="log every request")

@@ -121,6 +121,22 @@ class _Evaluation:
             return _Failure(f"expression '{expression.source}' resulted in error: {value.message}")
         return value
 
+    def _run_all(self, template: CompiledTemplate, constraint: Constraint) -> list[Any]:
+        """`_run` of every validation; together when all compiled (the engine may then share the
+        template's variables between them: same results)."""
+        expressions = [v.expression for v in template.validations]
+        programs = [e.program for e in expressions if e.program is not None]
+        evaluate_all = getattr(self.engine, "evaluate_all", None)  # optional in an Engine
+        if evaluate_all is None or len(programs) < 2 or len(programs) != len(expressions):
+            return [self._run(e, constraint) for e in expressions]
+        values = evaluate_all(programs, self.activation, constraint.parameters, constraint.document.data)
+        return [
+            _Failure(f"expression '{e.source}' resulted in error: {v.message}")
+            if isinstance(v, CelError)
+            else v
+            for e, v in zip(expressions, values, strict=True)
+        ]
+
     def violations(self, template: CompiledTemplate, constraint: Constraint) -> list[str]:
         """The messages of every violation (Kubernetes' validator.Validate for one constraint)."""
         fail = template.failure_policy is FailurePolicy.FAIL
@@ -137,8 +153,7 @@ class _Evaluation:
                     return []
                 return [failures[0] if len(failures) == 1 else f"[{', '.join(failures)}]"]
         messages: list[str] = []
-        for validation in template.validations:
-            value = self._run(validation.expression, constraint)
+        for validation, value in zip(template.validations, self._run_all(template, constraint), strict=True):
             if isinstance(value, _Failure):
                 if fail:
                     messages.append(value.text)

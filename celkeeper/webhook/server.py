@@ -9,7 +9,8 @@ Process tree of one server:
 
     master (Gunicorn arbiter)     binds the sockets, forks and supervises the rest, never serves
     ├── informer                  exactly one; re-forked (with back-off) whenever it dies
-    ├── worker 1 .. N             gthread workers: each loads the app (create_app) after the fork
+    ├── worker 1 .. N             gthread workers (webhook/worker.py: connections spread over them);
+    │                             each loads the app (create_app) after the fork
     │                             and serves HTTPS; Gunicorn replaces any worker that dies
 
 The workers and the informer share nothing but files (snapshots, statuses, metrics).
@@ -32,6 +33,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 
 from celkeeper.tls import ServerTLS
+from celkeeper.webhook.worker import BalancedThreadWorker
 
 log = logging.getLogger("celkeeper.server")
 
@@ -45,7 +47,7 @@ class ServerOptions:
     graceful_timeout: int = 10  # on stop/restart, workers finish their requests within this
     keepalive: int = 60  # idle keep-alive connections are closed after this (the API server reuses them)
     backlog: int = 2048
-    max_requests: int = 0  # recycle a worker after this many requests (0: never)
+    max_requests: int = 50_000  # recycle a worker after this many requests, +0-10% jitter (0: never)
     gc_threshold: int = 20_000  # the workers' generation-0 threshold (0: Python's default)
     access_log: bool = False
     log_level: str = "info"
@@ -270,7 +272,7 @@ class WebhookServer(BaseApplication):
         settings: dict[str, Any] = {
             "bind": list(o.binds),
             "workers": o.workers,
-            "worker_class": "gthread",
+            "worker_class": BalancedThreadWorker,  # gthread, connections spread over the workers
             "threads": o.threads,
             "timeout": o.timeout,
             "graceful_timeout": o.graceful_timeout,

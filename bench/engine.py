@@ -23,29 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from celkeeper.cel import get_engine
 from celkeeper.cel.api import Engine
+from tests.support.pods import container
 
 
-def _container(name: str, image: str, privileged: bool = False) -> dict[str, Any]:
-    return {
-        "name": name,
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
-        "resources": {
-            "limits": {"cpu": "500m", "memory": "256Mi"},
-            "requests": {"cpu": "250m", "memory": "128Mi"},
-        },
-        "env": [{"name": f"VAR_{i}", "value": f"value-{i}-" + "x" * 40} for i in range(6)],
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/app", "readOnly": True}],
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "privileged": privileged,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
-    }
+def _container(name: str, image: str) -> dict[str, Any]:
+    return container(name, image, env_vars=6, env_width=40, privileged=False)
 
 
 POD: dict[str, Any] = {

@@ -3,11 +3,14 @@
 
 A realistic Pod AdmissionReview (a Deployment's pod, ~4 KB, compliant: the answer is `allowed`) is
 reviewed against 20 constraints that all select Pods (the Pod constraints of examples/, plus copies
-under other names). For 1 and 2 Gunicorn workers it prints:
+under other names: 12 templates, 8 of them with two constraints). The copies have their originals'
+parameters, and the webhook evaluates the constraints of one template with equal parameters once;
+`--distinct-params` gives each copy parameters of its own that still allow the Pod (`_distinct`),
+which measures constraints whose parameters differ. For 1 and 2 Gunicorn workers it prints:
   - closed loop at fixed concurrency: reviews/s, p50, p99;
-  - open loop at half that rate: requests are sent on a fixed schedule (paced per wrk thread),
-    p50 and p99; the schedule is not corrected for coordinated omission (at half load the server
-    is rarely behind);
+  - open loop at half that rate (or --open-rate): requests are sent on a fixed schedule (paced
+    per wrk thread), p50 and p99; the schedule is not corrected for coordinated omission (at half
+    load the server is rarely behind);
   - CPU time per review of the server (workers) and of the load generator, and how the work fell
     on the workers (a keep-alive connection stays with the worker that accepted it: wrk opens its
     connections at once, and one worker may win most of them);
@@ -20,7 +23,8 @@ WSGI, JSON, metrics) without policy evaluation.
 Load generator: `wrk` (Debian package `wrk`: `apt-get install -y wrk`) when installed, else a
 Python client (threads, keep-alive connections), which on 2 cores is itself the bottleneck.
 
-    .venv/bin/python bench/webhook.py [--duration 10] [--connections 8] [--threads 1]
+    .venv/bin/python bench/webhook.py [--duration 10] [--connections 8] [--threads 1] [--repeat N]
+                                      [--open-rate R] [--workers 1 2]
 """
 
 from __future__ import annotations
@@ -157,9 +161,11 @@ def bench_pod() -> dict[str, Any]:
     }
 
 
-def write_policies(out: Path, retarget: bool = False) -> list[str]:
+def write_policies(out: Path, retarget: bool = False, distinct: bool = False) -> list[str]:
     """Templates and 20 Pod constraints from examples/ (copies renamed to reach 20). Their names.
-    With `retarget`, the constraints select Deployments instead (and so not the bench's Pod)."""
+    With `retarget`, the constraints select Deployments instead (and so not the bench's Pod). With
+    `distinct`, each copy's parameters are made its own (`_distinct`): they then differ, as a real
+    policy's would, and the webhook cannot share their values with the originals'."""
     out.mkdir(parents=True)
     pod_constraints: list[tuple[Path, dict[str, Any]]] = []
     for template in sorted(EXAMPLES.glob("*/template.yaml")):
@@ -179,11 +185,34 @@ def write_policies(out: Path, retarget: bool = False) -> list[str]:
         names.append(copy["metadata"]["name"])
         if retarget:
             copy["spec"]["match"]["kinds"] = [{"apiGroups": ["apps"], "kinds": ["Deployment"]}]
+        if distinct and i >= len(pod_constraints):
+            copy["spec"]["parameters"] = _distinct(copy["spec"].get("parameters"), f"bench-copy-{i}")
         folder = out / template.parent.name
         folder.mkdir(exist_ok=True)
         shutil.copy(template, folder / "template.yaml")
         (folder / f"constraint-{i}.json").write_text(json.dumps(copy, indent=1))
     return names
+
+
+def _distinct(value: Any, marker: str, key: str = "") -> Any:
+    """Parameters of their own that still allow the bench's Pod (main() checks the answer): lists of
+    strings and of objects get an item of their own (`marker`, which the Pod does not carry), a
+    quantity such as "2Gi" is written "2.0Gi" (the same quantity), an int `max` grows by one;
+    `required*` lists are left as they are."""
+    if key.startswith("required"):
+        return value
+    if isinstance(value, dict):
+        return {k: _distinct(v, marker, k) for k, v in value.items()}
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return [*value, marker]
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return [*value, {k: f"/{marker}" if isinstance(v, str) else v for k, v in value[0].items()}]
+    if isinstance(value, str) and re.fullmatch(r"\d+[A-Za-z]{0,2}", value):
+        digits = re.match(r"\d+", value).group(0)  # type: ignore[union-attr]
+        return f"{digits}.0{value[len(digits):]}"
+    if key == "max" and type(value) is int:
+        return value + 1
+    return value
 
 
 def write_namespaces(path: Path) -> None:
@@ -371,6 +400,12 @@ def main() -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts (default 1 2)")
     parser.add_argument("--max-requests", type=int, default=0, metavar="N",
                         help="the server's --max-requests (default 0: no worker is replaced while measuring)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="measure N times per server (closed loop, then open loop; default 1)")
+    parser.add_argument("--open-rate", type=float, default=0, metavar="R",
+                        help="the open loop's rate in reviews/s (default: half the closed-loop rate)")
+    parser.add_argument("--distinct-params", action="store_true",
+                        help="give the copied constraints parameters of their own (see write_policies)")
     parser.add_argument("--python-client", action="store_true",
                         help="use the Python client even if wrk exists")
     args = parser.parse_args()
@@ -392,17 +427,19 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-") as tmp:
         work = Path(tmp)
-        names = write_policies(work / "policies")
+        names = write_policies(work / "policies", distinct=args.distinct_params)
         write_policies(work / "policies-retargeted", retarget=True)
         write_namespaces(work / "namespaces.yaml")
         body = json.dumps(review(bench_pod(), uid="bench-0001")).encode()
         body_file = work / "review.json"
         body_file.write_bytes(body)
         print(f"workload: Pod AdmissionReview of {len(body)} bytes, {len(names)} constraints selecting Pods "
-              f"({len({n.split('-copy')[0] for n in names})} distinct templates' constraints)")
+              f"({len({n.split('-copy')[0] for n in names})} distinct constraints, copies with "
+              f"{'parameters of their own' if args.distinct_params else 'the same parameters'})")
+        open_rate = f"{args.open_rate:.0f}/s" if args.open_rate else "half the closed-loop rate"
         print(f"closed loop: {args.connections} connections for {args.duration} s; "
-              f"open loop: half the closed-loop rate for {args.duration} s; "
-              f"server --max-requests {args.max_requests}")
+              f"open loop: {open_rate} for {args.duration} s; "
+              f"server --max-requests {args.max_requests}; {args.repeat} measurement(s) per server")
         load = os.getloadavg()
         print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (the machine may be shared)")
         print()
@@ -434,15 +471,17 @@ def main() -> int:
                     return run_python("localhost", server.port, body, server.certs.ca_cert, args.duration,
                                       conns, rate, pids)
 
-                measure(None, args.connections)  # warm up: connections, caches, CPU frequency
-                closed = measure(None, args.connections)
-                rows = [(f"closed, {args.connections} conns", closed)]
-                if ceiling:
-                    rows = [("no constraint matches", closed)]
-                else:
-                    paced = measure(closed.rate / 2, args.connections)
-                    rows.append((f"open at {closed.rate / 2:.0f}/s", paced))
-                served = closed.requests + sum(r.requests for _, r in rows[1:]) + closed.requests  # + warm-up
+                warm = measure(None, args.connections)  # warm up: connections, caches, CPU frequency
+                rows: list[tuple[str, Result]] = []
+                for _ in range(args.repeat):
+                    closed = measure(None, args.connections)
+                    if ceiling:
+                        rows.append(("no constraint matches", closed))
+                        continue
+                    rows.append((f"closed, {args.connections} conns", closed))
+                    rate = args.open_rate or closed.rate / 2
+                    rows.append((f"open at {rate:.0f}/s", measure(rate, args.connections)))
+                served = warm.requests + sum(r.requests for _, r in rows)
                 rss_growth = (rss_mib(pids) - rss_before, served)
                 for mode, res in rows:
                     per = res.requests or 1

@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from celkeeper.errors import CelkeeperError, Location
+from celkeeper.localfiles import Stamp, stamp_of, write_atomic
 
 log = logging.getLogger("celkeeper.tls")
 
@@ -61,18 +62,36 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _write_atomic(path: Path, data: bytes, mode: int) -> None:
-    """Write a file so that a reader sees the old content or the new one, never a part."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+def certificate_builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    *,
+    ca: bool,
+    days: int,
+    now: datetime.datetime,
+) -> x509.CertificateBuilder:
+    """What every certificate here has: a random serial, validity from a little before `now` for `days`,
+    and the basic constraints and key usage of a CA (signs leaf certificates: path length 0) or of a
+    leaf (signs TLS handshakes). Callers add their own extensions and sign."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=ca, crl_sign=ca,
+                encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
 
 
 def new_ca(
@@ -81,23 +100,9 @@ def new_ca(
     now = now or datetime.datetime.now(datetime.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+    name = _name(common_name)
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(_name(common_name))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
+        certificate_builder(name, name, key.public_key(), ca=True, days=days, now=now)
         .add_extension(ski, critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
         .sign(key, hashes.SHA256())
@@ -125,23 +130,9 @@ def new_serving_certificate(
     now = now or datetime.datetime.now(datetime.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    subject = _name(dns_names[0] if dns_names else ips[0])
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(dns_names[0] if dns_names else ips[0]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
-                encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
+        certificate_builder(subject, ca_cert.subject, key.public_key(), ca=False, days=days, now=now)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -186,22 +177,17 @@ def write_certificates(
         ca_key, ca_cert = _load_ca(ca_cert_path, ca_key_path)
     else:
         ca_key, ca_cert = new_ca(now=now)
-        _write_atomic(ca_key_path, _pem_key(ca_key), 0o600)
-        _write_atomic(ca_cert_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+        write_atomic(ca_key_path, _pem_key(ca_key), 0o600)
+        write_atomic(ca_cert_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
     key, cert = new_serving_certificate(ca_key, ca_cert, dns_names, ips, days=days, now=now)
     cert_path, key_path = out_dir / SERVING_CERT, out_dir / SERVING_KEY
-    _write_atomic(key_path, _pem_key(key), 0o600)
-    _write_atomic(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_atomic(key_path, _pem_key(key), 0o600)
+    write_atomic(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
     return CertificateFiles(ca_cert_path, ca_key_path, cert_path, key_path, reused)
 
 
 # ---------------------------------------------------------------------------------------------
 # serving
-
-
-def _stamp(path: str) -> tuple[int, int, int]:
-    st = os.stat(path)
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def build_server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
@@ -244,9 +230,9 @@ class ServerTLS:
         self._failed_stamp: object = None
         self.reloads = 0
 
-    def _current_stamp(self) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
+    def _current_stamp(self) -> tuple[Stamp, Stamp] | None:
         try:
-            return (_stamp(self.cert_file), _stamp(self.key_file))
+            return (stamp_of(os.stat(self.cert_file)), stamp_of(os.stat(self.key_file)))
         except OSError:
             return None
 

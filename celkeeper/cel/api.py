@@ -27,6 +27,13 @@ Contract (the rest of celkeeper relies on exactly this):
   programs compiled with the same `variables` (a template's validations) may be evaluated together,
   sharing those variables' values; the results are the same as one by one (errors included: an
   engine falls back to one by one when any fails).
+- `Engine.prepare(programs, bindings)` -> an opaque prepared value or None, and
+  `Engine.evaluate_prepared(prepared, activation)` -> one list of booleans per binding, or None:
+  boolean programs compiled with the same variables (a template's validations) for every
+  (params, constraint) of `bindings` at once (several constraints of one template), compiled ahead
+  of time (slow: call it when policies load). The values are `[evaluate(p, ...) for p in programs]`
+  for each binding; None when any of them errs or is not a boolean (evaluate one by one for the
+  details). An engine that cannot prepare returns None from `prepare`.
 - `Program.output_type` is the checked type of the expression, formatted as cel-go does:
   'bool', 'string', 'int', 'dyn', 'list(dyn)', 'map(string, dyn)', 'optional_type(string)',
   'kubernetes.Quantity', ...
@@ -100,3 +107,7 @@ class Engine(Protocol):
         params: Any = None,
         constraint: Any = None,
     ) -> list[Any | CelError]: ...
+
+    def prepare(self, programs: Sequence[Program], bindings: Sequence[tuple[Any, Any]]) -> Any | None: ...
+
+    def evaluate_prepared(self, prepared: Any, activation: Activation) -> list[list[bool]] | None: ...

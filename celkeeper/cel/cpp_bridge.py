@@ -169,7 +169,14 @@ class CallBridge:
             slot.args = ()
             decref(args)  # the binding's reference: `args` is now ours alone
             result = impl(*args)
-            if keep is not None and not _lasting(result):
+            # not _lasting(result), inline (one call fewer on every library call)
+            if (
+                keep is not None
+                and result is not True
+                and result is not False
+                and result is not None
+                and not (type(result) is int and -5 <= result <= 256)
+            ):
                 keep(result)
             return result
 

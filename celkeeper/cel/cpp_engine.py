@@ -20,8 +20,9 @@ pickle (recompile, or serialize the source).
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cel_expr_python import cel
@@ -30,12 +31,13 @@ from celkeeper.cel import astcodec, binding, cpp_rewrites, fusion, library
 from celkeeper.cel.api import Activation, CelError, Program
 from celkeeper.cel.ast import Checked
 from celkeeper.cel.cpp_bridge import CallBridge
-from celkeeper.cel.environment import FUNCTIONS, OPAQUE_TYPES, VARIABLES, runtime_yaml
+from celkeeper.cel.cpp_extension import InProgress, cpp_extension
+from celkeeper.cel.environment import VARIABLES, runtime_yaml
 from celkeeper.cel.frontend import Compiled, Frontend
-from celkeeper.cel.k8slib import LibraryError
 from celkeeper.cel.k8slib.celvalues import Uint
 from celkeeper.cel.library import LibraryRuntime
 from celkeeper.cel.opaque import OpaqueCodec
+from celkeeper.cel.specialise import specialise
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 
@@ -53,6 +55,17 @@ class CppProgram:
     expression: Any  # cel.Expression
     compiled: Compiled
     variables: tuple[tuple[str, str], ...] = ()  # as compiled with (name, source), in order
+    bound: Checked | None = field(default=None, repr=False)  # the tree loaded into cel-cpp
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """Programs specialised for several bindings (`CelExprPythonEngine.prepare`)."""
+
+    expression: Any  # cel.Expression: a list of `outputs` booleans per distinct binding
+    outputs: int
+    layout: tuple[int, ...]  # per binding given: its distinct binding
+    distinct: int
 
 
 class CppActivation:
@@ -64,151 +77,6 @@ class CppActivation:
         self._act = env.Activation(data)
 
 
-class _InProgress:
-    """The parameters of the evaluation in progress: what `@ck.params()` and `@ck.constraint()`
-    return (functions registered once, on the engine's environment, rather than bound to each
-    activation). One evaluation at a time: the engine evaluates under its bridge's lock."""
-
-    __slots__ = ("constraint", "params")
-
-    def __init__(self) -> None:
-        self.params: Any = None
-        self.constraint: Any = None
-
-
-_RESULT_TYPES = {
-    "bool": _T.BOOL,
-    "int": _T.INT,
-    "uint": _T.UINT,
-    "double": _T.DOUBLE,
-    "string": _T.STRING,
-    "bytes": _T.BYTES,
-    "google.protobuf.Duration": _T.DURATION,
-    "google.protobuf.Timestamp": _T.TIMESTAMP,
-}
-
-
-def _result_type(result: str) -> Any:
-    if result in OPAQUE_TYPES:
-        return _T.STRING  # a token (celkeeper.cel.opaque)
-    if result.startswith("list("):
-        return _T.LIST
-    if result.startswith("map("):
-        return _T.MAP
-    return _RESULT_TYPES.get(result, _T.DYN)
-
-
-def _guard(name: str, fn: library.Impl, plain: bool = False) -> library.Impl:
-    """Kubernetes' error messages as the exception text cel-cpp turns into an error value. `plain`:
-    the result never holds bytes (a scalar other than bytes, or an opaque value), so is not walked."""
-
-    if plain:
-
-        def call(*args: Any) -> Any:
-            try:
-                return fn(*args)
-            except LibraryError as err:
-                raise ValueError(err.message) from None
-
-    else:
-
-        def call(*args: Any) -> Any:
-            try:
-                return _for_cpp(fn(*args))
-            except LibraryError as err:
-                raise ValueError(err.message) from None
-
-    call.__name__ = name
-    return call
-
-
-def _for_cpp(value: Any) -> Any:
-    """cel-expr-python 0.1.3 truncates Python bytes at the first NUL byte; a bytearray survives."""
-    if isinstance(value, bytes):
-        return bytearray(value)
-    if isinstance(value, list):
-        return [_for_cpp(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _for_cpp(v) for k, v in value.items()}
-    return value
-
-
-# declared results whose values hold no bytes
-_PLAIN_RESULTS = frozenset({"bool", "int", "uint", "double", "string", *OPAQUE_TYPES})
-
-
-def _library_signature(name: str) -> tuple[Any, int, bool]:
-    """(result type, arity, plain result) of `@k8s.<overload id>` or `@k8s.eq|ne.<type>`."""
-    if name.startswith(("@k8s.eq.", "@k8s.ne.")):
-        return _T.BOOL, 2, True
-    o = FUNCTIONS[name[len("@k8s.") :]]
-    optional = o.id in library.OPTIONAL_RESULTS
-    result = _T.DYN if optional else _result_type(o.result)
-    return result, len(o.args), o.result in _PLAIN_RESULTS and not optional
-
-
-def cpp_extension(runtime: LibraryRuntime, current: _InProgress, bridge: CallBridge) -> Any:
-    """The internal functions of a bound tree (implemented by `runtime`; the parameters of the
-    evaluation in progress from `current`), for the cel-cpp runtime, registered through `bridge`."""
-    decls: list[Any] = []
-
-    def add(name: str, overloads: list[tuple[str, Any, list[Any], bool]], impl: library.Impl) -> None:
-        decls.extend(bridge.functions(name, overloads, impl))
-
-    for name, impl in runtime.internal_functions().items():
-        if name == library.MAP_INSERT:
-            overloads = [
-                ("ck_map_insert", _T.MAP, [_T.MAP, _T.DYN, _T.DYN], False),
-                ("ck_map_insert_map", _T.MAP, [_T.MAP, _T.MAP], False),
-            ]
-            add(name, overloads, _guard(name, impl))
-        elif name in library.INTERNAL_SIGNATURES:
-            arity, result_name = library.INTERNAL_SIGNATURES[name]
-            add(name, [(name, _result_type(result_name), [_T.DYN] * arity, False)], _guard(name, impl))
-        elif name.startswith("@k8s.fn."):  # any arity of that function
-            arities = sorted(
-                {len(o.args) for o in FUNCTIONS.values() if o.function == name[len("@k8s.fn.") :]}
-            )
-            add(name, [(f"{name}_{n}", _T.DYN, [_T.DYN] * n, False) for n in arities], _guard(name, impl))
-        else:  # @k8s.<overload id>, @k8s.eq.<type>, @k8s.ne.<type>
-            result, arity, plain = _library_signature(name)
-            add(name, [(name, result, [_T.DYN] * arity, False)], _guard(name, impl, plain))
-    for name, impl in fusion.fused_functions(runtime).items():
-        result, arity, plain = _library_signature(name[: name.index("<")])
-        add(name, [(name, result, [_T.DYN] * arity, False)], _guard(name, impl, plain))
-    add(
-        cpp_rewrites.STRING_OF_STRING,
-        [("ck_string_of_string", _T.STRING, [_T.STRING], False)],
-        _guard("string", runtime.string_of_string, True),
-    )
-    add(
-        library.MATCHES,
-        [("ck_matches_string", _T.BOOL, [_T.STRING, _T.STRING], True)],
-        _guard("matches", runtime.matches, True),
-    )
-    add("@ck.params", [("ck_params", _T.DYN, [], False)], lambda: current.params)
-    add("@ck.constraint", [("ck_constraint", _T.DYN, [], False)], lambda: current.constraint)
-    # Kubernetes overloads of names shared with the standard library, for list receivers of calls
-    # that reach the engine unrewritten (cpp_rewrites.dyn_list_index rewrites the ones it can tell):
-    # called directly, so leaky (docs/known-issues.md)
-    for shared in ("indexOf", "lastIndexOf"):
-        decls.append(
-            cel.FunctionDecl(
-                shared,
-                [
-                    cel.Overload(
-                        f"ck_list_{shared}",
-                        _T.INT,
-                        [_T.LIST, _T.DYN],
-                        is_member=True,
-                        impl=_guard(shared, runtime.dispatcher(shared)),
-                    )
-                ],
-            )
-        )
-    return cel.CelExtension("celkeeper", decls)
-
-
 class CelExprPythonEngine:
     """The default engine (cel-expr-python 0.1.x). See the module docstring for thread safety."""
 
@@ -217,12 +85,14 @@ class CelExprPythonEngine:
     def __init__(self, limits: CelLimits | None = None, frontend: Frontend | None = None) -> None:
         self.frontend = frontend or Frontend(limits)
         self._runtime = LibraryRuntime()
-        self._current = _InProgress()
+        self._current = InProgress()
         self._bridge = CallBridge()
         self._lock = self._bridge.lock
         self._settle_needed = self._bridge.pending  # a list: non-empty when results wait for release
         # evaluate_all's list programs: key -> (the programs (kept alive: their ids are the key), list)
         self._groups: dict[tuple[int, ...], tuple[tuple[Program, ...], CppProgram | None]] = {}
+        # prepare's programs: (program ids, bindings) -> (the programs (kept alive), prepared)
+        self._prepared: dict[tuple[tuple[int, ...], str], tuple[tuple[Program, ...], Prepared | None]] = {}
         self._env = cel.NewEnv(
             config=cel.NewEnvConfigFromYaml(runtime_yaml()),
             variables=dict.fromkeys(VARIABLES, _T.DYN),
@@ -237,7 +107,7 @@ class CelExprPythonEngine:
         checked = self._bridge.rewrite(checked)
         expression = self._env.deserialize(astcodec.encode_checked(checked))
         return CppProgram(
-            source, str(compiled.output_type), expression, compiled, tuple((variables or {}).items())
+            source, str(compiled.output_type), expression, compiled, tuple((variables or {}).items()), checked
         )
 
     def activation(
@@ -314,6 +184,62 @@ class CelExprPythonEngine:
                 ):
                     return plain
         return [self.evaluate(p, activation, params, constraint) for p in programs]
+
+    def prepare(self, programs: Sequence[Program], bindings: Sequence[tuple[Any, Any]]) -> Prepared | None:
+        """`programs` (boolean, compiled with the same variables: a template's validations) for every
+        (params, constraint) of `bindings` at once, their parameters folded in as constants
+        (`celkeeper.cel.specialise`): one evaluation for all, what does not depend on the parameters
+        computed once. None when they do not qualify. Compiled programs are cached by the engine."""
+        if not programs or not bindings:
+            return None
+        try:
+            key = (tuple(map(id, programs)), json.dumps(list(bindings), allow_nan=True))
+        except (TypeError, ValueError):
+            return None
+        hit = self._prepared.get(key)
+        if hit is not None:
+            return hit[1]
+        prepared: Prepared | None = None
+        base = programs[0] if len(programs) == 1 else self._group(programs)
+        if (
+            isinstance(base, CppProgram)
+            and base.bound is not None
+            and all(isinstance(p, CppProgram) and p.output_type == "bool" for p in programs)
+        ):
+            spec = specialise(base.bound, len(programs), bindings)
+            if spec is not None:
+                try:
+                    expression = self._env.deserialize(astcodec.encode_checked(spec.checked))
+                except (RuntimeError, ValueError):
+                    expression = None
+                if expression is not None:
+                    prepared = Prepared(expression, spec.outputs, spec.layout, spec.distinct)
+        if len(self._prepared) >= GROUP_CACHE_SIZE:
+            self._prepared.clear()
+        self._prepared[key] = (tuple(programs), prepared)
+        return prepared
+
+    def evaluate_prepared(self, prepared: Prepared, activation: Activation) -> list[list[bool]] | None:
+        """The values of `prepare`d programs, per binding (in order): one list of booleans each; None
+        when any program errs or is not boolean (then evaluate them one by one for the details)."""
+        assert isinstance(activation, CppActivation)
+        with self._lock:
+            try:
+                plain = prepared.expression.eval(activation._act).plain_value()  # an error: its text
+            except (RuntimeError, TypeError, ValueError):
+                plain = None
+            finally:
+                if self._settle_needed:
+                    self._bridge.settle()
+        m = prepared.outputs
+        if type(plain) is not list or len(plain) != m * prepared.distinct:
+            return None
+        for v in plain:
+            if v is not True and v is not False:
+                return None
+        if prepared.distinct == 1:
+            return [plain] * len(prepared.layout)  # the same values for every binding: shared, read-only
+        return [plain[k * m : (k + 1) * m] for k in prepared.layout]
 
     def _group(self, programs: Sequence[Program]) -> CppProgram | None:
         """The list program of `programs` (all boolean, same variables), compiled once; None when

@@ -77,40 +77,48 @@ def as_double(value: int) -> float:
     return float(struct.unpack("<d", value.to_bytes(8, "little"))[0])
 
 
+_ONE_BYTE = [bytes([i]) for i in range(128)]
+_KEYS: dict[tuple[int, int], bytes] = {}
+
+
+def encode_varint(value: int) -> bytes:
+    value &= _MASK64
+    if value < 128:
+        return _ONE_BYTE[value]
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _key(number: int, wire: int) -> bytes:
+    key = _KEYS.get((number, wire))
+    if key is None:
+        key = _KEYS[(number, wire)] = encode_varint((number << 3) | wire)
+    return key
+
+
 class Writer:
     """Builds one message; nested messages are built with their own Writer."""
+
+    __slots__ = ("_parts",)
 
     def __init__(self) -> None:
         self._parts: list[bytes] = []
 
-    def _varint(self, value: int) -> None:
-        value &= _MASK64
-        out = bytearray()
-        while True:
-            byte = value & 0x7F
-            value >>= 7
-            if value:
-                out.append(byte | 0x80)
-            else:
-                out.append(byte)
-                break
-        self._parts.append(bytes(out))
-
-    def _key(self, number: int, wire: int) -> None:
-        self._varint((number << 3) | wire)
-
     def varint(self, number: int, value: int) -> None:
-        self._key(number, VARINT)
-        self._varint(value)
+        self._parts += (_key(number, VARINT), encode_varint(value))
 
     def double(self, number: int, value: float) -> None:
-        self._key(number, FIXED64)
-        self._parts.append(struct.pack("<d", value))
+        self._parts += (_key(number, FIXED64), struct.pack("<d", value))
 
     def bytes_(self, number: int, value: bytes) -> None:
-        self._key(number, LENGTH)
-        self._varint(len(value))
-        self._parts.append(value)
+        self._parts += (_key(number, LENGTH), encode_varint(len(value)), value)
 
     def string(self, number: int, value: str) -> None:
         self.bytes_(number, value.encode("utf-8"))

@@ -217,6 +217,12 @@ class CelPythonEngine:
         """One by one (see `celkeeper.cel.api`)."""
         return [self.evaluate(p, activation, params, constraint) for p in programs]
 
+    def prepare(self, programs: Sequence[Program], bindings: Sequence[tuple[Any, Any]]) -> None:
+        """Nothing to prepare: this engine evaluates one program at a time (see `celkeeper.cel.api`)."""
+
+    def evaluate_prepared(self, prepared: Any, activation: Activation) -> None:
+        """Never called: `prepare` prepares nothing."""
+
     def evaluate(
         self, program: Program, activation: Activation, params: Any = None, constraint: Any = None
     ) -> Any | CelError:

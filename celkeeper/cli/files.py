@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from celkeeper.documents import Document, ParsedText, parse_documents
 from celkeeper.errors import CelkeeperError, DocumentError, Location
+from celkeeper.localfiles import walk
 
 POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 SUITE_SUFFIXES = (".yaml", ".yml")  # gator verify reads only these
@@ -50,22 +51,6 @@ def _expand_one(path: str, suffixes: tuple[str, ...]) -> list[str]:
         return [path]
     raise PathError(f"{path}: no such file or directory")
 
-
-def walk(directory: str, suffixes: tuple[str, ...]) -> list[str]:
-    """Files under `directory` (recursively, sorted) whose names end with one of `suffixes`."""
-    found: list[str] = []
-    visited: set[str] = set()
-    for root, dirs, files in os.walk(directory, followlinks=True):
-        real = os.path.realpath(root)
-        if real in visited:  # a symlink loop
-            dirs[:] = []
-            continue
-        visited.add(real)
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(
-            os.path.join(root, f) for f in sorted(files) if not f.startswith(".") and f.endswith(suffixes)
-        )
-    return found
 
 
 def read_text(path: str) -> str:

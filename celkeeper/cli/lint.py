@@ -13,11 +13,11 @@ import sys
 from typing import Any
 
 from celkeeper.cli import files
+from celkeeper.cli.options import add_engine_option
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, DocumentError
 from celkeeper.gator import SuiteError, is_suite, parse_suite
 from celkeeper.gator.kinds import is_constraint_document, is_policy_document, is_template_document
-from celkeeper.settings import ENGINES, Settings
 
 
 def register(subparsers: Any) -> None:
@@ -27,12 +27,7 @@ def register(subparsers: Any) -> None:
         description=__doc__.splitlines()[0].split(": ", 1)[1],
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (searched recursively)")
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default=Settings().engine,
-        help="CEL engine (default: %(default)s)",
-    )
+    add_engine_option(parser)
     parser.set_defaults(func=run)
 
 

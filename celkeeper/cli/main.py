@@ -18,7 +18,7 @@ COMMANDS: tuple[str, ...] = ("serve", "certs", "crds", "verify", "testcmd", "lin
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="celkeeper", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="celkeeper", description=__doc__.splitlines()[0].replace("`", ""))
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from celkeeper.settings import DEFAULT_ENGINE, ENGINES
+from celkeeper.cli.options import add_engine_option
 
 SOURCES = ("folder", "kubernetes")
 DEFAULT_NAMESPACE = "celkeeper-system"
@@ -33,7 +33,7 @@ LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="run the admission webhook (HTTPS) on a folder of policies",
+        help="run the admission webhook (HTTPS) on a folder of policies or the Kubernetes API",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -47,8 +47,7 @@ def register(subparsers: Any) -> None:
                      "and the ignore label see; a namespace not listed has no labels")
     src.add_argument("--poll-interval", type=float, default=0.5, metavar="SECONDS",
                      help="how often the folder is checked for changes (default 0.5)")
-    src.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
-                     help=f"CEL engine (default {DEFAULT_ENGINE})")
+    add_engine_option(src)
     kube = parser.add_argument_group("kubernetes (with --source kubernetes)")
     kube.add_argument("--kubeconfig", metavar="FILE",
                       help="kubeconfig to use (default: the pod's service account, in-cluster)")

@@ -15,12 +15,12 @@ import sys
 from typing import Any
 
 from celkeeper.cli import files
+from celkeeper.cli.options import add_engine_option
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
 from celkeeper.gator.admission import is_admission_review
 from celkeeper.gator.kinds import is_namespace, is_policy_document
 from celkeeper.model import Action, Result
-from celkeeper.settings import ENGINES, Settings
 
 EXAMPLES = """examples:
   celkeeper test -f examples/required-labels/                 policies and objects from one folder
@@ -48,12 +48,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
     parser.add_argument("--deny-only", action="store_true", help="print only results that deny")
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default=Settings().engine,
-        help="CEL engine (default: %(default)s)",
-    )
+    add_engine_option(parser)
     parser.set_defaults(func=run)
 
 

@@ -13,11 +13,11 @@ import sys
 from typing import Any
 
 from celkeeper.cli import files
+from celkeeper.cli.options import add_engine_option
 from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError
 from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
 from celkeeper.gator.suite import GROUP, Suite
-from celkeeper.settings import ENGINES, Settings
 
 EXAMPLES = """examples:
   celkeeper verify examples/                      run every suite under examples/
@@ -46,12 +46,7 @@ def register(subparsers: Any) -> None:
         help="run only matching tests/cases: REGEX (test or case name) or TEST//CASE",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="name every test and case")
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default=Settings().engine,
-        help="CEL engine (default: %(default)s)",
-    )
+    add_engine_option(parser)
     parser.set_defaults(func=run)
 
 

@@ -17,14 +17,14 @@ from typing import Any
 from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError
 from celkeeper.informer.source import Listing
+from celkeeper.localfiles import Stamp, stamp_of, walk
 from celkeeper.snapshot import SnapshotItem
 
 SUFFIXES = (".yaml", ".yml", ".json")
 _SETTLE = 0.1  # seconds between the two scans that must agree
 _MAX_SETTLE_ROUNDS = 10
 
-_Stamp = tuple[int, int, int]
-_Entry = tuple[_Stamp, str | None, str | None]
+_Entry = tuple[Stamp, str | None, str | None]
 
 
 class FolderSourceError(CelkeeperError):
@@ -45,7 +45,7 @@ class FolderSource:
         self.namespaces_path = os.fspath(namespaces) if namespaces is not None else None
         self.poll_interval = poll_interval
         self._cache: dict[str, _Entry] = {}  # path -> (stamp, text, problem)
-        self._parsed_ns: dict[tuple[str, _Stamp], tuple[dict[str, dict[str, Any]], list[str]]] = {}
+        self._parsed_ns: dict[tuple[str, Stamp], tuple[dict[str, dict[str, Any]], list[str]]] = {}
         self._stop = threading.Event()
 
     @property
@@ -74,19 +74,7 @@ class FolderSource:
     def _files(directory: str) -> list[str]:
         if os.path.isfile(directory):
             return [directory]
-        found: list[str] = []
-        seen_dirs: set[str] = set()
-        for root, dirs, files in os.walk(directory, followlinks=True):
-            real = os.path.realpath(root)
-            if real in seen_dirs:  # a symlink loop
-                dirs[:] = []
-                continue
-            seen_dirs.add(real)
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            found.extend(
-                os.path.join(root, f) for f in files if not f.startswith(".") and f.endswith(SUFFIXES)
-            )
-        return sorted(found)
+        return sorted(walk(directory, SUFFIXES))
 
     def _read(self, path: str) -> _Entry | None:
         try:
@@ -97,7 +85,7 @@ class FolderSource:
             return ((0, 0, 0), None, f"{path}: cannot read: {err.strerror or err}")
         if not os.path.isfile(path):
             return None
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        stamp = stamp_of(st)
         cached = self._cache.get(path)
         if cached is not None and cached[0] == stamp:
             return cached

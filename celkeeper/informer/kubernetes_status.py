@@ -32,10 +32,13 @@ from celkeeper.kube import (
     Pod,
     WatchManager,
     constraint_pod_statuses,
+    delete_if_present,
     pod_status,
     pod_status_current,
     pods,
     template_pod_statuses,
+    with_resource_version,
+    write_desired,
 )
 from celkeeper.kube.resources import Resource, labels_of, name_of, uid_of
 from celkeeper.snapshot import WorkerBoard
@@ -43,7 +46,6 @@ from celkeeper.snapshot import WorkerBoard
 log = logging.getLogger("celkeeper.informer")
 
 REGISTRAR = "pod-status"
-WRITE_ATTEMPTS = 4
 
 
 class PodStatusReporter:
@@ -157,7 +159,7 @@ class PodStatusReporter:
         for (resource, name), wanted in desired.items():
             if not pod_status_current(stored.get((resource, name)), wanted):
                 try:
-                    self._write(resource, name, wanted, stored.get((resource, name)))
+                    self._write(resource, wanted, stored.get((resource, name)))
                 except ApiError as err:
                     failed.append(f"{resource.kind} {name}: {err}")
         if self.effective_synced:
@@ -173,39 +175,16 @@ class PodStatusReporter:
         if failed:
             raise ApiError(0, "Partial", "cannot write pod status: " + "; ".join(failed[:5]))
 
-    def _write(
-        self, resource: Resource, name: str, desired: dict[str, Any], stored: Mapping[str, Any] | None
-    ) -> None:
-        for _ in range(WRITE_ATTEMPTS):
-            try:
-                if stored is None:
-                    self.client.create(resource, desired)
-                else:
-                    version = (stored.get("metadata") or {}).get("resourceVersion")
-                    body = {**desired, "metadata": {**desired["metadata"], "resourceVersion": version}}
-                    self.client.replace(resource, name, body)
-                self.writes += 1
-                return
-            except ApiError as err:
-                if not err.conflict:
-                    raise
-            try:
-                stored = self.client.get(resource, name)
-            except ApiError as err:
-                if not err.not_found:
-                    raise
-                stored = None
-            if pod_status_current(stored, desired):
-                return
-        raise ApiError(409, "Conflict", f"{resource.kind} {name} kept changing while being written")
+    def _write(self, resource: Resource, desired: dict[str, Any], stored: Mapping[str, Any] | None) -> None:
+        if write_desired(
+            self.client, resource, desired, stored,
+            current=pod_status_current, update_body=with_resource_version,
+        ):
+            self.writes += 1
 
     def _delete(self, resource: Resource, name: str, uid: str) -> None:
-        try:
-            self.client.delete(resource, name, uid=uid or None)
+        if delete_if_present(self.client, resource, name, uid):
             self.writes += 1
-        except ApiError as err:
-            if not (err.not_found or err.conflict):
-                raise
 
     def _warn_once(self, key: str, message: str, *args: object) -> None:
         if key not in self._warned:

@@ -7,11 +7,12 @@
     observe(), pod_status(), Pod            per-pod status objects (pure)
     ControllerLoop                          runs the reconcilers on one thread
     covers(), with_digest(), up_to_date()   desired versus stored (pure)
+    write_desired(), delete_if_present()    leaderless writes: conflict -> re-read, stop when current
 """
 
 from celkeeper.kube.aggregate import StatusAggregator, constraint_status, template_status
 from celkeeper.kube.client import ApiError, Client, KubeClient, Listed, WatchEvent, WatchStream
-from celkeeper.kube.compare import covers, for_update, up_to_date, with_digest
+from celkeeper.kube.compare import covers, for_update, up_to_date, with_digest, with_resource_version
 from celkeeper.kube.controller import ControllerLoop
 from celkeeper.kube.crdwriter import ConstraintCrdWriter, desired_crd, plan
 from celkeeper.kube.manager import SYNCED, Event, WatchManager
@@ -39,6 +40,7 @@ from celkeeper.kube.resources import (
     pods,
     template_pod_statuses,
 )
+from celkeeper.kube.writes import delete_if_present, write_desired
 
 __all__ = [
     "CONSTRAINT_CRDS",
@@ -69,6 +71,7 @@ __all__ = [
     "constraint_status",
     "constraints",
     "covers",
+    "delete_if_present",
     "desired_crd",
     "for_update",
     "item_name",
@@ -84,4 +87,6 @@ __all__ = [
     "template_status",
     "up_to_date",
     "with_digest",
+    "with_resource_version",
+    "write_desired",
 ]

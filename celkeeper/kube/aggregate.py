@@ -37,11 +37,11 @@ from celkeeper.kube.resources import (
     template_pod_statuses,
     uid_of,
 )
+from celkeeper.kube.writes import WRITE_ATTEMPTS
 
 log = logging.getLogger("celkeeper.kube")
 
 REGISTRAR = "status-aggregation"
-WRITE_ATTEMPTS = 4
 Compute = Callable[[Mapping[str, Any]], dict[str, Any]]
 _COMMON = ("id", "observedGeneration", "snapshotGeneration", "operations", "errors")
 

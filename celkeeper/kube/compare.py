@@ -71,3 +71,10 @@ def for_update(stored: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[st
         if merged:
             metadata[field] = merged
     return body
+
+
+def with_resource_version(stored: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+    """The body of a PUT for an object we own whole (nothing of the stored copy kept): the desired
+    object with the stored resourceVersion, so that a concurrent change is a conflict."""
+    version = (stored.get("metadata") or {}).get("resourceVersion")
+    return {**desired, "metadata": {**desired["metadata"], "resourceVersion": version}}

@@ -35,11 +35,11 @@ from celkeeper.kube.resources import (
     template_constraint_kind,
     uid_of,
 )
+from celkeeper.kube.writes import delete_if_present, write_desired
 
 log = logging.getLogger("celkeeper.kube")
 
 REGISTRAR = "constraint-crds"
-WRITE_ATTEMPTS = 4
 
 
 def desired_crd(template: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -129,30 +129,12 @@ class ConstraintCrdWriter:
             raise ApiError(0, "Partial", "; ".join(failed))
 
     def _write(self, desired: dict[str, Any], stored: Mapping[str, Any] | None) -> None:
-        name = desired["metadata"]["name"]
-        for _ in range(WRITE_ATTEMPTS):
-            try:
-                if stored is None:
-                    self.client.create(ALL_CRDS, desired)
-                    log.info("created constraint CRD %s", name)
-                else:
-                    self.client.replace(ALL_CRDS, name, for_update(stored, desired))
-                    log.info("updated constraint CRD %s", name)
-                self.writes += 1
-                return
-            except ApiError as err:
-                if not err.conflict:
-                    raise
-            # someone else wrote it first: re-read, and stop if it already says what we want
-            try:
-                stored = self.client.get(ALL_CRDS, name)
-            except ApiError as err:
-                if not err.not_found:
-                    raise
-                stored = None
-            if up_to_date(stored, desired):
-                return
-        raise ApiError(409, "Conflict", f"constraint CRD {name} kept changing while being written")
+        outcome = write_desired(
+            self.client, ALL_CRDS, desired, stored, current=up_to_date, update_body=for_update
+        )
+        if outcome is not None:
+            self.writes += 1
+            log.info("%s constraint CRD %s", outcome, desired["metadata"]["name"])
 
     def _delete(self, crd: Mapping[str, Any]) -> None:
         name = name_of(crd)
@@ -163,11 +145,6 @@ class ConstraintCrdWriter:
         except ApiError as err:
             if not err.not_found:
                 raise
-        try:
-            self.client.delete(ALL_CRDS, name, uid=uid_of(crd) or None)
-        except ApiError as err:
-            if err.not_found or err.conflict:  # gone already, or replaced by a new one meanwhile
-                return
-            raise
-        self.writes += 1
-        log.info("deleted constraint CRD %s: its template %s is gone", name, template)
+        if delete_if_present(self.client, ALL_CRDS, name, uid_of(crd)):
+            self.writes += 1
+            log.info("deleted constraint CRD %s: its template %s is gone", name, template)

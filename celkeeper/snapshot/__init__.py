@@ -6,9 +6,10 @@
     WorkerBoard(state.workers).loaded_generation()          # generation every live worker has loaded
 """
 
+from celkeeper.localfiles import write_atomic
 from celkeeper.snapshot.model import ORIGIN_FILE, ORIGIN_OBJECT, Snapshot, SnapshotItem, digest
 from celkeeper.snapshot.status import InformerRecord, InformerStatus, WorkerBoard, WorkerStatus
-from celkeeper.snapshot.store import SnapshotReadError, SnapshotStore, StateDir, write_atomic
+from celkeeper.snapshot.store import SnapshotReadError, SnapshotStore, StateDir
 
 __all__ = [
     "ORIGIN_FILE",

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from celkeeper.snapshot.store import write_atomic
+from celkeeper.localfiles import write_atomic
 
 
 @dataclass(frozen=True)

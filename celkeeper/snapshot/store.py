@@ -9,32 +9,16 @@ whether there is something new.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
+from celkeeper.localfiles import Stamp, stamp_of, write_atomic
 from celkeeper.snapshot.model import Snapshot
-
-Stamp = tuple[int, int, int]
 
 
 class SnapshotReadError(Exception):
     """The published snapshot could not be read (vanished, unreadable, corrupt)."""
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that readers see the old content or the new, never a part."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 class StateDir:
@@ -76,7 +60,7 @@ class SnapshotStore:
             st = os.stat(self.path)
         except OSError:
             return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return stamp_of(st)
 
     def read(self) -> tuple[Stamp, Snapshot]:
         """The current snapshot and the stamp of exactly the file that was read."""
@@ -90,7 +74,7 @@ class SnapshotStore:
             snapshot = Snapshot.from_json(data)
         except ValueError as err:
             raise SnapshotReadError(f"{self.path} is not a valid snapshot: {err}") from None
-        return (st.st_ino, st.st_mtime_ns, st.st_size), snapshot
+        return stamp_of(st), snapshot
 
     def latest(self) -> Snapshot | None:
         """The current snapshot, or None when there is none or it cannot be read."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
@@ -71,12 +72,12 @@ class AdmitEndpoint:
             _drain(stream, None)
             return self._too_large()
         answer = self.admission.handle(body)
-        return answer.status, json.dumps(answer.body, separators=(",", ":")).encode()
+        return answer.status, orjson.dumps(answer.body)
 
     def _too_large(self) -> tuple[int, bytes]:
         self.metrics.observe_request("invalid", "", 0.0)
         answer = bad_request(f"request body too large: the limit is {self.limit} bytes", 413)
-        return 413, json.dumps(answer.body, separators=(",", ":")).encode()
+        return 413, orjson.dumps(answer.body)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if environ.get("PATH_INFO") == "/v1/admit" and environ.get("REQUEST_METHOD") == "POST":

@@ -11,30 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-
-def _container(name: str, image: str, **extra: Any) -> dict[str, Any]:
-    c: dict[str, Any] = {
-        "name": name,
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
-        "resources": {
-            "limits": {"cpu": "500m", "memory": "256Mi"},
-            "requests": {"cpu": "250m", "memory": "128Mi"},
-        },
-        "env": [{"name": f"VAR_{i}", "value": f"value-{i}-" + "x" * 24} for i in range(4)],
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/app", "readOnly": True}],
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
-    }
-    c.update(extra)
-    return c
-
+from tests.support.pods import container
 
 POD: dict[str, Any] = {
     "apiVersion": "v1",
@@ -65,18 +42,18 @@ POD: dict[str, Any] = {
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [
-            _container("web", "registry.example.com/shop/web:1.4.2"),
-            _container(
+            container("web", "registry.example.com/shop/web:1.4.2"),
+            container(
                 "sidecar", "registry.example.com/infra/envoy:1.29.1", ports=[{"containerPort": 15001}]
             ),
-            _container(
+            container(
                 "debug",
                 "docker.io/library/busybox:latest",
                 securityContext={"privileged": True, "capabilities": {"add": ["NET_ADMIN", "SYS_TIME"]}},
                 resources={"limits": {"cpu": "2", "memory": "1Gi"}},
             ),
         ],
-        "initContainers": [_container("init-config", "registry.example.com/shop/init:0.3", ports=[])],
+        "initContainers": [container("init-config", "registry.example.com/shop/init:0.3", ports=[])],
         "volumes": [
             {"name": "config", "configMap": {"name": "web-config"}},
             {"name": "cache", "emptyDir": {"sizeLimit": "500Mi"}},
@@ -108,7 +85,7 @@ DEPLOYMENT: dict[str, Any] = {
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
         "template": {
             "metadata": {"labels": {"app": "web", "tier": "frontend"}},
-            "spec": {"containers": [_container("web", "registry.example.com/shop/web:1.4.2")]},
+            "spec": {"containers": [container("web", "registry.example.com/shop/web:1.4.2")]},
         },
     },
 }

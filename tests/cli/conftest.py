@@ -13,7 +13,6 @@ from celkeeper.settings import ENGINES
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-LIBRARY = ROOT.parent / "shared" / "samples" / "gatekeeper-library"
 
 
 @dataclass(frozen=True)

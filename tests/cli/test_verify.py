@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import EXAMPLES, LIBRARY, ROOT
+from tests.cli.conftest import EXAMPLES, ROOT
+from tests.support.samples import library
 
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$", re.M)
 
@@ -89,11 +90,7 @@ LIBRARY_SUITES = [
 
 @pytest.mark.parametrize("sample", LIBRARY_SUITES)
 def test_gatekeeper_library_samples_pass_unchanged(cli, engine: str, sample: str) -> None:
-    if not LIBRARY.is_dir():
-        pytest.skip(
-            f"the Gatekeeper library samples are not at {LIBRARY} (shared/ is not beside the checkout)"
-        )
-    folder = LIBRARY / sample
+    folder = library() / sample
     run = cli("verify", str(folder), "-v", "--engine", engine)
     assert run.code == 0, run.out + run.err
     assert _summary(run.out) == (_case_count(folder), 0)

@@ -5,36 +5,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from celkeeper.documents import parse_documents
+from tests.support import samples
 
 ROOT = Path(__file__).resolve().parents[2]
-LIBRARY = ROOT.parent / "shared" / "samples" / "gatekeeper-library"
 EXAMPLES = ROOT / "examples"
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    parsed = parse_documents(path.read_text(encoding="utf-8"), str(path))
-    assert not parsed.errors, [str(e) for e in parsed.errors]
-    return [d.data for d in parsed.documents]
+    """The data of each document of a file (AssertionError when it does not parse)."""
+    return [d.data for d in samples.read_documents(path)]
 
 
 def library_dirs() -> list[Path]:
-    if not LIBRARY.is_dir():
-        return []
-    return sorted(p.parent for p in LIBRARY.rglob("template.yaml"))
+    """The gatekeeper-library template folders ([] when the samples are absent)."""
+    return [p.parent for p in samples.templates()]
 
 
 def example_dirs() -> list[Path]:
     if not EXAMPLES.is_dir():
         return []
     return sorted(p.parent for p in EXAMPLES.glob("*/template.yaml"))
-
-
-def require_library() -> None:
-    if not LIBRARY.is_dir():
-        pytest.skip(f"the gatekeeper-library samples are absent ({LIBRARY})")
 
 
 def template_of(directory: Path) -> dict[str, Any]:

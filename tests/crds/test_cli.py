@@ -10,7 +10,8 @@ from ruamel.yaml import YAML
 
 from celkeeper.cli.main import main
 from celkeeper.crds import constraint_crd, static_crd_files, static_crds
-from tests.crds.helpers import LIBRARY, load, require_library, template_of
+from tests.crds.helpers import load, template_of
+from tests.support.samples import library
 
 
 def read(text: str) -> list[dict]:
@@ -57,8 +58,7 @@ def test_out_into_a_file_is_one_clear_error(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_template_prints_the_constraint_crd_of_each_template(capsys: pytest.CaptureFixture[str]) -> None:
-    require_library()
-    paths = sorted(LIBRARY.rglob("template.yaml"))
+    paths = sorted(library().rglob("template.yaml"))
     assert main(["crds", "--template", *map(str, paths)]) == 0
     printed = read(capsys.readouterr().out)
     assert printed == [constraint_crd(template_of(p.parent)) for p in paths]
@@ -114,8 +114,7 @@ def test_template_file_without_templates_or_unreadable(
 
 
 def test_template_and_out_together_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    require_library()
-    template = next(LIBRARY.rglob("template.yaml"))
+    template = next(library().rglob("template.yaml"))
     assert load(template)
     assert main(["crds", "--template", str(template), "--out", str(tmp_path)]) == 1
     assert "--out writes celkeeper's own CRDs" in capsys.readouterr().err

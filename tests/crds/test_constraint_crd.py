@@ -13,6 +13,7 @@ import pytest
 from celkeeper.crds import constraint_crd, legacy_schema, match_schema, parameters_schema, structural_errors
 from celkeeper.errors import TemplateError
 from tests.crds.helpers import constraints_of, example_dirs, library_dirs, schema_at, template_of, walk
+from tests.support.samples import library
 
 SAMPLE_DIRS = library_dirs() + example_dirs()
 
@@ -124,10 +125,7 @@ def test_sample_constraints_validate_against_the_generated_schema(directory: Pat
 
 
 def test_the_parameter_schema_refuses_parameters_of_the_wrong_shape() -> None:
-    directories = [d for d in SAMPLE_DIRS if d.name == "requiredlabels"]
-    if not directories:
-        pytest.skip("the gatekeeper-library requiredlabels sample is absent")
-    template = template_of(directories[0])
+    template = template_of(library() / "general" / "requiredlabels")
     validator = jsonschema.Draft4Validator(schema_at(spec_schema(constraint_crd(template)), "spec"))
     good = {"parameters": {"labels": [{"key": "owner", "allowedRegex": "^a"}]}, "enforcementAction": "warn"}
     assert list(validator.iter_errors(good)) == []

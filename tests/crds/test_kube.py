@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,17 +13,16 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from celkeeper.crds import constraint_crd, static_crds, structural_errors
+from celkeeper.crds import constraint_crd, static_crds
 from tests.crds.helpers import (
-    LIBRARY,
     constraints_of,
     example_dirs,
     library_dirs,
-    require_library,
     template_of,
 )
-from tests.crds.test_structural import NON_STRUCTURAL, ROOT_NON_STRUCTURAL, STRUCTURAL
-from tests.support.apiserver import ControlPlane, KubectlError, wait_for
+from tests.support.apiserver import ControlPlane, wait_for
+from tests.support.kubectl import apply
+from tests.support.samples import library
 
 pytestmark = pytest.mark.kube
 
@@ -40,23 +38,6 @@ def established(cluster: ControlPlane, name: str) -> bool:
 
 def wait_established(cluster: ControlPlane, name: str) -> None:
     wait_for(lambda: established(cluster, name), timeout=30, what=f"CRD {name} to be Established")
-
-
-def apply_when_served(cluster: ControlPlane, obj: Any, *args: str) -> str:
-    """kubectl apply, retried while discovery has not caught up with a new CRD yet."""
-    result: list[str] = []
-
-    def attempt() -> bool:
-        proc = cluster.kubectl("apply", *args, "-f", "-", input=obj, check=False)
-        if proc.returncode == 0:
-            result.append(proc.stdout)
-            return True
-        if "no matches for kind" in proc.stderr or "the server could not find" in proc.stderr:
-            return False
-        raise KubectlError(proc.returncode, ["kubectl", "apply"], proc.stdout, proc.stderr)
-
-    wait_for(attempt, timeout=30, what="kubectl apply to find the new kind")
-    return result[0]
 
 
 @pytest.fixture(scope="module")
@@ -100,10 +81,9 @@ def unique_template(template: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 def sample_template(static_installed: ControlPlane) -> Iterator[dict[str, Any]]:
     """The gatekeeper-library required-labels template, stored in the cluster as a celkeeper template."""
-    require_library()
-    template = unique_template(template_of(LIBRARY / "general" / "requiredlabels"))
+    template = unique_template(template_of(library() / "general" / "requiredlabels"))
     name = template["metadata"]["name"]
-    apply_when_served(static_installed, template)
+    apply(static_installed, template)
     custom = client.CustomObjectsApi(static_installed.api_client)
     stored: Any = custom.get_cluster_custom_object(
         "templates.celkeeper.io", "v1", "constrainttemplates", name
@@ -188,7 +168,7 @@ def test_constraint_crd_of_a_sample_template_is_established_and_serves_constrain
 
     # the library's own sample constraint, moved to celkeeper's group and the unique kind
     ((_, sample),) = constraints_of(
-        LIBRARY / "general" / "requiredlabels" / "samples" / "all-must-have-owner", "K8sRequiredLabels"
+        library() / "general" / "requiredlabels" / "samples" / "all-must-have-owner", "K8sRequiredLabels"
     )
     constraint = {
         **copy.deepcopy(sample),
@@ -196,7 +176,7 @@ def test_constraint_crd_of_a_sample_template_is_established_and_serves_constrain
         "kind": kind,
         "metadata": {"name": "all-must-have-owner"},
     }
-    apply_when_served(cluster, constraint)
+    apply(cluster, constraint)
     custom = client.CustomObjectsApi(cluster.api_client)
     got: Any = custom.get_cluster_custom_object(
         "constraints.celkeeper.io", "v1beta1", kind.lower(), "all-must-have-owner"
@@ -322,7 +302,7 @@ def test_legacy_and_open_parameter_schemas_are_accepted_and_keep_unknown_paramet
                 }
             },
         }
-        apply_when_served(cluster, constraint)
+        apply(cluster, constraint)
         got = json.loads(cluster.kubectl("get", kind.lower(), "c", "-o", "json").stdout)
         assert got["spec"]["parameters"] == constraint["spec"]["parameters"]
     finally:
@@ -408,76 +388,3 @@ def test_pod_status_objects_keep_what_pods_report(
     refused = cluster.kubectl("apply", "-f", "-", input=wrong, check=False)
     assert refused.returncode != 0
     assert "status.observedGeneration" in refused.stderr
-
-
-def probe_crd(root_schema: dict[str, Any]) -> dict[str, Any]:
-    suffix = secrets.token_hex(4)
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"probes{suffix}.structural.celkeeper.test"},
-        "spec": {
-            "group": "structural.celkeeper.test",
-            "scope": "Cluster",
-            "names": {
-                "plural": f"probes{suffix}",
-                "singular": f"probe{suffix}",
-                "kind": f"Probe{suffix}",
-                "listKind": f"Probe{suffix}List",
-            },
-            "versions": [
-                {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": root_schema}}
-            ],
-        },
-    }
-
-
-def server_accepts(cluster: ControlPlane, root_schema: dict[str, Any]) -> tuple[bool, str]:
-    proc = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=probe_crd(root_schema), check=False)
-    return proc.returncode == 0, proc.stderr
-
-
-@pytest.mark.parametrize("schema", STRUCTURAL, ids=lambda s: json.dumps(s)[:60])
-def test_the_server_accepts_what_the_checker_calls_structural(
-    kube_cluster: ControlPlane, schema: Any
-) -> None:
-    root_schema = {"type": "object", "properties": {"spec": schema}}
-    assert structural_errors(root_schema, root=True) == []
-    accepted, stderr = server_accepts(kube_cluster, root_schema)
-    assert accepted, stderr
-
-
-@pytest.mark.parametrize(("schema", "path", "message"), NON_STRUCTURAL, ids=lambda v: str(v)[:60])
-def test_the_server_refuses_what_the_checker_refuses(
-    kube_cluster: ControlPlane, schema: Any, path: str, message: str
-) -> None:
-    accepted, stderr = server_accepts(kube_cluster, {"type": "object", "properties": {"spec": schema}})
-    assert not accepted, f"the server accepted a schema the checker refuses ({path}: {message})"
-    assert_names_the_field(stderr, "properties[spec]." + server_path(path))
-
-
-@pytest.mark.parametrize(("schema", "path", "message"), ROOT_NON_STRUCTURAL, ids=lambda v: str(v)[:60])
-def test_the_server_refuses_root_schemas_the_checker_refuses(
-    kube_cluster: ControlPlane, schema: Any, path: str, message: str
-) -> None:
-    accepted, stderr = server_accepts(kube_cluster, schema)
-    assert not accepted, f"the server accepted a root schema the checker refuses ({path}: {message})"
-    assert_names_the_field(stderr, server_path(path))
-
-
-def server_path(path: str) -> str:
-    """A checker path (properties.a.items) as the API server writes it (properties[a].items)."""
-    return re.sub(r"properties\.([^.\[]+)", r"properties[\1]", path).replace("properties[[", "properties[")
-
-
-def assert_names_the_field(stderr: str, path: str) -> None:
-    """The server's error names the same field as the checker (kubectl may elide the middle of long paths)."""
-    assert "openAPIV3Schema" in stderr, stderr
-    line = next(line for line in stderr.splitlines() if "openAPIV3Schema" in line)
-    where = line.split("openAPIV3Schema", 1)[1].split(": ", 1)[0]
-    if "..." in where:
-        tail = path.rsplit(".", 1)[-1]
-        assert tail in where or tail in line, (path, stderr)
-    else:
-        where = where.lstrip(".")
-        assert path in line or where.startswith(path) or path.startswith(where), (path, stderr)

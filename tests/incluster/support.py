@@ -19,7 +19,6 @@ from celkeeper.snapshot import Snapshot, SnapshotStore
 from tests.server.harness import ROOT, ServeProcess
 from tests.support.admission import NAMESPACE_LABEL, webhook_configuration
 from tests.support.apiserver import ControlPlane, KubectlError
-from tests.support.waiting import wait_for
 
 CRDS_DIR = ROOT / "crds"
 RBAC = ROOT / "deploy" / "rbac.yaml"
@@ -126,6 +125,14 @@ def rbac_kubeconfig(cluster: ControlPlane, pod_namespace: str, user: str) -> Pat
     return cluster.kubeconfig_for(user)
 
 
+def deployment_setting(cluster: ControlPlane, prefix: str) -> tuple[str, Path]:
+    """What a celkeeper Deployment finds: celkeeper's CRDs installed, a fresh namespace `prefix-...` for
+    its pods' status objects, and a kubeconfig for a new user bound to exactly deploy/rbac.yaml there."""
+    install_crds(cluster)
+    pod_namespace = create_namespace(cluster, prefix)
+    return pod_namespace, rbac_kubeconfig(cluster, pod_namespace, f"celkeeper-{secrets.token_hex(3)}")
+
+
 # --- policies -------------------------------------------------------------------------------------------
 
 
@@ -172,23 +179,6 @@ def required_labels(kind: str, name: str, labels: Sequence[str], namespaces: Seq
             "parameters": {"labels": list(labels)},
         },
     }
-
-
-def apply(cluster: ControlPlane, obj: Mapping[str, Any]) -> str:
-    """kubectl apply, retried while the API server does not serve a new constraint kind yet."""
-    out: list[str] = []
-
-    def attempt() -> bool:
-        proc = cluster.kubectl("apply", "-f", "-", input=obj, check=False)
-        if proc.returncode == 0:
-            out.append(proc.stdout)
-            return True
-        if "no matches for kind" in proc.stderr or "the server could not find" in proc.stderr:
-            return False
-        raise KubectlError(proc.returncode, ["kubectl", "apply"], proc.stdout, proc.stderr)
-
-    wait_for(attempt, timeout=30, interval=0.2, what=f"kubectl apply of {obj['kind']} to be served")
-    return out[0]
 
 
 def get(cluster: ControlPlane, *args: str) -> dict[str, Any] | None:

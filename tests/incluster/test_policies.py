@@ -20,15 +20,13 @@ from tests.incluster.support import (
     KubeServe,
     Webhook,
     allowed,
-    apply,
     by_pod,
     configmap,
     create_namespace,
     denied_with,
+    deployment_setting,
     get,
-    install_crds,
     pod_statuses,
-    rbac_kubeconfig,
     remove_templates,
     required_labels,
     required_labels_template,
@@ -36,6 +34,7 @@ from tests.incluster.support import (
 )
 from tests.server.harness import review
 from tests.support.apiserver import ControlPlane
+from tests.support.kubectl import apply
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
@@ -53,9 +52,7 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(kube_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    install_crds(kube_cluster)
-    pod_namespace = create_namespace(kube_cluster, "celkeeper-pods")
-    kubeconfig = rbac_kubeconfig(kube_cluster, pod_namespace, f"celkeeper-{secrets.token_hex(3)}")
+    pod_namespace, kubeconfig = deployment_setting(kube_cluster, "celkeeper-pods")
     server = KubeServe(tmp_path_factory.mktemp("pod-a"), kubeconfig, POD, pod_namespace, workers=2)
     server.start()
     webhook = Webhook(kube_cluster, server)

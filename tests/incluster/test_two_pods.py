@@ -13,19 +13,17 @@ import pytest
 
 from tests.incluster.support import (
     KubeServe,
-    apply,
     by_pod,
-    create_namespace,
+    deployment_setting,
     get,
-    install_crds,
     pod_statuses,
-    rbac_kubeconfig,
     remove_templates,
     required_labels,
     required_labels_template,
     status,
 )
 from tests.support.apiserver import ControlPlane
+from tests.support.kubectl import apply
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
@@ -33,9 +31,7 @@ pytestmark = pytest.mark.kube
 
 @pytest.fixture(scope="module")
 def setting(kube_cluster: ControlPlane) -> Iterator[tuple[ControlPlane, str, Path]]:
-    install_crds(kube_cluster)
-    pod_namespace = create_namespace(kube_cluster, "celkeeper-pair")
-    kubeconfig = rbac_kubeconfig(kube_cluster, pod_namespace, f"celkeeper-{secrets.token_hex(3)}")
+    pod_namespace, kubeconfig = deployment_setting(kube_cluster, "celkeeper-pair")
     yield kube_cluster, pod_namespace, kubeconfig
     remove_templates(kube_cluster, "pairlabels")
 

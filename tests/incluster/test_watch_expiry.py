@@ -18,7 +18,6 @@ import pytest
 
 from tests.incluster.support import (
     KubeServe,
-    apply,
     by_pod,
     configmap,
     create_namespace,
@@ -32,6 +31,7 @@ from tests.incluster.support import (
 from tests.server.harness import review
 from tests.support.apiserver import ControlPlane
 from tests.support.binaries import KubeBinaries
+from tests.support.kubectl import apply
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
+from celkeeper.cel.api import Activation, Engine, Program
 from celkeeper.documents import Document, parse_documents
 
 
@@ -137,3 +139,36 @@ def admission_review(
     if meta.get("namespace"):
         request["namespace"] = meta["namespace"]
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+class CountingEngine:
+    """Our Engine interface around a real engine, counting compile calls."""
+
+    def __init__(self, inner: Engine) -> None:
+        self.inner = inner
+        self.compiled: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def compile(self, source: str, variables: Mapping[str, str] | None = None) -> Program:
+        self.compiled.append(source)
+        return self.inner.compile(source, variables)
+
+    def activation(
+        self,
+        *,
+        object: Any,
+        old_object: Any,
+        request: Mapping[str, Any],
+        namespace_object: Any = None,
+    ) -> Activation:
+        return self.inner.activation(
+            object=object, old_object=old_object, request=request, namespace_object=namespace_object
+        )
+
+    def evaluate(
+        self, program: Program, activation: Activation, params: Any = None, constraint: Any = None
+    ) -> Any:
+        return self.inner.evaluate(program, activation, params, constraint)

@@ -61,4 +61,7 @@ def test_readyz_is_503_until_the_worker_has_compiled_a_complete_snapshot(server:
     detail = server.get("/readyz").json()
     assert detail["ready"] is True and detail["constraints"] == 5
     assert server.admit(review(pod(labels={"owner": "a"})))[1]["response"]["allowed"] is True
-    assert "internal error answering uid uid-unready" in server.log(400)
+    log = server.log(400)
+    assert "internal error answering uid uid-unready" in log
+    assert "no policies loaded yet" in log
+    assert "Traceback" not in log  # expected before the first snapshot: one line, not a traceback

@@ -24,6 +24,7 @@ import requests
 from cryptography import x509
 
 from celkeeper.tls import write_certificates
+from celkeeper.webhook.metrics import FLUSH_INTERVAL
 from tests.server.harness import ServeProcess, pod, review
 
 pytestmark = pytest.mark.server
@@ -60,6 +61,21 @@ def _metric(server: ServeProcess, name: str, **labels: str) -> float:
         if all(found.get(k) == v for k, v in labels.items()):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def _settled_metric(server: ServeProcess, name: str, **labels: str) -> float:
+    """`_metric` once every worker has written what it gathered (they write every FLUSH_INTERVAL)."""
+    time.sleep(FLUSH_INTERVAL + 0.3)
+    return _metric(server, name, **labels)
+
+
+def _metric_reaching(server: ServeProcess, name: str, value: float, **labels: str) -> float:
+    """`_metric` once it has reached `value` (at most 5 s: workers write every FLUSH_INTERVAL), then
+    a little later (so that a value going past `value` is seen)."""
+    deadline = time.monotonic() + 5
+    while _metric(server, name, **labels) < value and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _settled_metric(server, name, **labels)
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -103,11 +119,11 @@ def test_warn_results_are_warnings_and_the_request_is_allowed(server: ServeProce
 
 def test_dryrun_results_are_allowed_logged_and_counted(server: ServeProcess) -> None:
     dryrun = {"action": "dryrun", "constraint": "pods-should-have-cost-center"}
-    before = _metric(server, "celkeeper_violations_total", **dryrun)
+    before = _settled_metric(server, "celkeeper_violations_total", **dryrun)
     obj = pod(name="no-cost-center", labels={"owner": "a", "team": "b"})
     _, body = server.admit(review(obj, uid="uid-dry"))
     assert body["response"] == {"uid": "uid-dry", "allowed": True}
-    after = _metric(server, "celkeeper_violations_total", **dryrun)
+    after = _metric_reaching(server, "celkeeper_violations_total", before + 1, **dryrun)
     assert after == before + 1
     deadline = time.monotonic() + 5
     while "dryrun violation (uid uid-dry" not in server.log(400) and time.monotonic() < deadline:
@@ -164,12 +180,14 @@ def test_bad_requests_get_4xx_with_a_reason_and_the_server_stays_up(server: Serv
 
 def test_metrics_add_up_across_workers(server: ServeProcess) -> None:
     labels = {"decision": "allow", "operation": "UPDATE"}
-    before = _metric(server, "celkeeper_admission_requests_total", **labels)
+    before = _settled_metric(server, "celkeeper_admission_requests_total", **labels)
     count_before = _metric(server, "celkeeper_admission_request_duration_seconds_count", **labels)
     for _ in range(20):  # new connections: the kernel hands them to both workers
         obj = pod(labels=LABELLED)
         server.admit(review(obj, operation="UPDATE", old=obj))
-    assert _metric(server, "celkeeper_admission_requests_total", **labels) == before + 20
+    # each worker writes its request metrics within FLUSH_INTERVAL
+    after = _metric_reaching(server, "celkeeper_admission_requests_total", before + 20, **labels)
+    assert after == before + 20
     count = _metric(server, "celkeeper_admission_request_duration_seconds_count", **labels)
     assert count == count_before + 20
     assert _metric(server, "celkeeper_constraint_evaluation_seconds_count", kind="TestRequiredLabels") > 0

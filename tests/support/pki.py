@@ -18,7 +18,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-_VALIDITY = datetime.timedelta(days=2)
+from celkeeper.tls import certificate_builder
+
+_DAYS = 2  # validity of every certificate
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,10 @@ class KeyPair:
         key_path.touch(mode=0o600)
         key_path.write_bytes(self.key_pem)
         return cert_path, key_path
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
@@ -70,31 +76,9 @@ class CertificateAuthority:
 
     def __init__(self, common_name: str = "celkeeper-test-ca") -> None:
         self._key = _new_key()
-        now = datetime.datetime.now(datetime.UTC)
         name = _name(common_name)
         self._cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(self._key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            certificate_builder(name, name, self._key.public_key(), ca=True, days=_DAYS, now=_now())
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
             .sign(self._key, hashes.SHA256())
         )
@@ -107,30 +91,9 @@ class CertificateAuthority:
         hosts: Sequence[str] = (),
     ) -> KeyPair:
         key = _new_key()
-        now = datetime.datetime.now(datetime.UTC)
+        issuer = self._cert.subject
         builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(self._cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            certificate_builder(subject, issuer, key.public_key(), ca=False, days=_DAYS, now=_now())
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False

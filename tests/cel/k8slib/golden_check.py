@@ -49,7 +49,7 @@ def results() -> dict[str, Any]:
 
 
 def encode(v: object) -> dict[str, Any]:
-    """The Python value in the generator's encoding (see golden/gen/main.go)."""
+    """The Python value in the generator's encoding (see tests/cel/gen/main.go)."""
     if isinstance(v, Opt):
         return {"t": "optional", "v": None if v.value is None else encode(v.value)}
     if isinstance(v, bool):

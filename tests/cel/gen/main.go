@@ -1,16 +1,14 @@
 // Command gen compiles and evaluates CEL expressions in the Kubernetes 1.34 base CEL environment
-// (k8s.io/apiserver/pkg/cel/environment at v0.34.4, the environment Gatekeeper compiles templates in),
-// extended with the admission variables object, oldObject, request, params and namespaceObject (dyn),
-// and writes one JSON result per case. celkeeper's CEL tests compare both engines against it.
-// Run through ../regenerate.py.
+// (k8s.io/apiserver/pkg/cel/environment at v0.34.4, the environment Gatekeeper compiles templates in)
+// and writes one JSON result per case: the golden answers celkeeper's CEL tests compare both engines
+// against. Run through tests/cel/golden/regenerate.py (`gen corpus`) and
+// tests/cel/k8slib/golden/regenerate.py (`gen k8slib`); see corpus.go and k8slib.go for each input.
 //
-// Input (stdin): {"inputs": {name: {variable: JSON}}, "cases": [{"name", "expr", "inputs"}]}.
-// Output (stdout): {case name: {"type": output type or "", "result": encoded result}} where a compile
-// error is {"t": "compile_error", "v": message} and an evaluation error {"t": "error", "v": message}.
+// A result is {"t": kind, "v": value}: values are encoded by encode() below, a compile error is
+// {"t": "compile_error", "v": message}, an evaluation error {"t": "error", "v": message}.
 package main
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/blang/semver/v4"
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -29,17 +28,6 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
-
-type caseIn struct {
-	Name   string `json:"name"`
-	Expr   string `json:"expr"`
-	Inputs string `json:"inputs"`
-}
-
-type input struct {
-	Inputs map[string]map[string]json.RawMessage `json:"inputs"`
-	Cases  []caseIn                              `json:"cases"`
-}
 
 type result struct {
 	T string `json:"t"`
@@ -97,6 +85,12 @@ func encode(v ref.Val) result {
 		return result{"ip", x.Addr.String()}
 	case apiservercel.CIDR:
 		return result{"cidr", x.Prefix.String()}
+	case apiservercel.Semver:
+		return result{"semver", semver.Version(x.Version).String()}
+	case apiservercel.Format:
+		return result{"format", x.Name}
+	case *apiservercel.Format:
+		return result{"format", x.Name}
 	case *types.Type:
 		return result{"type", x.TypeName()}
 	}
@@ -123,40 +117,9 @@ func encode(v ref.Val) result {
 	return result{"unknown", fmt.Sprintf("%T %v", v, v.Value())}
 }
 
-// fromJSON decodes a JSON document as Kubernetes' unstructured data (integers as int64).
-func fromJSON(raw json.RawMessage) any {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		panic(err)
-	}
-	return numbers(v)
-}
-
-func numbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	case map[string]any:
-		for k, e := range x {
-			x[k] = numbers(e)
-		}
-		return x
-	case []any:
-		for i, e := range x {
-			x[i] = numbers(e)
-		}
-		return x
-	}
-	return v
-}
-
-func eval(env *cel.Env, expr string, vars map[string]any) (o out) {
+// evaluate compiles expr in env and evaluates it with vars (a map or an activation). A failure to
+// plan the program is reported as programError ("compile_error" or "program_error").
+func evaluate(env *cel.Env, expr string, vars any, programError string) (o out) {
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
 		return out{"", result{"compile_error", iss.Err().Error()}}
@@ -164,7 +127,7 @@ func eval(env *cel.Env, expr string, vars map[string]any) (o out) {
 	o.Type = ast.OutputType().String()
 	prg, err := env.Program(ast)
 	if err != nil {
-		o.Result = result{"compile_error", err.Error()}
+		o.Result = result{programError, err.Error()}
 		return o
 	}
 	defer func() {
@@ -181,36 +144,28 @@ func eval(env *cel.Env, expr string, vars map[string]any) (o out) {
 	return o
 }
 
+// baseEnv is Kubernetes 1.34's base environment for stored expressions.
+func baseEnv() *cel.Env {
+	return environment.MustBaseEnvSet(version.MajorMinor(1, 34), true).StoredExpressionsEnv()
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
 func main() {
-	var in input
-	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	modes := map[string]func(*json.Decoder) (any, error){"corpus": corpus, "k8slib": k8slib}
+	if len(os.Args) != 2 || modes[os.Args[1]] == nil {
+		fail(fmt.Errorf("usage: gen corpus|k8slib < request.json > results.json"))
 	}
-	base := environment.MustBaseEnvSet(version.MajorMinor(1, 34), true).StoredExpressionsEnv()
-	env, err := base.Extend(
-		cel.Variable("object", cel.DynType),
-		cel.Variable("oldObject", cel.DynType),
-		cel.Variable("request", cel.DynType),
-		cel.Variable("params", cel.DynType),
-		cel.Variable("namespaceObject", cel.DynType),
-	)
+	results, err := modes[os.Args[1]](json.NewDecoder(os.Stdin))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	results := map[string]out{}
-	for _, c := range in.Cases {
-		vars := map[string]any{"object": nil, "oldObject": nil, "request": nil, "params": nil, "namespaceObject": nil}
-		for name, raw := range in.Inputs[c.Inputs] {
-			vars[name] = fromJSON(raw)
-		}
-		results[c.Name] = eval(env, c.Expr, vars)
+		fail(err)
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", " ")
 	if err := enc.Encode(results); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		fail(err)
 	}
 }

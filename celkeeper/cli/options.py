@@ -1,0 +1,17 @@
+"""Command-line options that more than one sub-command takes."""
+
+from __future__ import annotations
+
+import argparse
+
+from celkeeper.settings import DEFAULT_ENGINE, ENGINES
+
+
+def add_engine_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--engine NAME`: which CEL engine compiles and evaluates the templates."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=DEFAULT_ENGINE,
+        help="CEL engine (default: %(default)s)",
+    )

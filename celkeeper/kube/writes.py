@@ -1,0 +1,73 @@
+"""Writing an object until the API says what we want, when other pods may be writing it too.
+
+    outcome = write_desired(client, resource, desired, stored, current=up_to_date, update_body=for_update)
+    deleted = delete_if_present(client, resource, name, uid)
+
+Leaderless writers settle races through the API: a create that finds the name taken, or a replace with
+a stale resourceVersion, is a 409 conflict; the writer then re-reads the object and stops when it
+already says what we want (another pod wrote the same), else tries again on the fresh copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from celkeeper.kube.client import ApiError, Client
+from celkeeper.kube.resources import Resource
+
+WRITE_ATTEMPTS = 4
+
+Current = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], bool]
+UpdateBody = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+
+
+def write_desired(
+    client: Client,
+    resource: Resource,
+    desired: dict[str, Any],
+    stored: Mapping[str, Any] | None,
+    *,
+    current: Current,
+    update_body: UpdateBody,
+    attempts: int = WRITE_ATTEMPTS,
+) -> Literal["created", "updated"] | None:
+    """Create `desired` (nothing stored) or replace `stored` with `update_body(stored, desired)`.
+
+    On a conflict the object is read again; when `current(stored, desired)` then holds, another writer
+    got there first and None is returned. "created" or "updated" when this call wrote it. Other API
+    failures raise, and so does an object still changing after `attempts` tries (409 Conflict).
+    """
+    name = desired["metadata"]["name"]
+    for _ in range(attempts):
+        try:
+            if stored is None:
+                client.create(resource, desired)
+                return "created"
+            client.replace(resource, name, update_body(stored, desired))
+            return "updated"
+        except ApiError as err:
+            if not err.conflict:
+                raise
+        # someone else wrote it first: re-read, and stop if it already says what we want
+        try:
+            stored = client.get(resource, name)
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            stored = None
+        if current(stored, desired):
+            return None
+    raise ApiError(409, "Conflict", f"{resource.kind} {name} kept changing while being written")
+
+
+def delete_if_present(client: Client, resource: Resource, name: str, uid: str) -> bool:
+    """Delete the object (only that incarnation when `uid` is given); False when it is gone already
+    or was replaced by a new one meanwhile (404, or 409 on the uid precondition)."""
+    try:
+        client.delete(resource, name, uid=uid or None)
+    except ApiError as err:
+        if err.not_found or err.conflict:
+            return False
+        raise
+    return True

@@ -1,0 +1,53 @@
+"""Local files as the adapters share them (snapshots, TLS files, policy folders, the command line).
+
+    write_atomic(path, data, mode)   replace a file: a reader sees the old content or the new, never a part
+    walk(directory, suffixes)        the files under a folder, in a stable order, dot-names skipped
+    stamp_of(os.stat(path))          (inode, mtime, size): tells cheaply whether a file was replaced
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+Stamp = tuple[int, int, int]
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Replace `path` with `data` (file mode `mode`) through a temporary file in the same folder and a
+    rename, so that readers see the old content or the new, never a part."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def walk(directory: str, suffixes: tuple[str, ...]) -> list[str]:
+    """Files under `directory` (recursively, each folder's files sorted, then its sub-folders sorted)
+    whose names end with one of `suffixes`. Names starting with a dot are skipped (.git, editor swap
+    files, the `..data` links of a mounted ConfigMap); symbolic links are followed, loops once."""
+    found: list[str] = []
+    visited: set[str] = set()
+    for root, dirs, files in os.walk(directory, followlinks=True):
+        real = os.path.realpath(root)
+        if real in visited:  # a symlink loop
+            dirs[:] = []
+            continue
+        visited.add(real)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(
+            os.path.join(root, f) for f in sorted(files) if not f.startswith(".") and f.endswith(suffixes)
+        )
+    return found

@@ -136,6 +136,7 @@ def constraint_schema(template: dict[str, Any]) -> Schema:
             "constraintUID": string("The constraint's UID."),
             "observedGeneration": int64("The generation of the constraint this pod has loaded."),
             "enforced": boolean("This pod enforces that generation."),
+            "expectedPods": int64("How many pods this pod expects to enforce the constraint."),
             "operations": array(string(), "The operations this pod performs."),
             "snapshotGeneration": int64("The generation of the pod's policy snapshot that includes it."),
             "errors": array(status_error(), "Errors this pod met loading it."),
@@ -147,7 +148,8 @@ def constraint_schema(template: dict[str, Any]) -> Schema:
         {
             "byPod": array(by_pod, "What each celkeeper pod has loaded of this constraint."),
             "enforced": boolean(
-                "True when the expected number of celkeeper pods enforce the current generation."
+                "True when the expected number of celkeeper pods (the largest expectedPods of byPod) "
+                "enforce the current generation."
             ),
             "totalViolations": int64("The number of violations found by the last audit."),
             "auditTimestamp": string("When the last audit ran."),

@@ -267,6 +267,7 @@ def constraint_pod_status_crd() -> Manifest:
                 "The UID of the constraint, to notice a constraint deleted and recreated."
             ),
             "enforced": boolean("The pod's workers enforce this generation of the constraint."),
+            "expectedPods": int64("How many pods this pod was told to expect (--expected-pods)."),
             "enforcementPointsStatus": array(enforcement_point, "The state per enforcement point."),
         },
         "What the pod has loaded of the constraint.",

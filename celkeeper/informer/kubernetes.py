@@ -80,7 +80,9 @@ class KubernetesSource:
             on_change=self._wake_controllers,
         )
         self.reporter = PodStatusReporter(
-            self.client, self.manager, Pod(options.pod_name, options.pod_namespace),
+            self.client,
+            self.manager,
+            Pod(options.pod_name, options.pod_namespace, expected_pods=options.expected_pods),
             WorkerBoard(options.state.workers), on_change=self._wake_controllers,
         )
         self.controllers = ControllerLoop([self.crds, self.reporter, self.aggregator], resync=options.resync)

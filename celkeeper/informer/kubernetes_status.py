@@ -127,7 +127,7 @@ class PodStatusReporter:
         self._owner_checked = True
         if uid_of(found):
             owner = {"apiVersion": "v1", "kind": "Pod", "name": self.pod.name, "uid": uid_of(found)}
-            self.pod = Pod(self.pod.name, self.pod.namespace, owner)
+            self.pod = Pod(self.pod.name, self.pod.namespace, owner, self.pod.expected_pods)
 
     def reconcile(self) -> None:
         changed = self._take_loaded()

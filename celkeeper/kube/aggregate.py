@@ -7,8 +7,11 @@ Here they are gathered, Gatekeeper's way, into the status of the object they des
     constraint.status = {byPod: [{id, enforced, observedGeneration, ...}], enforced: <bool>}
 
 Only pod statuses of the object's current uid count (a template deleted and made again starts afresh).
-A constraint is enforced when at least `expected_pods` pods report that they enforce its current
-generation. Leaderless, like the CRD writer: every pod computes the same status from the same pod
+A constraint is enforced when at least N pods report that they enforce its current generation, N
+being the largest `expectedPods` its pods report (each pod reports its `--expected-pods`; the
+aggregating pod's own setting only when none does): pods configured differently, as during a
+rollout that changes the replicas, still compute the same status and do not overwrite each other's.
+Leaderless, like the CRD writer: every pod computes the same status from the same pod
 statuses and writes only when the stored status differs; a conflict (another pod wrote first) re-reads
 the object and, finding the status already right, stops.
 """
@@ -86,11 +89,13 @@ def constraint_status(
             continue
         if _status(ps).get("constraintUID") != uid:
             continue
-        entries.append(_entry(ps, ("constraintUID", "enforced")))
+        entries.append(_entry(ps, ("constraintUID", "enforced", "expectedPods")))
     current = sum(
         1 for e in entries if e.get("enforced") is True and e.get("observedGeneration") == generation
     )
-    return {"byPod": _by_id(entries), "enforced": current >= max(1, expected_pods)}
+    reported = [e["expectedPods"] for e in entries if type(e.get("expectedPods")) is int]
+    needed = max(reported) if reported else expected_pods
+    return {"byPod": _by_id(entries), "enforced": current >= max(1, needed)}
 
 
 def needs_write(obj: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:

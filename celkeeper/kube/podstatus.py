@@ -144,12 +144,14 @@ class ObservationTracker:
 
 @dataclass(frozen=True)
 class Pod:
-    """Who writes: the pod's name and namespace, and an ownerReference to its Pod object when it has one
-    (status objects of a deleted pod then go with it, through the garbage collector)."""
+    """Who writes: the pod's name and namespace, an ownerReference to its Pod object when it has one
+    (status objects of a deleted pod then go with it, through the garbage collector), and how many
+    pods it was told to expect (`--expected-pods`; reported so that every pod aggregates alike)."""
 
     name: str
     namespace: str
     owner: Mapping[str, Any] | None = None
+    expected_pods: int | None = None
 
 
 def _metadata(pod: Pod, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
@@ -192,6 +194,8 @@ def constraint_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) 
     status = _common(pod, obs, snapshot_generation)
     status["constraintUID"] = obs.uid
     status["enforced"] = obs.enforced
+    if pod.expected_pods is not None:
+        status["expectedPods"] = pod.expected_pods
     return {
         "apiVersion": names.STATUS_API_VERSION,
         "kind": names.CONSTRAINT_POD_STATUS_KIND,

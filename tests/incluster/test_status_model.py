@@ -138,3 +138,24 @@ def test_template_status_gathers_its_pods_and_the_crd() -> None:
     ours = template_status(template, statuses, created=True)
     assert ours["created"] is True
     assert [(e["id"], e["snapshotGeneration"]) for e in ours["byPod"]] == [("pod-a", 3), ("pod-b", 4)]
+
+
+def test_pods_configured_differently_aggregate_alike() -> None:
+    """Each pod reports its --expected-pods; the largest reported decides, whoever aggregates."""
+    constraint = with_meta(required_labels("Agg", "c", ["x"], []), "c-uid", generation=1)
+
+    def entry(pod: str, expected: int) -> dict[str, Any]:
+        observation = Observation("Agg", "c", "c-uid", 1, True)
+        return pod_status(Pod(pod, "ns", expected_pods=expected), observation, 1)[1]
+
+    statuses = [entry("pod-a", 2), entry("pod-b", 3)]  # a rollout raising the replicas from 2 to 3
+    answers = {constraint_status(constraint, statuses, expected_pods=own)["enforced"] for own in (1, 2, 3)}
+    assert answers == {False}  # 2 of the 3 that pod-b expects, whatever the aggregating pod's setting
+    statuses.append(entry("pod-c", 3))
+    answers = {constraint_status(constraint, statuses, expected_pods=own)["enforced"] for own in (1, 2, 5)}
+    assert answers == {True}
+    assert [e["expectedPods"] for e in constraint_status(constraint, statuses, 1)["byPod"]] == [2, 3, 3]
+    # without reports (pods of an older celkeeper), the aggregating pod's own setting decides
+    bare = [pod_entry("pod-a", "Agg", "c", "c-uid", 1), pod_entry("pod-b", "Agg", "c", "c-uid", 1)]
+    assert constraint_status(constraint, bare, expected_pods=2)["enforced"] is True
+    assert constraint_status(constraint, bare, expected_pods=3)["enforced"] is False

@@ -70,6 +70,7 @@ def test_a_constraint_is_enforced_only_when_both_pods_have_observed_it(
         entries = by_pod(cluster, resource, "pair")
         assert set(entries) == {"pod-a", "pod-b"}
         assert all(e["enforced"] and e["observedGeneration"] == 1 for e in entries.values())
+        assert all(e["expectedPods"] == 2 for e in entries.values())  # kept by the CRD's schema
         wait_for(lambda: set(by_pod(cluster, "constrainttemplate", resource)) == {"pod-a", "pod-b"},
                  timeout=20, what="both pods in the template's byPod")
 

@@ -1,0 +1,1 @@
+"""Shared parts of the benchmarks (not benchmarks themselves: `./dev bench` runs bench/*.py)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,3 +49,19 @@ def example_copy(tmp_path: Path):
         return target
 
     return copy
+
+
+SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$", re.M)
+
+
+def verify_summary(out: str) -> tuple[int, int]:
+    """(passed, failed) from the last summary line `celkeeper verify` printed."""
+    found = SUMMARY.findall(out)
+    assert found, out
+    passed, failed, _ = found[-1]
+    return int(passed), int(failed)
+
+
+def case_count(folder: Path) -> int:
+    """The number of cases of the Suites under `folder`."""
+    return sum(len(re.findall(r"^\s+object: ", p.read_text(), re.M)) for p in folder.rglob("suite.yaml"))

@@ -64,3 +64,25 @@ def walk(schema: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
     if isinstance(schema.get("additionalProperties"), dict):
         nodes += walk(schema["additionalProperties"], f"{path}{{}}")
     return nodes
+
+
+def make_template(
+    kind: str = "K8sThing", api_version: str = "templates.celkeeper.io/v1", **validation: Any
+) -> dict:
+    spec: dict[str, Any] = {"names": {"kind": kind}}
+    if validation:
+        spec["validation"] = validation
+    return {
+        "apiVersion": api_version,
+        "kind": "ConstraintTemplate",
+        "metadata": {"name": kind.lower()},
+        "spec": {"crd": {"spec": spec}, "targets": []},
+    }
+
+
+def versions(crd: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in crd["spec"]["versions"]}
+
+
+def spec_schema(crd: dict[str, Any]) -> dict[str, Any]:
+    return versions(crd)["v1beta1"]["schema"]["openAPIV3Schema"]

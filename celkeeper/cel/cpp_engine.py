@@ -27,7 +27,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from celkeeper.cel import astcodec, binding, cpp_rewrites, fusion, library
+from celkeeper.cel import appends, astcodec, binding, cpp_rewrites, fusion, library
 from celkeeper.cel.api import Activation, CelError, Program
 from celkeeper.cel.ast import Checked
 from celkeeper.cel.cpp_bridge import CallBridge
@@ -104,6 +104,7 @@ class CelExprPythonEngine:
         checked = fusion.fuse(binding.bind(_copy(compiled.checked)))
         checked = cpp_rewrites.literal_matches(cpp_rewrites.null_safe_has(checked))
         checked = cpp_rewrites.dyn_list_index(cpp_rewrites.dyn_string(checked))
+        checked = appends.linear_appends(checked)
         checked = self._bridge.rewrite(checked)
         expression = self._env.deserialize(astcodec.encode_checked(checked))
         return CppProgram(

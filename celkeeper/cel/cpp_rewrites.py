@@ -10,13 +10,13 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 
 from celkeeper.cel import ast, library
 from celkeeper.cel.ast import Call, Checked, Comprehension, Const, Expr, Ident, ListExpr, Reference, Select
 from celkeeper.cel.environment import FUNCTIONS
 from celkeeper.cel.opaque import PREFIX
+from celkeeper.cel.rewrite_util import Fresh, Ref, bind_once, bound, clone, plain
 
 #: `string(x)` of a run-time string that may be a library token (LibraryRuntime.string_of_string)
 STRING_OF_STRING = "@ck.stringOfString"
@@ -74,61 +74,15 @@ def token_carriers(checked: Checked) -> set[int]:
         names |= bound
 
 
-class _Fresh:
-    def __init__(self, checked: Checked) -> None:
-        self.next = checked.max_id() + 1
-
-    def __call__(self) -> int:
-        self.next += 1
-        return self.next
-
-
-def _plain(node: Expr) -> bool:
-    """A variable or a chain of field selections: cheap to evaluate again, no side effects."""
-    while isinstance(node, Select) and not node.test_only:
-        node = node.operand
-    return isinstance(node, Ident)
-
-
-def _clone(checked: Checked, node: Expr, fresh: _Fresh) -> Expr:
-    copied = copy.deepcopy(node)
-    for n in ast.walk(copied):
-        old = n.id
-        n.id = fresh()
-        if old in checked.references:
-            checked.references[n.id] = checked.references[old]
-    return copied
-
-
-def _bound(
-    checked: Checked, operand: Expr, fresh: _Fresh, build: Callable[[Callable[[], Expr]], Expr]
-) -> Expr:
-    """`build(ref)` where `ref()` yields a fresh reference to `operand`'s value: `operand` itself
-    (cloned) if it is plain, else a comprehension variable bound to it once."""
-    if _plain(operand):
-        return build(lambda: _clone(checked, operand, fresh))
-    name = f"@ck.v{fresh()}"
-    return Comprehension(
-        fresh(),
-        iter_var="@ck.unused",
-        iter_range=ListExpr(fresh(), []),
-        accu_var=name,
-        accu_init=operand,
-        loop_condition=Const(fresh(), "bool", False),
-        loop_step=Ident(fresh(), name),
-        result=build(lambda: Ident(fresh(), name)),
-    )
-
-
 def dyn_string(checked: Checked) -> Checked:
     """`string(x)` (x dyn, Kubernetes overloads possible, x may hold a token) as
     `type(x) == string && x.startsWith(PREFIX) ? @ck.stringOfString(x) : string(x)`: only strings
     that look like tokens reach Python (in place)."""
-    fresh = _Fresh(checked)
+    fresh = Fresh(checked)
     carriers: set[int] | None = None
 
-    def build_for(call: Call) -> Callable[[Callable[[], Expr]], Expr]:
-        def build(ref: Callable[[], Expr]) -> Expr:
+    def build_for(call: Call) -> Callable[[Ref], Expr]:
+        def build(ref: Ref) -> Expr:
             string_type = Ident(fresh(), "string")
             checked.references[string_type.id] = Reference(name="string")
             is_string = Call(fresh(), "_==_", [Call(fresh(), "type", [ref()]), string_type])
@@ -151,7 +105,7 @@ def dyn_string(checked: Checked) -> Checked:
             carriers = token_carriers(checked)
         if node.args[0].id not in carriers:
             return node
-        return _bound(checked, node.args[0], fresh, build_for(node))
+        return bound(checked, node.args[0], fresh, build_for(node))
 
     nodes = list(ast.walk(checked.expr))
     checked.expr = fix(checked.expr)
@@ -171,10 +125,10 @@ def dyn_list_index(checked: Checked) -> Checked:
     extension and Kubernetes' lists library (x and y dyn) as
     `type(x) == list ? @k8s.fn.indexOf(x, y) : x.indexOf(y)`: a list receiver reaches the library
     through a rewritable (bridged) call rather than an overload registered under the shared name."""
-    fresh = _Fresh(checked)
+    fresh = Fresh(checked)
 
-    def build_for(call: Call) -> Callable[[Callable[[], Expr]], Expr]:
-        def build(ref: Callable[[], Expr]) -> Expr:
+    def build_for(call: Call) -> Callable[[Ref], Expr]:
+        def build(ref: Ref) -> Expr:
             list_type = Ident(fresh(), "list")
             checked.references[list_type.id] = Reference(name="list")
             is_list = Call(fresh(), "_==_", [Call(fresh(), "type", [ref()]), list_type])
@@ -192,7 +146,7 @@ def dyn_list_index(checked: Checked) -> Checked:
         ref = checked.references.get(node.id)
         if ref is None or not (_SHARED_LIST_FUNCTIONS[node.function] & set(ref.overload_ids)):
             return node
-        return _bound(checked, node.target, fresh, build_for(node))
+        return bound(checked, node.target, fresh, build_for(node))
 
     nodes = list(ast.walk(checked.expr))
     checked.expr = fix(checked.expr)
@@ -204,25 +158,7 @@ def dyn_list_index(checked: Checked) -> Checked:
 def null_safe_has(checked: Checked) -> Checked:
     """cel-go answers `has(e.f)` with false when `e` is null; cel-cpp with an error. Rewrite
     `has(e.f)` as `e == null ? false : has(e.f)` (binding `e` once unless it is a plain selection)."""
-    counter = [checked.max_id() + 1]
-
-    def fresh() -> int:
-        counter[0] += 1
-        return counter[0]
-
-    def plain(node: Expr) -> bool:
-        while isinstance(node, Select) and not node.test_only:
-            node = node.operand
-        return isinstance(node, Ident)
-
-    def clone(node: Expr) -> Expr:
-        copied = copy.deepcopy(node)
-        for n in ast.walk(copied):
-            old = n.id
-            n.id = fresh()
-            if old in checked.references:
-                checked.references[n.id] = checked.references[old]
-        return copied
+    fresh = Fresh(checked)
 
     def guarded(operand: Expr, test: Select) -> Expr:
         is_null = Call(fresh(), "_==_", [operand, Const(fresh(), "null", None)])
@@ -232,19 +168,10 @@ def null_safe_has(checked: Checked) -> Checked:
         if not (isinstance(node, Select) and node.test_only):
             return node
         if plain(node.operand):
-            return guarded(clone(node.operand), node)
+            return guarded(clone(checked, node.operand, fresh), node)
         name = f"@ck.has{fresh()}"
         test = Select(node.id, Ident(fresh(), name), node.field, True)
-        return Comprehension(
-            fresh(),
-            iter_var="@ck.unused",
-            iter_range=ListExpr(fresh(), []),
-            accu_var=name,
-            accu_init=node.operand,
-            loop_condition=Const(fresh(), "bool", False),
-            loop_step=Ident(fresh(), name),
-            result=guarded(Ident(fresh(), name), test),
-        )
+        return bind_once(fresh, node.operand, name, lambda ident: guarded(ident, test))
 
     root = fix(checked.expr)
     for n in list(ast.walk(root)):

@@ -14,6 +14,9 @@ Known differences no test case pins down (rare in policies; see also the engine 
 - evaluation error messages of the core runtime are each engine's own wording (e.g. cel-cpp's
   `Key not found in map : "x"` for cel-go's `no such key: x`); compile errors keep cel-go's
   line:col, and celkeeper's validators and the Kubernetes libraries use Kubernetes' messages;
+- cel-expr-python stops an evaluation after 10,000 comprehension iterations in all (cel-cpp's
+  default, not configurable in 0.1.3; Kubernetes bounds cost instead): `Iteration budget exceeded`
+  (docs/known-issues.md; tests/cel/test_appends.py pins it);
 - cel-expr-python's parser stops at 32 levels of nesting (Kubernetes allows 250): e.g. a chain of
   more than 31 `+` terms does not compile (a CelCompileError naming max_ast_depth);
 - Kubernetes values (Quantity, IP, ...) reached through `dyn` are one-entry maps: `type()` says map,

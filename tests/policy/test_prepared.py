@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from celkeeper.cel import appends
 from celkeeper.cel.api import Engine
-from celkeeper.cel.cpp_engine import CppProgram
+from celkeeper.cel.cpp_engine import CelExprPythonEngine, CppProgram
 from celkeeper.cel.specialise import NotFoldable, literal, specialise
 from celkeeper.documents import Document
 from celkeeper.model import Decision, EnforcementPoint
@@ -273,3 +274,47 @@ def test_a_folded_literal_is_the_value_the_call_gives(cpp_engine: Engine, value:
 def test_values_that_are_not_folded(value: Any) -> None:
     with pytest.raises(NotFoldable):
         literal(value, [0])
+
+
+def _scaled(obj: dict[str, Any], n: int) -> dict[str, Any] | None:
+    """A copy of a Pod (or a workload's pod template) with its containers repeated up to `n`."""
+    scaled = copy.deepcopy(obj)
+    spec = scaled.get("spec") or {}
+    pod_spec = spec.get("template", {}).get("spec") if isinstance(spec.get("template"), dict) else spec
+    containers = (pod_spec or {}).get("containers")
+    if not isinstance(containers, list) or not containers:
+        return None
+    pod_spec["containers"] = [
+        dict(containers[i % len(containers)], name=f"c{i}") for i in range(n)
+    ]
+    return scaled
+
+
+def test_large_objects_decide_as_cel_cpps_own_comprehensions(
+    cpp_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pods with many containers take the chunked comprehensions (celkeeper.cel.appends), one by one
+    and prepared; the decisions are those of cel-cpp's own comprehensions."""
+    documents: list[Document] = []
+    for template in sorted(EXAMPLES.glob("*/template.yaml")):
+        documents += read_documents(template)
+        for constraint in sorted(template.parent.glob("constraint*.yaml")):
+            documents += read_documents(constraint)
+    plain, prepared = _both(cpp_engine, documents)
+    with monkeypatch.context() as mp:
+        mp.setattr(appends, "linear_appends", lambda checked: checked)
+        own = build_policy_set(documents, TemplateCompiler(CelExprPythonEngine()))
+    objects = [d.data for p in sorted(EXAMPLES.glob("*/objects/*.yaml")) for d in read_documents(p)]
+    namespaces = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace"}
+    checked = violations = 0
+    for obj in objects:
+        for n in (appends.THRESHOLD + 1, 100):
+            scaled = _scaled(obj, n)
+            if scaled is None:
+                continue
+            request = _review(scaled)
+            expected = decide(request, own, namespaces.get, WEBHOOK)
+            assert _same(plain, prepared, request, namespaces) == expected
+            checked += 1
+            violations += len(expected.results)
+    assert checked > 20 and violations > 20

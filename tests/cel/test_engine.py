@@ -369,3 +369,22 @@ def test_evaluate_all_shares_variables_on_cel_expr_python() -> None:
     assert group is not None and group.output_type == "list(bool)"
     # the list program is compiled once
     assert engine.evaluate_all(programs, act) == [True, True, True] and len(engine._groups) == 1
+
+
+def test_checking_environments_are_bounded_and_made_again_when_needed() -> None:
+    """One checking environment per set of declared variable types (~400 KiB each once used): the
+    frontend keeps a few, not one per template ever compiled."""
+    from celkeeper.cel import frontend as frontend_module
+    from celkeeper.cel.frontend import Frontend
+
+    frontend = Frontend()
+    kinds = ["1", "'a'", "[1]", "{'a': 1}", "true", "1.5", "[1].map(x, 'b')"]
+    sources = []
+    for i in range(frontend_module._ENV_CACHE_SIZE * 2):
+        variables = {f"v{i}": kinds[i % len(kinds)], "w": kinds[(i + 1) % len(kinds)]}
+        sources.append((f"variables.w == variables.w && variables.v{i} == variables.v{i}", variables))
+    for source, variables in sources:
+        frontend.compile(source, variables)
+    assert len(frontend._envs) == frontend_module._ENV_CACHE_SIZE
+    source, variables = sources[0]  # its environment was dropped: made again, same answer
+    assert str(frontend.compile(source, variables).output_type) == "bool"

@@ -1,4 +1,4 @@
-"""Lists built by comprehensions in linear time on cel-cpp (cel-expr-python).
+"""Lists and maps built by comprehensions in linear time on cel-cpp (cel-expr-python).
 
 The `map`, `filter` and `transformList` macros build their result one element at a time,
 `@result + [e]`. cel-cpp makes that append in place only with its `enable_comprehension_list_append`
@@ -19,11 +19,17 @@ and to flatten the chunks at the end:
          result (@result[0] + [@result[1]]).flatten()>
       : <the comprehension as it was>
 
-(`filter` keeps its condition around the step.) The values are the same CEL values, in the same
-order, never converted to Python; the same elements are evaluated in the same order, so errors and
-cel-cpp's iteration budget are met exactly as before. A range that is not a plain selection is
-evaluated once (bound to a variable). Small ranges keep the original comprehension, which is faster
-for them.
+(`filter` keeps its condition around the step.) `transformMap` and `transformMapEntry` insert into a
+map with `cel.@mapInsert`, a Python function here (cel-cpp 0.1.3 declares it without implementing
+it) that takes and returns the whole map at every step: quadratic too. Their entries (`[k, v]`, or
+the map of `transformMapEntry`) are gathered the same way and made into the map by one call of
+`@ck.mapOfEntries` (library.map_of_entries: same order, same duplicate-key error; keys and values
+cross into Python once instead of at every step, as `@mapInsert` made them do anyway). One
+difference: with a duplicate key *and* a later element that fails, the error reported is the later
+one. For lists, the values are the same CEL values, in the same order, never converted to Python.
+The same elements are evaluated in the same order, so errors and cel-cpp's iteration budget are met
+as before. A range that is not a plain selection is evaluated once (bound to a variable). Small
+ranges keep the original comprehension, which is faster for them.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ from celkeeper.cel.ast import (
     Ident,
     ListExpr,
     Reference,
+    StructExpr,
 )
+from celkeeper.cel.binding import MAP_INSERT, MAP_OF_ENTRIES
 from celkeeper.cel.rewrite_util import Fresh, Ref, bound, clone
 
 #: elements gathered before a chunk joins the list of chunks (16: fastest of 8-64 at 1,000-5,000)
@@ -62,27 +70,51 @@ def _appended(step: Expr, accu: str) -> Expr | None:
     return None
 
 
-def _shape(node: Comprehension) -> tuple[Expr | None, Expr] | None:
-    """(condition or None, appended element) of a comprehension that builds a list by appending."""
+def _inserted(step: Expr, accu: str, fresh: Fresh) -> Expr | None:
+    """The entry `[k, v]` when `step` is `@mapInsert(accu, k, v)`, the map `m` for `@mapInsert(accu, m)`."""
+    if isinstance(step, Call) and step.function == MAP_INSERT and step.target is None and step.args:
+        first = step.args[0]
+        if isinstance(first, Ident) and first.name == accu:
+            if len(step.args) == 3:
+                return ListExpr(fresh(), list(step.args[1:]))
+            if len(step.args) == 2:
+                return step.args[1]
+    return None
+
+
+def _empty(node: Expr, builds_map: bool) -> bool:
+    if builds_map:
+        return isinstance(node, StructExpr) and not node.message_name and not node.entries
+    return isinstance(node, ListExpr) and not node.elements
+
+
+def _shape(node: Comprehension, fresh: Fresh) -> tuple[Expr | None, Expr, bool] | None:
+    """(condition or None, appended element, whether a map is built) of a comprehension that builds
+    a list by appending (`map`, `filter`, `transformList`) or a map by inserting (`transformMap`,
+    `transformMapEntry`: the element is the entry)."""
     accu = node.accu_var
+    builds_map = isinstance(node.accu_init, StructExpr)
     if not (
-        isinstance(node.accu_init, ListExpr)
-        and not node.accu_init.elements
+        _empty(node.accu_init, builds_map)
         and isinstance(node.result, Ident)
         and node.result.name == accu
         and isinstance(node.loop_condition, Const)
         and node.loop_condition.value is True
     ):
         return None
+
+    def element_of(step: Expr) -> Expr | None:
+        return _inserted(step, accu, fresh) if builds_map else _appended(step, accu)
+
     step = node.loop_step
-    element = _appended(step, accu)
+    element = element_of(step)
     if element is not None:
-        return None, element
+        return None, element, builds_map
     if isinstance(step, Call) and step.function == "_?_:_" and len(step.args) == 3:
         condition, then, otherwise = step.args
-        element = _appended(then, accu)
+        element = element_of(then)
         if element is not None and isinstance(otherwise, Ident) and otherwise.name == accu:
-            return condition, element
+            return condition, element, builds_map
     return None
 
 
@@ -123,13 +155,18 @@ class _Builder:
         )
         return self.call("_?_:_", room, keep, spill)
 
-    def chunked(self, node: Comprehension, condition: Expr | None, element: Expr, rng: Expr) -> Comprehension:
+    def chunked(
+        self, node: Comprehension, condition: Expr | None, element: Expr, rng: Expr, builds_map: bool
+    ) -> Comprehension:
         accu = node.accu_var
         step = self.push(accu, clone(self.checked, element, self.fresh))
         if condition is not None:
             test = clone(self.checked, condition, self.fresh)
             step = self.call("_?_:_", test, step, Ident(self.fresh(), accu))
         chunks = self.call("_+_", self.field(accu, "o"), self.one(self.field(accu, "c")))
+        result = self.call("flatten", target=chunks)
+        if builds_map:
+            result = self.call(MAP_OF_ENTRIES, result)
         return Comprehension(
             self.fresh(),
             iter_var=node.iter_var,
@@ -138,18 +175,18 @@ class _Builder:
             accu_init=self.pair(ListExpr(self.fresh(), []), ListExpr(self.fresh(), [])),
             loop_condition=Const(self.fresh(), "bool", True),
             loop_step=step,
-            result=self.call("flatten", target=chunks),
+            result=result,
             iter_var2=node.iter_var2,
         )
 
     def rewrite(self, node: Comprehension) -> Expr:
-        shape = _shape(node)
+        shape = _shape(node, self.fresh)
         if shape is None:
             return node
-        condition, element = shape
+        condition, element, builds_map = shape
 
         def build(ref: Ref) -> Expr:
-            big = self.chunked(node, condition, element, ref())
+            big = self.chunked(node, condition, element, ref(), builds_map)
             node.iter_range = ref()
             large = self.call("_>_", self.call("size", ref()), Const(self.fresh(), "int", THRESHOLD))
             # only lists and maps: anything else gets the comprehension's own error, not size()'s

@@ -34,7 +34,14 @@ MAP_INSERT = "@ck.mapInsert"
 FORMAT = "@ck.format"
 DURATION_STRING = "@ck.durationString"
 #: internal functions besides the Kubernetes ones: name -> (arity, result type)
-INTERNAL_SIGNATURES = {FORMAT: (2, "string"), DURATION_STRING: (1, "string")}
+#: the map of a list of entries ([key, value] lists, or maps), as `cel.@mapInsert` would build it
+#: entry by entry (celkeeper.cel.appends)
+MAP_OF_ENTRIES = "@ck.mapOfEntries"
+INTERNAL_SIGNATURES = {
+    FORMAT: (2, "string"),
+    DURATION_STRING: (1, "string"),
+    MAP_OF_ENTRIES: (1, "map(dyn, dyn)"),
+}
 SHARED_NAMES = ("string", "indexOf", "lastIndexOf")
 OPTIONAL_RESULTS = ("format-named", "format-validate")
 K8S_NAMES = frozenset(o.function for o in FUNCTIONS.values())

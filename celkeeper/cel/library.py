@@ -21,6 +21,7 @@ from celkeeper.cel.binding import (
     INTERNAL_SIGNATURES,
     K8S_NAMES,
     MAP_INSERT,
+    MAP_OF_ENTRIES,
     OPTIONAL_RESULTS,
     SHARED_NAMES,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "FORMAT",
     "INTERNAL_SIGNATURES",
     "MAP_INSERT",
+    "MAP_OF_ENTRIES",
     "MATCHES",
     "OPTIONAL_RESULTS",
     "SHARED_NAMES",
@@ -42,6 +44,7 @@ __all__ = [
     "LibraryRuntime",
     "clean_error",
     "map_insert",
+    "map_of_entries",
 ]
 
 _STATUS = re.compile(r"^(?:[A-Z_]+: )+")
@@ -145,14 +148,26 @@ def _uint_list(value: Any) -> Any:
     return value
 
 
-def map_insert(m: dict[Any, Any], key: Any, value: Any = None, *rest: Any) -> dict[Any, Any]:
-    """cel.@mapInsert(map, key, value) and cel.@mapInsert(map, map)."""
-    out = dict(m)
-    items = key.items() if isinstance(key, dict) and value is None and not rest else [(key, value)]
+def _insert(out: dict[Any, Any], items: Any) -> None:
     for k, v in items:
         if k in out:
             raise LibraryError(f"insert failed: key {k} already exists")
         out[k] = v
+
+
+def map_insert(m: dict[Any, Any], key: Any, value: Any = None, *rest: Any) -> dict[Any, Any]:
+    """cel.@mapInsert(map, key, value) and cel.@mapInsert(map, map)."""
+    out = dict(m)
+    _insert(out, key.items() if isinstance(key, dict) and value is None and not rest else [(key, value)])
+    return out
+
+
+def map_of_entries(entries: list[Any]) -> dict[Any, Any]:
+    """The map `cel.@mapInsert` builds from {} with these entries, in order: each a [key, value]
+    list (the 3-argument form) or a map (the 2-argument form)."""
+    out: dict[Any, Any] = {}
+    for entry in entries:
+        _insert(out, entry.items() if isinstance(entry, dict) else [tuple(entry)])
     return out
 
 
@@ -351,6 +366,7 @@ class LibraryRuntime:
         """Every internal function a bound tree may call (besides the shared-name overloads)."""
         out: dict[str, Impl] = {
             MAP_INSERT: map_insert,
+            MAP_OF_ENTRIES: map_of_entries,
             FORMAT: lambda fmt, args: formatting.string_format(str(fmt), list(_bytes(args))),
             DURATION_STRING: formatting.duration_text,
         }

@@ -1,5 +1,6 @@
-"""Lists built by comprehensions on large ranges (celkeeper.cel.appends): the chunked form gives the
-values and errors of cel-cpp's own comprehension, element for element, around every boundary."""
+"""Lists and maps built by comprehensions on large ranges (celkeeper.cel.appends): the chunked form
+gives the values and errors of the comprehension as it was, element for element, around every
+boundary."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ EXPRESSIONS = [
     "object.items.map(x, x.n).map(y, y * 2).filter(z, z > 10).size()",
     "object.labels.map(k, k).size()",  # a map range
     "object.items.map(x, x.name).exists(n, n == 'item-999')",
+    "object.labels.transformMap(k, v, v + k)",
+    "object.labels.transformMap(k, v, k.endsWith('1'), v + '!')",
+    "object.labels.transformMapEntry(k, v, {k + '.x': [v]})",
+    "object.labels.transformMapEntry(k, v, {'same': v})",  # a duplicate key: the same error
+    "object.items.transformMap(i, x, x.name)",  # a list range: keyed by index
+    "object.labels.transformMap(k, v, k == 'k70' ? v.missing : v).size()",  # an error at one entry
     "object.count.map(x, x)",  # not iterable: the comprehension's own error
     "object.name.filter(x, true)",
 ]
@@ -104,5 +111,5 @@ def test_the_iteration_budget_is_spent_as_before(chunked: CelExprPythonEngine) -
 
 def test_other_comprehensions_are_left_alone(chunked: CelExprPythonEngine) -> None:
     for source in ("object.items.all(x, x.n >= 0)", "object.items.exists_one(x, x.n == 3)",
-                   "object.labels.transformMap(k, v, v + k).size()"):
+                   "object.labels.all(k, v, k != v)"):
         assert _chunked_nodes(chunked.compile(source)) == 0, source

@@ -32,6 +32,7 @@ OBJECT = {
     "l": [3, 1, 2],
     "s": ["b", "a"],
     "m": {"a": 1, "b": 2},
+    "big": {f"k{i}": i for i in range(80)},  # large enough for celkeeper.cel.appends' chunked form
     "c": [{"name": "a", "limits": {"cpu": "500m", "memory": "1Gi"}}, {"name": "b", "limits": {"cpu": "2"}}],
 }
 
@@ -65,6 +66,7 @@ EXPRESSIONS: list[tuple[str, Any]] = [
     ("'%s=%d'.format([object.n, object.l.size()])", "web-1=3"),
     ("object.m.transformMap(k, v, v * 10)", {"a": 10, "b": 20}),
     ("object.m.transformMapEntry(k, v, {k + k: v})", {"aa": 1, "bb": 2}),
+    ("object.big.transformMap(k, v, v + 1).size() == 80", True),
     ("object.n.matches('^[a-z]+-[0-9]$') && object.n.find('[0-9]') == '1'", True),
     ("object.n.findAll('[a-z]')", ["w", "e", "b"]),
     ("object.q", "512Mi"),

@@ -123,10 +123,16 @@ class _Builder:
         self.checked = checked
         self.fresh = Fresh(checked)
 
-    def field(self, accu: str, name: str) -> Expr:
-        """`accu[0]` (the chunks so far, "o") or `accu[1]` (the chunk being filled, "c")."""
-        index = Const(self.fresh(), "int", 0 if name == "o" else 1)
-        return Call(self.fresh(), "_[_]", [Ident(self.fresh(), accu), index])
+    def chunks(self, accu: str) -> Expr:
+        """`accu[0]`: the chunks so far."""
+        return self._item(accu, 0)
+
+    def chunk(self, accu: str) -> Expr:
+        """`accu[1]`: the chunk being filled."""
+        return self._item(accu, 1)
+
+    def _item(self, accu: str, index: int) -> Expr:
+        return Call(self.fresh(), "_[_]", [Ident(self.fresh(), accu), Const(self.fresh(), "int", index)])
 
     def call(self, function: str, *args: Expr, target: Expr | None = None) -> Call:
         return Call(self.fresh(), function, list(args), target)
@@ -144,14 +150,14 @@ class _Builder:
 
     def push(self, accu: str, element: Expr) -> Expr:
         """The accumulator with `element` added (see the module docstring)."""
-        chunk = self.call("_+_", self.field(accu, "c"), self.one(element))
-        spilled = self.call("_+_", self.field(accu, "c"), self.one(clone(self.checked, element, self.fresh)))
+        chunk = self.call("_+_", self.chunk(accu), self.one(element))
+        spilled = self.call("_+_", self.chunk(accu), self.one(clone(self.checked, element, self.fresh)))
         room = self.call(
-            "_<_", self.call("size", self.field(accu, "c")), Const(self.fresh(), "int", CHUNK - 1)
+            "_<_", self.call("size", self.chunk(accu)), Const(self.fresh(), "int", CHUNK - 1)
         )
-        keep = self.pair(self.field(accu, "o"), chunk)
+        keep = self.pair(self.chunks(accu), chunk)
         spill = self.pair(
-            self.call("_+_", self.field(accu, "o"), self.one(spilled)), ListExpr(self.fresh(), [])
+            self.call("_+_", self.chunks(accu), self.one(spilled)), ListExpr(self.fresh(), [])
         )
         return self.call("_?_:_", room, keep, spill)
 
@@ -163,7 +169,7 @@ class _Builder:
         if condition is not None:
             test = clone(self.checked, condition, self.fresh)
             step = self.call("_?_:_", test, step, Ident(self.fresh(), accu))
-        chunks = self.call("_+_", self.field(accu, "o"), self.one(self.field(accu, "c")))
+        chunks = self.call("_+_", self.chunks(accu), self.one(self.chunk(accu)))
         result = self.call("flatten", target=chunks)
         if builds_map:
             result = self.call(MAP_OF_ENTRIES, result)

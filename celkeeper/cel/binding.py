@@ -29,6 +29,7 @@ from __future__ import annotations
 from celkeeper.cel import ast
 from celkeeper.cel.ast import Call, Checked, Expr
 from celkeeper.cel.environment import FUNCTIONS, OPAQUE_TYPES
+from celkeeper.cel.rewrite_util import Fresh
 
 MAP_INSERT = "@ck.mapInsert"
 FORMAT = "@ck.format"
@@ -49,11 +50,7 @@ K8S_NAMES = frozenset(o.function for o in FUNCTIONS.values())
 
 def bind(checked: Checked) -> Checked:
     """Rewrite `checked` in place (see the module docstring) and return it."""
-    counter = [checked.max_id() + 1]
-
-    def fresh() -> int:
-        counter[0] += 1
-        return counter[0]
+    fresh = Fresh(checked)
 
     def fix(node: Expr) -> Expr:
         if not isinstance(node, Call):

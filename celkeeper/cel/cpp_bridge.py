@@ -41,6 +41,7 @@ from cel_expr_python import cel
 
 from celkeeper.cel import ast
 from celkeeper.cel.ast import Call, Checked, Const, Expr
+from celkeeper.cel.rewrite_util import Fresh
 
 RUN = "#run"
 _T = cel.Type
@@ -199,11 +200,7 @@ class CallBridge:
         if not self.bridged:
             return checked
         bridged = self.bridged
-        counter = [checked.max_id() + 1]
-
-        def fresh() -> int:
-            counter[0] += 1
-            return counter[0]
+        fresh = Fresh(checked)
 
         def fix(node: Expr) -> Expr:
             if not (isinstance(node, Call) and node.function in bridged):

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from celkeeper.cel.k8slib import LibraryError
-from celkeeper.cel.k8slib.celvalues import Uint
+from celkeeper.cel.k8slib.celvalues import kind
 from celkeeper.cel.k8slib.gostrings import go_quote
 
 _TIMES = "\u00d7"  # MULTIPLICATION SIGN, as x/text prints scientific notation
@@ -99,32 +99,19 @@ def type_value_name(v: Any) -> str | None:
     return None
 
 
+#: celvalues.kind's names that Kubernetes' format errors spell out in full
+_FORMAT_KINDS = {"timestamp": "google.protobuf.Timestamp", "duration": "google.protobuf.Duration"}
+
+
 def _kind(v: Any) -> str:
-    if v is None:
-        return "null"
+    """celvalues.kind, with type values, bytearray (how bytes come from cel-expr-python callbacks'
+    results) and the full names of timestamps and durations."""
     if type_value_name(v) is not None:
         return "type"
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, Uint):
-        return "uint"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "double"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, bytes | bytearray):
+    if isinstance(v, bytearray):
         return "bytes"
-    if isinstance(v, datetime.datetime):
-        return "google.protobuf.Timestamp"
-    if isinstance(v, datetime.timedelta):
-        return "google.protobuf.Duration"
-    if isinstance(v, list | tuple):
-        return "list"
-    if isinstance(v, dict):
-        return "map"
-    return type(v).__name__
+    k = kind(v)
+    return _FORMAT_KINDS.get(k, k)
 
 
 def string_of(v: Any) -> str:

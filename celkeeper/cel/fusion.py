@@ -23,6 +23,7 @@ from celkeeper.cel import ast
 from celkeeper.cel.ast import Call, Checked, Const, Expr
 from celkeeper.cel.environment import CIDR, FORMAT, FUNCTIONS, IP, OPAQUE_TYPES, QUANTITY, SEMVER, URL
 from celkeeper.cel.library import Impl, LibraryRuntime
+from celkeeper.cel.rewrite_util import Fresh
 
 #: the constructor of each library type from one string (a format: its key) - its overload id
 CONSTRUCTORS = {
@@ -120,11 +121,7 @@ def fuse(checked: Checked) -> Checked:
     """Fuse constructors into the library calls that take their values (in place; see the module
     docstring for when)."""
     params = dict(bases())
-    counter = [checked.max_id() + 1]
-
-    def fresh() -> int:
-        counter[0] += 1
-        return counter[0]
+    fresh = Fresh(checked)
 
     for node in list(ast.walk(checked.expr)):
         if not isinstance(node, Call) or node.function not in params or node.target is not None:

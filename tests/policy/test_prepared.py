@@ -56,15 +56,25 @@ def _messages(decision: Decision) -> list[tuple[str, str]]:
 # -- the examples ---------------------------------------------------------------------------------------
 
 
-def test_the_examples_decide_the_same_prepared(cpp_engine: Engine) -> None:
+def _example_policies() -> list[Document]:
     documents: list[Document] = []
     for template in sorted(EXAMPLES.glob("*/template.yaml")):
         documents += read_documents(template)
         for constraint in sorted(template.parent.glob("constraint*.yaml")):
             documents += read_documents(constraint)
-    plain, prepared = _both(cpp_engine, documents)
+    return documents
+
+
+def _example_objects() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The examples' objects, and their Namespaces by name."""
     objects = [d.data for p in sorted(EXAMPLES.glob("*/objects/*.yaml")) for d in read_documents(p)]
-    namespaces = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace"}
+    return objects, {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace"}
+
+
+def test_the_examples_decide_the_same_prepared(cpp_engine: Engine) -> None:
+    documents = _example_policies()
+    plain, prepared = _both(cpp_engine, documents)
+    objects, namespaces = _example_objects()
     violations = 0
     for obj in objects:
         older = copy.deepcopy(obj)
@@ -295,17 +305,12 @@ def test_large_objects_decide_as_cel_cpps_own_comprehensions(
 ) -> None:
     """Pods with many containers take the chunked comprehensions (celkeeper.cel.appends), one by one
     and prepared; the decisions are those of cel-cpp's own comprehensions."""
-    documents: list[Document] = []
-    for template in sorted(EXAMPLES.glob("*/template.yaml")):
-        documents += read_documents(template)
-        for constraint in sorted(template.parent.glob("constraint*.yaml")):
-            documents += read_documents(constraint)
+    documents = _example_policies()
     plain, prepared = _both(cpp_engine, documents)
     with monkeypatch.context() as mp:
         mp.setattr(appends, "linear_appends", lambda checked: checked)
         own = build_policy_set(documents, TemplateCompiler(CelExprPythonEngine()))
-    objects = [d.data for p in sorted(EXAMPLES.glob("*/objects/*.yaml")) for d in read_documents(p)]
-    namespaces = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace"}
+    objects, namespaces = _example_objects()
     checked = violations = 0
     for obj in objects:
         for n in (appends.THRESHOLD + 1, 100):

@@ -164,25 +164,8 @@ class CelExprPythonEngine:
         if len(programs) > 1:
             group = self._group(programs)
             if group is not None:
-                assert isinstance(activation, CppActivation)
-                current = self._current
-                with self._lock:
-                    current.params = params
-                    current.constraint = constraint
-                    try:
-                        value = group.expression.eval(activation._act)
-                        plain = value.plain_value() if value.type().name().startswith("LIST") else None
-                    except (RuntimeError, TypeError, ValueError):
-                        plain = None
-                    finally:
-                        current.params = current.constraint = None
-                        if self._settle_needed:
-                            self._bridge.settle()
-                if (
-                    isinstance(plain, list)
-                    and len(plain) == len(programs)
-                    and all(v is True or v is False for v in plain)
-                ):
+                plain = self._booleans(group.expression, activation, params, constraint)
+                if plain is not None and len(plain) == len(programs):
                     return plain
         return [self.evaluate(p, activation, params, constraint) for p in programs]
 
@@ -223,24 +206,38 @@ class CelExprPythonEngine:
     def evaluate_prepared(self, prepared: Prepared, activation: Activation) -> list[list[bool]] | None:
         """The values of `prepare`d programs, per binding (in order): one list of booleans each; None
         when any program errs or is not boolean (then evaluate them one by one for the details)."""
+        plain = self._booleans(prepared.expression, activation)
+        m = prepared.outputs
+        if plain is None or len(plain) != m * prepared.distinct:
+            return None
+        if prepared.distinct == 1:
+            return [plain] * len(prepared.layout)  # the same values for every binding: shared, read-only
+        return [plain[k * m : (k + 1) * m] for k in prepared.layout]
+
+    def _booleans(
+        self, expression: Any, activation: Activation, params: Any = None, constraint: Any = None
+    ) -> list[Any] | None:
+        """The value of a list program when every item is a boolean, else None (an error included)."""
         assert isinstance(activation, CppActivation)
+        current = self._current
         with self._lock:
+            current.params = params
+            current.constraint = constraint
             try:
-                plain = prepared.expression.eval(activation._act).plain_value()  # an error: its text
+                value = expression.eval(activation._act)
+                plain = value.plain_value() if value.type().name().startswith("LIST") else None
             except (RuntimeError, TypeError, ValueError):
                 plain = None
             finally:
+                current.params = current.constraint = None
                 if self._settle_needed:
                     self._bridge.settle()
-        m = prepared.outputs
-        if type(plain) is not list or len(plain) != m * prepared.distinct:
+        if type(plain) is not list:
             return None
         for v in plain:
             if v is not True and v is not False:
                 return None
-        if prepared.distinct == 1:
-            return [plain] * len(prepared.layout)  # the same values for every binding: shared, read-only
-        return [plain[k * m : (k + 1) * m] for k in prepared.layout]
+        return plain
 
     def _group(self, programs: Sequence[Program]) -> CppProgram | None:
         """The list program of `programs` (all boolean, same variables), compiled once; None when

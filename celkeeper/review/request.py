@@ -198,15 +198,21 @@ def _optional(request: Mapping[str, Any], key: str, kind: type | tuple[type, ...
     return value
 
 
-def _gvk(value: Any, where: str, *, required: bool) -> dict[str, str]:
+def _strings(value: Any, where: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """`value`'s string fields `keys` ("" when absent)."""
     if not isinstance(value, Mapping):
-        raise ReviewError(f"{where} must be an object with group, version and kind")
+        raise ReviewError(f"{where} must be an object with {', '.join(keys[:-1])} and {keys[-1]}")
     out = {}
-    for key in ("group", "version", "kind"):
+    for key in keys:
         item = value.get(key, "")
         if not isinstance(item, str):
             raise ReviewError(f"{where}.{key} must be a string")
         out[key] = item
+    return out
+
+
+def _gvk(value: Any, where: str, *, required: bool) -> dict[str, str]:
+    out = _strings(value, where, ("group", "version", "kind"))
     if required and not out["kind"]:
         raise ReviewError(f"{where}.kind is missing")
     return out
@@ -215,15 +221,7 @@ def _gvk(value: Any, where: str, *, required: bool) -> dict[str, str]:
 def _gvr(value: Any, where: str) -> dict[str, str]:
     if value is None:
         return {"group": "", "version": "", "resource": ""}
-    if not isinstance(value, Mapping):
-        raise ReviewError(f"{where} must be an object with group, version and resource")
-    out = {}
-    for key in ("group", "version", "resource"):
-        item = value.get(key, "")
-        if not isinstance(item, str):
-            raise ReviewError(f"{where}.{key} must be a string")
-        out[key] = item
-    return out
+    return _strings(value, where, ("group", "version", "resource"))
 
 
 def _user_info(value: Any) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from typing import Any
 from celkeeper.crds import names
 from celkeeper.crds.schema import (
     Schema,
-    any_value,
     array,
     boolean,
     int64,
@@ -116,6 +115,16 @@ def parameters_schema(template: dict[str, Any]) -> Schema | None:
     return schema
 
 
+def _object_ref() -> dict[str, Schema]:
+    return {
+        "group": string("API group of the object."),
+        "version": string("API version of the object."),
+        "kind": string("Kind of the object."),
+        "namespace": string("Namespace of the object (none when cluster-scoped)."),
+        "name": string("Name of the object."),
+    }
+
+
 def constraint_schema(template: dict[str, Any]) -> Schema:
     """The openAPIV3Schema of the template's constraints."""
     spec_properties: dict[str, Schema] = {
@@ -152,8 +161,31 @@ def constraint_schema(template: dict[str, Any]) -> Schema:
                 "enforce the current generation."
             ),
             "totalViolations": int64("The number of violations found by the last audit."),
-            "auditTimestamp": string("When the last audit ran."),
-            "violations": array(any_value(), "Violations found by the last audit (possibly truncated)."),
+            "auditTimestamp": string("When the last audit ran (its start, RFC 3339)."),
+            "violations": array(
+                obj(
+                    {
+                        **_object_ref(),
+                        "message": string("What is wrong (at most 256 bytes)."),
+                        "enforcementAction": string("The constraint's enforcement action."),
+                        "enforcementActions": array(
+                            string(), "A scoped constraint's actions at the audit enforcement point."
+                        ),
+                    },
+                    preserve_unknown=True,
+                ),
+                "Violations found by the last audit: at most --constraint-violations-limit of them.",
+            ),
+            "totalAuditErrors": int64(
+                "Objects (or whole kinds) the last audit could not evaluate for this constraint."
+            ),
+            "auditErrors": array(
+                obj(
+                    {**_object_ref(), "message": string("Why it could not be evaluated.")},
+                    preserve_unknown=True,
+                ),
+                "What the last audit could not evaluate: at most --constraint-violations-limit entries.",
+            ),
         },
         "The observed state of the constraint.",
         preserve_unknown=True,
@@ -189,6 +221,9 @@ def constraint_crd(template: dict[str, Any]) -> Manifest:
         ),
         printer_column(
             "enforced", "boolean", ".status.enforced", "Enforced by every expected celkeeper pod."
+        ),
+        printer_column(
+            "audited", "date", ".status.auditTimestamp", "When the last audit ran.", priority=1
         ),
     ]
     versions = [

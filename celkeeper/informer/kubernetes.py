@@ -33,12 +33,9 @@ from celkeeper.errors import CelkeeperError
 from celkeeper.informer.kubernetes_status import PodStatusReporter
 from celkeeper.informer.source import Listing
 from celkeeper.kube import (
-    NAMESPACES,
-    TEMPLATES,
     Client,
     ConstraintCrdWriter,
     ControllerLoop,
-    Event,
     KubeClient,
     Pod,
     StatusAggregator,
@@ -49,12 +46,11 @@ from celkeeper.kube import (
     observe,
     policy_object,
 )
-from celkeeper.kube.resources import ConstraintKinds, is_constraint_resource, name_of
+from celkeeper.kube.policies import PolicyWatch
 from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir, WorkerBoard
 
 log = logging.getLogger("celkeeper.informer")
 
-REGISTRAR = "policies"
 BATCH = 0.05  # after a change, wait this long for more (one `kubectl apply -f dir` is many events)
 
 
@@ -74,6 +70,7 @@ class KubernetesSource:
         self.options = options
         self.client: Client = client if client is not None else KubeClient.connect(options.kubeconfig)
         self.manager = WatchManager(self.client, options.timing)
+        self.policies = PolicyWatch(self.manager, on_change=self._changed_now)
         self.crds = ConstraintCrdWriter(self.client, self.manager, on_change=self._wake_controllers)
         self.aggregator = StatusAggregator(
             self.client, self.manager, options.pod_namespace, options.expected_pods,
@@ -89,7 +86,6 @@ class KubernetesSource:
         self._changed = threading.Event()
         self._stop = threading.Event()
         self._synced = False
-        self._kinds = ConstraintKinds()
         self._items: dict[str, tuple[str, SnapshotItem]] = {}  # item name -> (resourceVersion, item)
 
     @property
@@ -98,7 +94,7 @@ class KubernetesSource:
 
     # -- life cycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        self.manager.register(REGISTRAR, self._handle, {TEMPLATES, NAMESPACES})
+        self.policies.register()
         self.crds.register()
         self.aggregator.register()
         self.reporter.register()
@@ -118,12 +114,7 @@ class KubernetesSource:
             self._changed.clear()
             time.sleep(BATCH)
 
-    # -- the registrar of the policies ------------------------------------------------------------
-    def _handle(self, event: Event) -> None:
-        if event.resource == TEMPLATES and self._kinds.update(
-            event.type, event.object, lambda: self.manager.objects(TEMPLATES)
-        ):
-            self.manager.set_intent(REGISTRAR, {TEMPLATES, NAMESPACES} | self._kinds.resources())
+    def _changed_now(self) -> None:
         self._changed.set()
 
     def _wake_controllers(self) -> None:
@@ -144,36 +135,26 @@ class KubernetesSource:
         return item
 
     def listing(self) -> Listing:
-        with self.manager.lock:
-            wanted = self.manager.intent(REGISTRAR)
-            synced_now = all(self.manager.synced(r) for r in wanted)
-            objects: list[Mapping[str, Any]] = list(self.manager.objects(TEMPLATES))
-            for resource in sorted((r for r in wanted if is_constraint_resource(r)), key=str):
-                objects.extend(self.manager.objects(resource))
-            namespaces = {name_of(ns): namespace_object(ns) for ns in self.manager.objects(NAMESPACES)}
-            namespaces_synced = self.manager.synced(NAMESPACES)
-            problems = self._problems()
-        if synced_now and not self._synced:
+        view = self.policies.view()
+        if view.synced and not self._synced:
             self._synced = True
-            log.info("listed every template, constraint and namespace: %d object(s)", len(objects))
-        items = [item for item in (self._item(obj) for obj in objects) if item is not None]
+            log.info("listed every template, constraint and namespace: %d object(s)", len(view.objects))
+        items = [item for item in (self._item(obj) for obj in view.objects) if item is not None]
         names = {item.name for item in items}
         self._items = {k: v for k, v in self._items.items() if k in names}
-        return Listing(
-            items=tuple(sorted(items, key=lambda i: i.name)),
-            synced=self._synced,
-            namespaces=namespaces,
-            namespaces_complete=namespaces_synced,
-            problems=problems,
-        )
-
-    def _problems(self) -> tuple[str, ...]:
-        if self.manager.missing(TEMPLATES):
-            return (
+        problems: tuple[str, ...] = ()
+        if view.templates_missing:
+            problems = (
                 "the ConstraintTemplate CRD (constrainttemplates.templates.celkeeper.io) is not installed: "
                 "apply crds/ first",
             )
-        return ()
+        return Listing(
+            items=tuple(sorted(items, key=lambda i: i.name)),
+            synced=self._synced,
+            namespaces={name: namespace_object(ns) for name, ns in view.namespaces.items()},
+            namespaces_complete=view.namespaces_synced,
+            problems=problems,
+        )
 
     # -- what the workers are given (PublicationListener) -----------------------------------------
     def published(self, snapshot: Snapshot, policies: Any, errors: Sequence[CelkeeperError]) -> None:

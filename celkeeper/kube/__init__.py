@@ -1,22 +1,28 @@
 """The Kubernetes API adapter: the only part of celkeeper that imports the `kubernetes` package.
 
-    KubeClient.connect(kubeconfig)          the real API (Client protocol: list, watch, get, create, ...)
+    KubeClient.connect(kubeconfig)          the real API (Client protocol: list, list_page, watch, get, ...)
+    pages(client, resource, limit)          a list in chunks; an expired continue token restarts it
+    discover(client)                        every served resource in its preferred version (ApiResource)
     Reflector, WatchManager, Event          list+watch per resource; registrars, union of intents, routing
+    PolicyWatch                             templates, their constraint kinds and namespaces, watched
     ConstraintCrdWriter                     a constraint CRD per template (idempotent, leaderless)
     StatusAggregator                        template/constraint status.byPod and `enforced`
     observe(), pod_status(), Pod            per-pod status objects (pure)
     ControllerLoop                          runs the reconcilers on one thread
     covers(), with_digest(), up_to_date()   desired versus stored (pure)
     write_desired(), delete_if_present()    leaderless writes: conflict -> re-read, stop when current
+    update_status()                         a status subresource write: conflict -> re-read, ask again
 """
 
 from celkeeper.kube.aggregate import StatusAggregator, constraint_status, template_status
-from celkeeper.kube.client import ApiError, Client, KubeClient, Listed, WatchEvent, WatchStream
+from celkeeper.kube.client import ApiError, Client, KubeClient, Listed, Page, WatchEvent, WatchStream
 from celkeeper.kube.compare import covers, for_update, up_to_date, with_digest, with_resource_version
 from celkeeper.kube.controller import ControllerLoop
 from celkeeper.kube.crdwriter import ConstraintCrdWriter, desired_crd, plan
+from celkeeper.kube.discovery import ApiResource, Discovered, discover
 from celkeeper.kube.manager import SYNCED, Event, WatchManager
 from celkeeper.kube.objects import item_name, namespace_object, policy_object
+from celkeeper.kube.paging import pages
 from celkeeper.kube.podstatus import (
     Observation,
     ObservationKey,
@@ -28,6 +34,7 @@ from celkeeper.kube.podstatus import (
     pod_status_current,
     status_error,
 )
+from celkeeper.kube.policies import PolicyView, PolicyWatch
 from celkeeper.kube.reflector import Reflector, Timing
 from celkeeper.kube.resources import (
     CONSTRAINT_CRDS,
@@ -40,7 +47,7 @@ from celkeeper.kube.resources import (
     pods,
     template_pod_statuses,
 )
-from celkeeper.kube.writes import delete_if_present, write_desired
+from celkeeper.kube.writes import delete_if_present, update_status, write_desired
 
 __all__ = [
     "CONSTRAINT_CRDS",
@@ -48,16 +55,21 @@ __all__ = [
     "SYNCED",
     "TEMPLATES",
     "ApiError",
+    "ApiResource",
     "Client",
     "ConstraintCrdWriter",
     "ControllerLoop",
+    "Discovered",
     "Event",
     "KubeClient",
     "Listed",
     "Observation",
     "ObservationKey",
     "ObservationTracker",
+    "Page",
     "Pod",
+    "PolicyView",
+    "PolicyWatch",
     "Reflector",
     "Resource",
     "StatusAggregator",
@@ -73,10 +85,12 @@ __all__ = [
     "covers",
     "delete_if_present",
     "desired_crd",
+    "discover",
     "for_update",
     "item_name",
     "namespace_object",
     "observe",
+    "pages",
     "plan",
     "pod_status",
     "pod_status_current",
@@ -86,6 +100,7 @@ __all__ = [
     "template_pod_statuses",
     "template_status",
     "up_to_date",
+    "update_status",
     "with_digest",
     "with_resource_version",
     "write_desired",

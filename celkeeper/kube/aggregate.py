@@ -40,7 +40,7 @@ from celkeeper.kube.resources import (
     template_pod_statuses,
     uid_of,
 )
-from celkeeper.kube.writes import WRITE_ATTEMPTS
+from celkeeper.kube.writes import update_status
 
 log = logging.getLogger("celkeeper.kube")
 
@@ -177,28 +177,17 @@ class StatusAggregator:
         return lambda c: constraint_status(c, pod_statuses, self.expected_pods)
 
     def _apply(self, resource: Resource, obj: Mapping[str, Any], compute: Compute, failed: list[str]) -> None:
-        ours = compute(obj)
-        if not needs_write(obj, ours):
+        if not needs_write(obj, compute(obj)):
             return
+
+        def change(current: Mapping[str, Any]) -> dict[str, Any] | None:
+            ours = compute(current)
+            return with_status(current, ours) if needs_write(current, ours) else None
+
         name = name_of(obj)
-        current = obj
         try:
-            for _ in range(WRITE_ATTEMPTS):
-                try:
-                    self.client.replace(resource, name, with_status(current, ours), subresource="status")
-                    self.writes += 1
-                    log.debug("wrote the status of %s %s", resource.kind, name)
-                    return
-                except ApiError as err:
-                    if err.not_found:
-                        return  # deleted meanwhile
-                    if not err.conflict:
-                        raise
-                current = self.client.get(resource, name)  # another pod wrote first: look again
-                ours = compute(current)
-                if not needs_write(current, ours):
-                    return
-            failed.append(f"status of {resource.kind} {name}: kept changing while being written")
+            if update_status(self.client, resource, name, change, stored=obj):
+                self.writes += 1
+                log.debug("wrote the status of %s %s", resource.kind, name)
         except ApiError as err:
-            if not err.not_found:
-                failed.append(f"status of {resource.kind} {name}: {err}")
+            failed.append(f"status of {resource.kind} {name}: {err}")

@@ -2,6 +2,8 @@
 
     client = KubeClient.connect(kubeconfig=None)      # in-cluster config when no kubeconfig is given
     client.list(resource) -> Listed(items, resource_version)
+    client.list_page(resource, limit, continue_token) -> Page(items, continue_token, resource_version)
+    client.get_path("/apis") -> the JSON object at an API path (discovery documents)
     with client.watch(resource, resource_version, timeout_seconds) as events: for event in events: ...
     client.get / create / replace (optionally the status subresource) / delete
 
@@ -17,12 +19,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from celkeeper.errors import CelkeeperError
+from celkeeper.kube.jsondeep import loads_deep
 from celkeeper.kube.resources import Resource
 
 log = logging.getLogger("celkeeper.kube")
@@ -78,6 +81,18 @@ class Listed:
 
 
 @dataclass(frozen=True)
+class Page:
+    """One chunk of a paged list: `continue_token` is empty on the last one."""
+
+    items: list[dict[str, Any]]
+    continue_token: str
+    resource_version: str
+    # some item is nested deeper than the fast JSON parser goes (1024 levels; the API server accepts
+    # 10,000): the page was parsed by the slow one, and its items may be too deep for a consumer
+    deep: bool = False
+
+
+@dataclass(frozen=True)
 class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
     object: dict[str, Any] = field(default_factory=dict)
@@ -101,6 +116,12 @@ class Client(Protocol):
     def server(self) -> str: ...
 
     def list(self, resource: Resource) -> Listed: ...
+
+    def list_page(self, resource: Resource, limit: int, continue_token: str = "") -> Page:
+        """One chunk of at most `limit` objects (0: no limit), from `continue_token` (a 410 Gone when it
+        has expired: ApiError.gone)."""
+
+    def get_path(self, path: str) -> dict[str, Any]: ...
 
     def watch(self, resource: Resource, resource_version: str, timeout_seconds: int) -> WatchStream: ...
 
@@ -178,6 +199,24 @@ def _event(line: bytes, what: str) -> WatchEvent:
     return WatchEvent(str(doc.get("type", "")), doc["object"])
 
 
+class _ListDecoder:
+    """orjson (fast) for list responses; the standard parser, allowed to go as deep as the API server
+    does, for the rare response orjson refuses (nested deeper than 1024 levels)."""
+
+    def __init__(self) -> None:
+        self.deep = False
+
+    def __call__(self, data: bytes) -> Any:
+        import orjson
+
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            doc = loads_deep(data)
+            self.deep = True
+            return doc
+
+
 class KubeClient:
     """The real API, through the `kubernetes` package's configuration and HTTP pool."""
 
@@ -252,6 +291,7 @@ class KubeClient:
         path: str,
         query: Mapping[str, str] | None = None,
         body: Mapping[str, Any] | None = None,
+        decode: Callable[[bytes], Any] = json.loads,
     ) -> dict[str, Any]:
         import urllib3
 
@@ -263,7 +303,7 @@ class KubeClient:
         finally:
             response.release_conn()
         try:
-            doc = json.loads(data) if data else {}
+            doc = decode(data) if data else {}
         except ValueError:
             doc = None
         if not 200 <= response.status < 300:
@@ -278,22 +318,41 @@ class KubeClient:
     # -- the operations -----------------------------------------------------------------------------------
     def list(self, resource: Resource) -> Listed:
         items: list[dict[str, Any]] = []
-        query: dict[str, str] = {"limit": str(LIST_PAGE)}
+        token = ""
+        while True:
+            page = self.list_page(resource, LIST_PAGE, token)
+            items.extend(page.items)
+            if not page.continue_token:
+                return Listed(items, page.resource_version)
+            token = page.continue_token
+
+    def list_page(self, resource: Resource, limit: int, continue_token: str = "") -> Page:
+        query: dict[str, str] = {}
+        if limit > 0:
+            query["limit"] = str(limit)
+        if continue_token:
+            query["continue"] = continue_token
         if resource.label_selector:
             query["labelSelector"] = resource.label_selector
-        while True:
-            doc = self._json("GET", resource.collection_path(), query)
-            for item in doc.get("items") or ():
-                if isinstance(item, dict):
-                    # list items carry no apiVersion/kind; put them back so items look like watched objects
-                    item.setdefault("apiVersion", resource.api_version)
-                    item.setdefault("kind", resource.kind)
-                    items.append(item)
-            metadata = doc.get("metadata") or {}
-            token = metadata.get("continue")
-            if not token:
-                return Listed(items, str(metadata.get("resourceVersion") or ""))
-            query["continue"] = str(token)
+        decoder = _ListDecoder()
+        doc = self._json("GET", resource.collection_path(), query, decode=decoder)
+        items: list[dict[str, Any]] = []
+        for item in doc.get("items") or ():
+            if isinstance(item, dict):
+                # list items carry no apiVersion/kind; put them back so items look like watched objects
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", resource.kind)
+                items.append(item)
+        metadata = doc.get("metadata") or {}
+        return Page(
+            items,
+            str(metadata.get("continue") or ""),
+            str(metadata.get("resourceVersion") or ""),
+            deep=decoder.deep,
+        )
+
+    def get_path(self, path: str) -> dict[str, Any]:
+        return self._json("GET", path)
 
     def watch(self, resource: Resource, resource_version: str, timeout_seconds: int) -> WatchStream:
         query = {

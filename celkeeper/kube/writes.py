@@ -1,6 +1,7 @@
 """Writing an object until the API says what we want, when other pods may be writing it too.
 
     outcome = write_desired(client, resource, desired, stored, current=up_to_date, update_body=for_update)
+    written = update_status(client, resource, name, change, stored=None)
     deleted = delete_if_present(client, resource, name, uid)
 
 Leaderless writers settle races through the API: a create that finds the name taken, or a replace with
@@ -19,6 +20,7 @@ from celkeeper.kube.resources import Resource
 WRITE_ATTEMPTS = 4
 
 Current = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], bool]
+Change = Callable[[Mapping[str, Any]], dict[str, Any] | None]
 UpdateBody = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
 
 
@@ -59,6 +61,46 @@ def write_desired(
         if current(stored, desired):
             return None
     raise ApiError(409, "Conflict", f"{resource.kind} {name} kept changing while being written")
+
+
+def update_status(
+    client: Client,
+    resource: Resource,
+    name: str,
+    change: Change,
+    *,
+    stored: Mapping[str, Any] | None = None,
+    attempts: int = WRITE_ATTEMPTS,
+) -> bool:
+    """Write an object's status subresource: `change(current)` is the body to PUT (the object as read,
+    resourceVersion included, with its new status) or None when nothing is to be written (the status is
+    right already, or `current` is not the object meant). A conflict reads the object again and asks
+    `change` again. `stored`: the object as last seen (else it is read first).
+
+    True when this call wrote; False when the object does not exist or `change` said no. Other API
+    failures raise, and so does an object still changing after `attempts` tries (409 Conflict)."""
+    current = stored
+    for _ in range(attempts):
+        if current is None:
+            try:
+                current = client.get(resource, name)
+            except ApiError as err:
+                if err.not_found:
+                    return False
+                raise
+        body = change(current)
+        if body is None:
+            return False
+        try:
+            client.replace(resource, name, body, subresource="status")
+            return True
+        except ApiError as err:
+            if err.not_found:
+                return False
+            if not err.conflict:
+                raise
+        current = None  # someone else wrote it first: read it again
+    raise ApiError(409, "Conflict", f"status of {resource.kind} {name} kept changing while being written")
 
 
 def delete_if_present(client: Client, resource: Resource, name: str, uid: str) -> bool:

@@ -83,6 +83,13 @@ def test_sample_templates_get_a_gatekeeper_shaped_constraint_crd(directory: Path
                 "jsonPath": ".status.enforced",
                 "description": "Enforced by every expected celkeeper pod.",
             },
+            {  # with -o wide: how long ago the last audit ran
+                "name": "audited",
+                "type": "date",
+                "jsonPath": ".status.auditTimestamp",
+                "description": "When the last audit ran.",
+                "priority": 1,
+            },
         ]
         assert version["schema"] == by_name["v1beta1"]["schema"]
         assert structural_errors(version["schema"]["openAPIV3Schema"], root=True) == []
@@ -147,6 +154,15 @@ def test_spec_has_match_enforcement_action_scoped_actions_and_parameters() -> No
     assert status["x-kubernetes-preserve-unknown-fields"] is True
     assert status["properties"]["totalViolations"]["type"] == "integer"
     assert status["properties"]["byPod"]["items"]["properties"]["enforced"]["type"] == "boolean"
+    # what audit writes (Gatekeeper's StatusViolation, and celkeeper's audit errors)
+    violation = status["properties"]["violations"]["items"]["properties"]
+    assert set(violation) == {"group", "version", "kind", "namespace", "name", "message",
+                              "enforcementAction", "enforcementActions"}
+    assert violation["enforcementActions"]["items"]["type"] == "string"
+    assert status["properties"]["auditTimestamp"]["type"] == "string"
+    assert status["properties"]["totalAuditErrors"]["type"] == "integer"
+    assert set(status["properties"]["auditErrors"]["items"]["properties"]) == {
+        "group", "version", "kind", "namespace", "name", "message"}
 
 
 def test_match_schema_has_gatekeepers_fields() -> None:

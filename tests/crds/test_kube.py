@@ -217,6 +217,9 @@ def test_constraint_crd_of_a_sample_template_is_established_and_serves_constrain
         {
             "status": {
                 "totalViolations": 4,
+                "auditTimestamp": "2026-01-02T03:04:05Z",
+                "violations": [{"group": "", "version": "v1", "kind": "Namespace", "name": "a",
+                                "message": "m", "enforcementAction": "deny", "unknownExtra": "kept"}],
                 "byPod": [
                     {"id": "pod-a", "observedGeneration": 1, "enforced": True, "celkeeperExtra": "kept"}
                 ],
@@ -225,10 +228,14 @@ def test_constraint_crd_of_a_sample_template_is_established_and_serves_constrain
     )
     row = cluster.kubectl("get", kind.lower(), "all-must-have-owner", "--no-headers").stdout.split()
     assert row == ["all-must-have-owner", "deny", "4"]
+    wide = cluster.kubectl("get", kind.lower(), "all-must-have-owner", "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["NAME", "ENFORCEMENT-ACTION", "TOTAL-VIOLATIONS", "ENFORCED", "AUDITED"]
+    assert wide[1].split()[-1].endswith(("d", "y"))  # an age: the audit of 2026-01-02
     after: Any = custom.get_cluster_custom_object(
         "constraints.celkeeper.io", "v1beta1", kind.lower(), "all-must-have-owner"
     )
     assert after["status"]["byPod"][0]["celkeeperExtra"] == "kept"
+    assert after["status"]["violations"][0]["unknownExtra"] == "kept"
 
     # parameters are validated by the schema of the template
     bad = copy.deepcopy(constraint)

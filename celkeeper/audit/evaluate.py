@@ -1,0 +1,138 @@
+"""One object audited: the violations of the policies by an existing object, as Gatekeeper's audit sees them.
+
+    evaluator = Evaluator(policies)
+    outcome = evaluator.evaluate(obj, namespace)      # namespace: the object's Namespace object, or None
+
+The object becomes a review as Gatekeeper's audit makes one (pkg/target
+augmentedUnstructuredToAdmissionRequest): kind, name and namespace from the object, the object only
+(no oldObject, no operation, no userInfo), its Namespace for namespaceSelector and `namespaceObject`.
+It is decided by the pure `decide` at the audit enforcement point (audit.gatekeeper.sh), so scoped
+enforcement actions select what applies there and a scoped constraint without it is not evaluated. A
+scoped constraint's violation is one violation with enforcementAction `scoped` and its audit actions
+in `enforcementActions` (frameworks' Result.ScopedEnforcementActions; Gatekeeper lists them in map
+order, celkeeper as deny, warn, dryrun).
+
+An object that cannot be evaluated does not stop anything: when `decide` fails, the object is decided
+again one constraint at a time, so that the violations of the others are still found and the failure is
+an error of the constraint(s) that failed. An object nested deeper than cel-expr-python can convert
+(MAX_DEPTH) is not given to the engine (it would crash the process): an error of every constraint that
+could match it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from celkeeper.audit.results import ConstraintKey, ObjectRef, Violation
+from celkeeper.errors import CelkeeperError
+from celkeeper.model import Action, EnforcementPoint, Result
+from celkeeper.policy import Candidate, PolicySet
+from celkeeper.review import decide, request_for_object
+
+log = logging.getLogger("celkeeper.audit")
+
+POINT = EnforcementPoint.AUDIT
+# objects nested deeper are not evaluated: cel-expr-python 0.1.3 overflows the C stack converting
+# values nested a few thousand levels deep (the API server accepts 10,000); orjson's own limit is 1024
+MAX_DEPTH = 1024
+
+
+@dataclass(frozen=True)
+class Outcome:
+    violations: tuple[Violation, ...] = ()
+    errors: tuple[tuple[ConstraintKey, str], ...] = ()  # constraints that could not evaluate it, and why
+
+
+class Evaluator:
+    """Decides objects against one policy set (built per run; immutable)."""
+
+    def __init__(self, policies: PolicySet) -> None:
+        self.policies = policies
+        self._constraints = {(c.kind, c.name): c for c in policies.constraints}
+
+    def audited(self, group: str, kind: str) -> tuple[Candidate, ...]:
+        """The constraints that can select objects of this kind and have an action at the audit point."""
+        point = POINT.value
+        return tuple(c for c in self.policies.candidates(group, kind) if c.constraint.actions_for(point))
+
+    def evaluate(self, obj: Mapping[str, Any], namespace: Mapping[str, Any] | None) -> Outcome:
+        request = request_for_object(obj)
+
+        def lookup(name: str) -> Mapping[str, Any] | None:
+            return namespace if name == request.namespace else None
+
+        try:
+            decision = decide(request, self.policies, lookup, POINT)
+        except Exception as err:  # a bug or an engine failure on this object: find the culprit(s)
+            return self._one_by_one(obj, lookup, err)
+        if not decision.results:
+            return Outcome()
+        return Outcome(tuple(self._violations(decision.results, obj)))
+
+    def unevaluable(self, obj: Mapping[str, Any], why: str) -> Outcome:
+        """The object is not evaluated: an error of every audited constraint that could match it."""
+        ref = ObjectRef.of(obj)
+        return Outcome(
+            errors=tuple(
+                ((c.constraint.kind, c.constraint.name), why) for c in self.audited(ref.group, ref.kind)
+            )
+        )
+
+    def _one_by_one(self, obj: Mapping[str, Any], lookup: Any, first: Exception) -> Outcome:
+        ref = ObjectRef.of(obj)
+        log.warning(
+            "evaluating %s failed (%s: %s); evaluating it one constraint at a time",
+            ref,
+            type(first).__name__,
+            first,
+        )
+        request = request_for_object(obj)
+        violations: list[Violation] = []
+        errors: list[tuple[ConstraintKey, str]] = []
+        for candidate in self.audited(ref.group, ref.kind):
+            alone = PolicySet(self.policies.engine, self.policies.templates, [candidate])
+            try:
+                decision = decide(request, alone, lookup, POINT)
+            except Exception as err:
+                text = str(err) if isinstance(err, CelkeeperError) else f"{type(err).__name__}: {err}"
+                errors.append(
+                    ((candidate.constraint.kind, candidate.constraint.name), f"cannot be evaluated: {text}")
+                )
+                continue
+            violations.extend(self._violations(decision.results, obj))
+        return Outcome(tuple(violations), tuple(errors))
+
+    def _violations(self, results: Sequence[Result], obj: Mapping[str, Any]) -> list[Violation]:
+        ref = ObjectRef.of(obj)
+        labels = _labels(obj)
+        out: list[Violation] = []
+        i = 0
+        while i < len(results):
+            result = results[i]
+            key = (result.constraint_kind, result.constraint_name)
+            constraint = self._constraints.get(key)
+            if constraint is not None and constraint.enforcement_action is Action.SCOPED:
+                actions = tuple(str(a) for a in constraint.actions_for(POINT.value))
+                # decide gives one result per action for each message, the actions in this order
+                group = results[i : i + len(actions)]
+                if len(actions) > 1 and all(
+                    (r.constraint_kind, r.constraint_name, r.message) == (*key, result.message) for r in group
+                ):
+                    i += len(actions)
+                else:
+                    i += 1
+                out.append(Violation(key, Action.SCOPED.value, actions, result.message, ref, labels))
+                continue
+            action = str(constraint.enforcement_action) if constraint is not None else str(result.action)
+            out.append(Violation(key, action, (), result.message, ref, labels))
+            i += 1
+        return out
+
+
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}

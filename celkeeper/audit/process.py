@@ -1,0 +1,275 @@
+"""The audit process (`celkeeper audit --source kubernetes`): a singleton that audits the cluster now and
+then and reports on each constraint's status.
+
+    process = AuditProcess(client, ProcessOptions(...))
+    process.start()                # watches: templates, every constraint kind, namespaces
+    process.loop(stop)             # a run at once, then one every `interval` seconds (start to start)
+
+The policies come from the same watches as the webhook pods' (kube.PolicyWatch), built into a policy
+set at the start of each run (templates are compiled once and kept while unchanged). Each run: log
+`audit_started`, audit every kind (audit.run), log one `violation_audited` line per violation (and an
+Event with --emit-audit-events), log `constraint_audited` per constraint with violations, write every
+constraint's status (audit.status), update the metrics, log `audit_finished`. A run is written only
+once it is complete: stopped or killed mid-run, nothing of it is written, and the statuses keep the
+last complete run; the next run starts afresh.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from celkeeper.audit.evaluate import Evaluator
+from celkeeper.audit.events import EventSink
+from celkeeper.audit.logs import (
+    constraint_annotations,
+    constraint_line,
+    go_duration,
+    run_line,
+    violation_line,
+)
+from celkeeper.audit.metrics import AuditMetrics
+from celkeeper.audit.results import ConstraintKey, RunResults, Violation
+from celkeeper.audit.run import AuditOptions, audit_cluster
+from celkeeper.audit.status import Audited, audit_id, write_results
+from celkeeper.cel import get_engine
+from celkeeper.crds import names
+from celkeeper.documents import Document
+from celkeeper.kube import NAMESPACES, ApiError, Client, PolicyView, PolicyWatch, Timing, WatchManager
+from celkeeper.kube.discovery import ApiResource
+from celkeeper.kube.objects import item_name, policy_object
+from celkeeper.kube.resources import constraints
+from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
+from celkeeper.settings import Settings
+
+log = logging.getLogger("celkeeper.audit")
+
+
+class Interrupted(Exception):
+    """The run was stopped before it completed: nothing of it is written."""
+
+
+@dataclass(frozen=True)
+class ProcessOptions:
+    audit: AuditOptions = field(default_factory=AuditOptions)
+    interval: float = 60.0  # seconds from the start of a run to the start of the next
+    settings: Settings = field(default_factory=Settings)
+    namespace: str = "celkeeper-system"  # where events go
+    emit_events: bool = False
+    events_in_involved_namespace: bool = False
+    timing: Timing | None = None
+
+
+class _Namespaces:
+    """Namespace objects for one run: the watched ones, else read once from the API (None: not found)."""
+
+    def __init__(self, manager: WatchManager, client: Client) -> None:
+        self.manager = manager
+        self.client = client
+        self._read: dict[str, Mapping[str, Any] | None] = {}
+
+    def __call__(self, name: str) -> Mapping[str, Any] | None:
+        found = self.manager.get(NAMESPACES, name)
+        if found is not None:
+            return found
+        if name not in self._read:
+            try:
+                self._read[name] = self.client.get(NAMESPACES, name)
+            except ApiError as err:
+                if not err.not_found:
+                    log.warning("could not read namespace %s: %s", name, err)
+                self._read[name] = None
+        return self._read[name]
+
+
+class _Reporter:
+    def __init__(
+        self,
+        run_id: str,
+        annotations: Mapping[ConstraintKey, dict[str, str] | None],
+        events: EventSink | None,
+        stop: threading.Event,
+        heartbeat: Callable[[], None],
+    ) -> None:
+        self.run_id = run_id
+        self.annotations = annotations
+        self.events = events
+        self.stop = stop
+        self.heartbeat = heartbeat
+
+    def violation(self, violation: Violation) -> None:
+        message, extra = violation_line(violation, self.run_id, self.annotations.get(violation.constraint))
+        log.info(message, extra=extra)
+        if self.events is not None:
+            self.events.emit(violation, self.run_id)
+
+    def page(self, resource: ApiResource, objects: int) -> None:
+        del resource, objects
+        self.heartbeat()
+        if self.stop.is_set():
+            raise Interrupted
+
+
+class AuditProcess:
+    def __init__(
+        self,
+        client: Client,
+        options: ProcessOptions,
+        metrics: AuditMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.options = options
+        self.metrics = metrics if metrics is not None else AuditMetrics()
+        self.clock = clock
+        self.manager = WatchManager(client, options.timing)
+        self.policies = PolicyWatch(self.manager, name="audit-policies")
+        settings = options.settings
+        self.compiler = TemplateCompiler(get_engine(settings.engine, settings.limits))
+        self.events = (
+            EventSink(client, options.namespace, involved_namespace=options.events_in_involved_namespace)
+            if options.emit_events
+            else None
+        )
+        self.runs = 0  # complete runs
+        self.last: RunResults | None = None
+        self.heartbeat = 0.0
+        self._problems: set[str] = set()
+        self._synced = threading.Event()
+
+    # -- life cycle -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.policies.register()
+        self.manager.start()
+        if self.events is not None:
+            self.events.start()
+        log.info("audit watching %s", self.client.server)
+
+    def close(self) -> None:
+        self.manager.stop()
+        if self.events is not None:
+            self.events.close()
+
+    @property
+    def ready(self) -> bool:
+        return self._synced.is_set()
+
+    def loop(self, stop: threading.Event, once: bool = False) -> None:
+        """Run now, then every `interval` seconds, until `stop` is set (or after one run with `once`)."""
+        while not stop.is_set():
+            started = self.clock()
+            try:
+                self.run_once(stop)
+            except Interrupted:
+                log.info("audit run stopped before it completed: nothing of it is written")
+                return
+            except Exception:  # a failed run is reported; the next one starts on time
+                self.metrics.failed()
+                log.exception("audit run failed")
+            if once:
+                return
+            stop.wait(max(0.0, started + self.options.interval - self.clock()))
+
+    def wait_synced(self, stop: threading.Event) -> PolicyView | None:
+        while not stop.is_set():
+            view = self.policies.view()
+            if view.synced:
+                self._synced.set()
+                return view
+            stop.wait(0.1)
+        return None
+
+    # -- one run --------------------------------------------------------------------------------------
+    def run_once(self, stop: threading.Event) -> RunResults | None:
+        """One complete run, written; None when stopped before the policies were listed."""
+        view = self.wait_synced(stop)
+        if view is None:
+            return None
+        if view.templates_missing:
+            log.warning(
+                "the ConstraintTemplate CRD (constrainttemplates.templates.celkeeper.io) is not "
+                "installed: nothing to audit"
+            )
+            return None
+        policies = self._policy_set(view)
+        audited, annotations = self._constraints(view)
+        started = self.clock()
+        run_id = audit_id(started)
+        self.heartbeat = started
+        self.metrics.started(started)
+        log.info("auditing constraints and violations", extra=run_line("audit_started", run_id))
+        reporter = _Reporter(run_id, annotations, self.events, stop, self._beat)
+        results = audit_cluster(
+            self.client,
+            Evaluator(policies),
+            _Namespaces(self.manager, self.client),
+            self.options.audit,
+            reporter,
+        )
+        for (kind, name), found in sorted(results.constraints.items()):
+            if found.total:
+                log.info(
+                    "audit results for constraint",
+                    extra=constraint_line(kind, name, found.action, found.total, run_id),
+                )
+        latest = [(a, self.manager.get(a.resource, a.name)) for a in audited]
+        written = write_results(self.client, latest, results, run_id)
+        ended = self.clock()
+        self.metrics.finished(results, started, ended)
+        if self.events is not None:
+            sink = self.events
+            self.metrics.events_seen(sink.emitted, sink.failed, sink.dropped, sink.suppressed)
+        self.runs += 1
+        self.last = results
+        log.info(
+            "auditing is complete",
+            extra=run_line(
+                "audit_finished",
+                run_id,
+                duration=go_duration(ended - started),
+                objects=sum(results.objects.values()),
+                violations=results.total,
+                errors=results.errors,
+                constraints_written=written.written,
+                constraints_failed=len(written.failed),
+            ),
+        )
+        return results
+
+    def _beat(self) -> None:
+        self.heartbeat = self.clock()
+
+    def _policy_set(self, view: PolicyView) -> PolicySet:
+        documents = []
+        for obj in view.objects:
+            name = item_name(obj)
+            if name is not None:
+                documents.append(Document.from_object(copy.deepcopy(policy_object(obj)), file=name))
+        policies = build_policy_set(documents, self.compiler)
+        policies.prepare()
+        problems = {str(e) for e in policies.errors}
+        for problem in sorted(problems - self._problems):
+            log.warning("policy problem (not audited): %s", problem)
+        self._problems = problems
+        return policies
+
+    def _constraints(
+        self, view: PolicyView
+    ) -> tuple[list[Audited], dict[ConstraintKey, dict[str, str] | None]]:
+        """Every constraint in the view (written at the end of the run), and their annotations (logs)."""
+        audited: list[Audited] = []
+        annotations: dict[ConstraintKey, dict[str, str] | None] = {}
+        for obj in view.objects:
+            kind = str(obj.get("kind") or "")
+            if not str(obj.get("apiVersion") or "").startswith(f"{names.CONSTRAINTS_GROUP}/") or not kind:
+                continue
+            entry = Audited.of(constraints(kind), obj)
+            audited.append(entry)
+            annotations[entry.key] = constraint_annotations(obj)
+        audited.sort(key=lambda a: a.key)
+        return audited, annotations

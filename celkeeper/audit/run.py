@@ -1,0 +1,175 @@
+"""One audit run: every object of every kind the constraints can match, listed in pages and evaluated.
+
+    results = audit_cluster(client, evaluator, namespaces, options, report)   # the cluster
+    audit_objects(evaluator, objects, namespaces, results, report)            # any objects (offline too)
+
+Which kinds: discovery (the preferred version of every resource that can be listed), then each kind
+some constraint with an action at the audit point can select (through the policy set's kind index:
+an explicit kind, `*`, or no kinds at all, which selects every kind), minus celkeeper's own API groups
+and `excluded_resources`. Gatekeeper lists every kind (or the kinds named by the constraints with
+--audit-match-kind-only); listing only what can match finds the same violations for less.
+
+Per kind, pages of `chunk_size` objects (kube.pages: a 410 Gone restarts the list without delivering an
+object twice); only one page is held at a time. An API error on one kind is an error of the constraints
+that could match it (the run goes on with the other kinds). Objects in `excluded_namespaces` (globs, like
+Gatekeeper's Config `match[].processes: [audit]`; for a Namespace, its own name) are skipped, and so are
+namespaced objects whose Namespace cannot be found (Gatekeeper's audit skips them too).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from celkeeper.audit.evaluate import MAX_DEPTH, Evaluator, Outcome
+from celkeeper.audit.results import ObjectRef, RunResults, Violation
+from celkeeper.crds import names
+from celkeeper.kube import ApiError, Client, discover, pages
+from celkeeper.kube.discovery import ApiResource
+from celkeeper.kube.jsondeep import depth
+from celkeeper.match import wildcard_matches
+
+log = logging.getLogger("celkeeper.audit")
+
+OWN_GROUPS = frozenset({names.TEMPLATES_GROUP, names.CONSTRAINTS_GROUP, names.STATUS_GROUP})
+DEFAULT_CHUNK_SIZE = 500
+
+NamespaceOf = Callable[[str], Mapping[str, Any] | None]
+
+
+class Reporter(Protocol):
+    def violation(self, violation: Violation) -> None:
+        """One violation found (logs, events)."""
+
+    def page(self, resource: ApiResource, objects: int) -> None:
+        """A page of `objects` objects of `resource` was evaluated (progress, liveness)."""
+
+
+class Silent:
+    def violation(self, violation: Violation) -> None:
+        del violation
+
+    def page(self, resource: ApiResource, objects: int) -> None:
+        del resource, objects
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    chunk_size: int = DEFAULT_CHUNK_SIZE  # 0: one list without paging
+    violations_limit: int = 20
+    excluded_namespaces: frozenset[str] = frozenset()
+    # resources never listed: `plural` (core group) or `plural.group`, e.g. events, leases.coordination.k8s.io
+    excluded_resources: frozenset[str] = frozenset()
+
+
+def excluded_namespace(patterns: Iterable[str], obj: Mapping[str, Any]) -> bool:
+    """Gatekeeper's process excluder: the namespace (a Namespace's own name) matches a glob."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    is_namespace = obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1"
+    namespace = str(meta.get("name") if is_namespace else meta.get("namespace") or "")
+    return bool(namespace) and any(wildcard_matches(p, namespace) for p in patterns)
+
+
+def audit_objects(
+    evaluator: Evaluator,
+    objects: Iterable[Mapping[str, Any]],
+    namespaces: NamespaceOf,
+    results: RunResults,
+    report: Reporter,
+    *,
+    excluded_namespaces: frozenset[str] = frozenset(),
+    deep: bool = False,
+    skip_unknown_namespaces: bool = True,
+) -> int:
+    """Evaluate objects into `results`; returns how many were audited. `deep`: some may be nested deeper
+    than the engine can take (checked one by one). `skip_unknown_namespaces`: leave out namespaced
+    objects whose Namespace is not found (the cluster); else evaluate them without one (files, as
+    `gator test` does: namespaceSelector then cannot match them)."""
+    audited = 0
+    for obj in objects:
+        if excluded_namespaces and excluded_namespace(excluded_namespaces, obj):
+            continue
+        meta = obj.get("metadata")
+        namespace_name = str(meta.get("namespace") or "") if isinstance(meta, Mapping) else ""
+        namespace = namespaces(namespace_name) if namespace_name else None
+        if namespace_name and namespace is None and skip_unknown_namespaces:
+            log.debug("skipping %s: its namespace %s was not found", ObjectRef.of(obj), namespace_name)
+            continue
+        if deep and depth(obj, MAX_DEPTH + 1) > MAX_DEPTH:
+            outcome = evaluator.unevaluable(
+                obj, f"nested deeper than {MAX_DEPTH} levels: not evaluated (cel-expr-python cannot take it)"
+            )
+        else:
+            outcome = evaluator.evaluate(obj, namespace)
+        audited += 1
+        _record(outcome, obj, results, report)
+    return audited
+
+
+def _record(outcome: Outcome, obj: Mapping[str, Any], results: RunResults, report: Reporter) -> None:
+    ref = ObjectRef.of(obj)
+    results.counted(ref.group, ref.version, ref.kind)
+    for violation in outcome.violations:
+        results.add(violation)
+        report.violation(violation)
+    for key, message in outcome.errors:
+        results.add_error(key, ref, message)
+        log.warning("%s could not be evaluated for %s %s: %s", ref, key[0], key[1], message)
+
+
+def selected_resources(
+    evaluator: Evaluator, resources: Iterable[ApiResource], excluded: frozenset[str]
+) -> list[ApiResource]:
+    """The listable resources some audited constraint can select, minus celkeeper's own and `excluded`."""
+    chosen = []
+    for resource in resources:
+        if not resource.listable or resource.group in OWN_GROUPS or str(resource) in excluded:
+            continue
+        if evaluator.audited(resource.group, resource.kind):
+            chosen.append(resource)
+    return chosen
+
+
+def audit_cluster(
+    client: Client,
+    evaluator: Evaluator,
+    namespaces: NamespaceOf,
+    options: AuditOptions,
+    report: Reporter,
+) -> RunResults:
+    """One complete run over the cluster (the results; nothing is written). Raises ApiError when
+    discovery itself fails (nothing can be audited)."""
+    results = RunResults(options.violations_limit)
+    found = discover(client)
+    for problem in found.errors:
+        log.warning("discovery: %s (its resources are not audited)", problem)
+        results.discovery_errors.append(problem)
+    for resource in selected_resources(evaluator, found.resources, options.excluded_resources):
+        try:
+            for page in pages(client, resource.resource(), options.chunk_size):
+                audited = audit_objects(
+                    evaluator,
+                    page.items,
+                    namespaces,
+                    results,
+                    report,
+                    excluded_namespaces=options.excluded_namespaces,
+                    deep=page.deep,
+                )
+                report.page(resource, audited)
+        except ApiError as err:
+            _list_failed(evaluator, resource, err, results)
+    return results
+
+
+def _list_failed(evaluator: Evaluator, resource: ApiResource, err: ApiError, results: RunResults) -> None:
+    log.error("listing %s failed: %s (its objects are not audited in this run)", resource, err)
+    results.list_errors[(resource.group, resource.version, resource.kind)] = str(err)
+    ref = ObjectRef(resource.group, resource.version, resource.kind, "", "")
+    for candidate in evaluator.audited(resource.group, resource.kind):
+        results.add_error(
+            (candidate.constraint.kind, candidate.constraint.name), ref, f"listing {resource} failed: {err}"
+        )

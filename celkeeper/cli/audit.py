@@ -1,0 +1,304 @@
+"""`celkeeper audit`: check existing objects against the constraints, as Gatekeeper's audit does.
+
+    celkeeper audit --source kubernetes [--kubeconfig FILE]     the in-cluster singleton (one replica)
+    celkeeper audit --policy-dir DIR --objects PATH [-o json]   offline, for CI pipelines
+    kubectl get pods -A -o yaml | celkeeper audit --policy-dir policies/ --objects -
+
+In the cluster it audits at start and every --audit-interval seconds and writes each constraint's
+status (auditTimestamp, totalViolations, violations), logs one JSON line per violation, optionally
+emits Events, and serves /metrics, /healthz and /readyz on --metrics-bind. Offline, it prints every
+violation and the totals per constraint; the exit code is 1 when a violation's action is deny (or a
+file could not be loaded), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from celkeeper.cli import files
+from celkeeper.cli.options import add_engine_option
+
+DEFAULT_NAMESPACE = "celkeeper-system"
+EXAMPLES = """examples:
+  celkeeper audit --source kubernetes --kubeconfig ~/.kube/config --once
+  celkeeper audit --policy-dir examples/ --objects manifests/
+  kubectl get pods,deployments -A -o yaml | celkeeper audit --policy-dir policies/ --objects - -o json
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "audit",
+        help="check existing objects against the constraints (the cluster, or files for CI)",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--source", choices=("kubernetes", "files"),
+                        help="the cluster, or files (default: files when --policy-dir, --objects or -f is "
+                        "given, else kubernetes)")
+    add_engine_option(parser)
+    parser.add_argument("--constraint-violations-limit", type=int, default=20, metavar="N",
+                        help="violations kept on each constraint's status (default 20; offline: in -o json)")
+    offline = parser.add_argument_group("files (--source files)")
+    offline.add_argument("--policy-dir", action="append", default=[], metavar="DIR",
+                         help="templates and constraints (file or folder, recursively; repeatable)")
+    offline.add_argument("--objects", action="append", default=[], metavar="PATH",
+                         help="objects to audit (file or folder; - for stdin; `kind: List` is expanded; "
+                         "repeatable)")
+    offline.add_argument("-f", "--filename", action="append", default=[], dest="filenames", metavar="PATH",
+                         help="templates, constraints and objects together (repeatable)")
+    offline.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    kube = parser.add_argument_group("kubernetes (--source kubernetes)")
+    kube.add_argument("--kubeconfig", metavar="FILE",
+                      help="kubeconfig to use (default: the pod's service account, in-cluster)")
+    kube.add_argument("--audit-interval", type=float, default=60.0, metavar="SECONDS",
+                      help="seconds from the start of one run to the start of the next (default 60)")
+    kube.add_argument("--audit-chunk-size", type=int, default=500, metavar="N",
+                      help="objects per list request, at most one page held at a time (default 500; "
+                      "0: unpaged)")
+    kube.add_argument("--once", action="store_true", help="one run, then exit (1 when it failed)")
+    kube.add_argument("--emit-audit-events", action="store_true",
+                      help="a Kubernetes Event per violation (reason AuditViolation)")
+    kube.add_argument("--audit-events-involved-namespace", action="store_true",
+                      help="events in the violating object's namespace (needs the RBAC to create events "
+                      "there) rather than in --pod-namespace")
+    kube.add_argument("--pod-namespace", metavar="NS",
+                      default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
+                      help=f"celkeeper's namespace, where events go (default: $POD_NAMESPACE, else "
+                      f"{DEFAULT_NAMESPACE})")
+    kube.add_argument("--excluded-namespace", action="append", default=[], metavar="NS",
+                      help="never audit objects in this namespace (globs: prefix*, *suffix; repeatable)")
+    kube.add_argument("--excluded-resource", action="append", default=[], metavar="RESOURCE",
+                      help="never list this resource: plural for the core group, plural.group otherwise, "
+                      "e.g. events or leases.coordination.k8s.io (repeatable)")
+    kube.add_argument("--metrics-bind", default="0.0.0.0:8888", metavar="HOST:PORT",
+                      help="/metrics, /healthz and /readyz (default 0.0.0.0:8888; empty: none)")
+    kube.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from celkeeper.errors import CelkeeperError
+
+    if args.constraint_violations_limit < 0:
+        raise CelkeeperError("--constraint-violations-limit must be 0 or more")
+    offline = bool(args.policy_dir or args.objects or args.filenames)
+    source = args.source or ("files" if offline else "kubernetes")
+    if source == "files":
+        if not offline:
+            raise CelkeeperError("--source files needs --policy-dir and --objects, or -f")
+        return _offline(args)
+    if offline:
+        raise CelkeeperError("--policy-dir, --objects and -f are for --source files")
+    if args.audit_interval <= 0:
+        raise CelkeeperError("--audit-interval must be more than 0 seconds (use --once for a single run)")
+    if args.audit_chunk_size < 0:
+        raise CelkeeperError("--audit-chunk-size must be 0 (unpaged) or more")
+    return _cluster(args)
+
+
+# -- the cluster ----------------------------------------------------------------------------------------
+def _cluster(args: argparse.Namespace) -> int:
+    from celkeeper.audit import AuditOptions, AuditProcess, ProcessOptions
+    from celkeeper.audit.logs import JsonFormatter
+    from celkeeper.audit.metrics import AuditMetrics, HealthServer
+    from celkeeper.errors import CelkeeperError
+    from celkeeper.kube import KubeClient
+    from celkeeper.settings import Settings
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler], force=True)
+    options = ProcessOptions(
+        audit=AuditOptions(
+            chunk_size=args.audit_chunk_size,
+            violations_limit=args.constraint_violations_limit,
+            excluded_namespaces=frozenset(args.excluded_namespace),
+            excluded_resources=frozenset(args.excluded_resource),
+        ),
+        interval=args.audit_interval,
+        settings=Settings(engine=args.engine),
+        namespace=args.pod_namespace,
+        emit_events=args.emit_audit_events,
+        events_in_involved_namespace=args.audit_events_involved_namespace,
+    )
+    client = KubeClient.connect(args.kubeconfig)
+    metrics = AuditMetrics()
+    process = AuditProcess(client, options, metrics)
+    stop = threading.Event()
+    looping = threading.Event()
+    server = None
+    if args.metrics_bind:
+        host, _, port = args.metrics_bind.rpartition(":")
+        try:
+            server = HealthServer((host or "0.0.0.0", int(port)), metrics,
+                                  ready=lambda: process.ready, alive=looping.is_set)
+        except (OSError, ValueError) as err:
+            raise CelkeeperError(f"cannot serve metrics on {args.metrics_bind!r}: {err}") from None
+        server.start()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    process.start()
+    looping.set()
+    try:
+        if args.once:
+            try:
+                return 0 if process.run_once(stop) is not None else 1
+            except Exception:
+                logging.getLogger("celkeeper.audit").exception("audit run failed")
+                return 1
+        process.loop(stop)
+        return 0
+    finally:
+        looping.clear()
+        process.close()
+        if server is not None:
+            server.stop()
+        client.close()
+
+
+# -- files ----------------------------------------------------------------------------------------------
+def _offline(args: argparse.Namespace) -> int:
+    from celkeeper.audit import Evaluator, RunResults, Violation, audit_objects
+    from celkeeper.gator.admission import is_admission_review
+    from celkeeper.gator.backend import PolicyBackend
+    from celkeeper.gator.kinds import is_policy_document
+    from celkeeper.gator.suite import is_suite
+    from celkeeper.model import EnforcementPoint
+
+    policy_docs = files.read_all([*args.policy_dir, *args.filenames])
+    object_docs = files.read_all(args.objects) if args.objects else policy_docs
+    problems = [str(e) for e in policy_docs.errors]
+    if args.objects:
+        problems.extend(str(e) for e in object_docs.errors)
+    backend = PolicyBackend(args.engine, EnforcementPoint.AUDIT)
+    loaded = backend.build([d for d in policy_docs.documents if is_policy_document(d)])
+    problems.extend(str(e) for e in loaded.errors)
+    objects: list[dict[str, Any]] = []
+    reviews = 0
+    for document in object_docs.documents:
+        if is_policy_document(document) or is_suite(document):
+            continue
+        if is_admission_review(document):
+            reviews += 1  # not an object that exists: `celkeeper test` reviews those
+            continue
+        objects.extend(_expanded(document.data))
+    if reviews:
+        print(f"celkeeper audit: note: {reviews} AdmissionReview document(s) left out (not objects; "
+              "`celkeeper test` reviews them)", file=sys.stderr)
+    namespaces = {o["metadata"]["name"]: o for o in objects if _is_namespace_object(o)}
+
+    class Collect:
+        def __init__(self) -> None:
+            self.violations: list[Violation] = []
+
+        def violation(self, violation: Violation) -> None:
+            self.violations.append(violation)
+
+        def page(self, resource: Any, objects: int) -> None:
+            del resource, objects
+
+    collected = Collect()
+    results = RunResults(args.constraint_violations_limit)
+    audited = audit_objects(Evaluator(loaded.policies), objects, namespaces.get, results, collected,
+                            skip_unknown_namespaces=False)
+    for problem in problems:
+        print(f"celkeeper audit: {problem}", file=sys.stderr)
+    ordered = sorted(collected.violations, key=_row_order)
+    if args.output == "json":
+        print(json.dumps(_json(loaded.policies.constraints, results, ordered, audited), indent=2))
+    else:
+        _table(loaded.policies.constraints, results, ordered, audited)
+    denied = any(v.denies for v in collected.violations)
+    return 1 if denied or problems else 0
+
+
+def _is_namespace_object(obj: dict[str, Any]) -> bool:
+    meta = obj.get("metadata")
+    return (obj.get("apiVersion") == "v1" and obj.get("kind") == "Namespace" and isinstance(meta, dict)
+            and isinstance(meta.get("name"), str))
+
+
+def _expanded(data: Any) -> list[dict[str, Any]]:
+    """An object, or the items of a list (`kind: List`, or `<Kind>List` as the API returns it)."""
+    if not isinstance(data, dict):
+        return []
+    kind = str(data.get("kind") or "")
+    items = data.get("items")
+    if kind.endswith("List") and isinstance(items, list):
+        item_kind = kind[: -len("List")]
+        out = []
+        for item in items:
+            if isinstance(item, dict):
+                if item_kind and "kind" not in item:  # e.g. a PodList from the API: items carry no kind
+                    out.extend(_expanded({"apiVersion": data.get("apiVersion"), "kind": item_kind, **item}))
+                else:
+                    out.extend(_expanded(item))
+        return out
+    return [data] if data.get("apiVersion") and kind else []
+
+
+def _row_order(violation: Any) -> tuple[str, ...]:
+    ref = violation.ref
+    return (
+        *violation.constraint, ref.group, ref.version, ref.kind, ref.namespace, ref.name, violation.message
+    )
+
+
+def _action(violation: Any) -> str:
+    if violation.enforcement_actions:
+        return f"{violation.enforcement_action}({','.join(violation.enforcement_actions)})"
+    return str(violation.enforcement_action)
+
+
+def _table(constraints: Any, results: Any, violations: list[Any], audited: int) -> None:
+    rows: list[tuple[str, ...]] = [("CONSTRAINT", "ACTION", "OBJECT", "MESSAGE")]
+    rows += [(f"{v.constraint[0]}/{v.constraint[1]}", _action(v), str(v.ref), v.message) for v in violations]
+    if violations:
+        _print_rows(rows)
+        print()
+    totals: list[tuple[str, ...]] = [("CONSTRAINT", "ENFORCEMENT-ACTION", "TOTAL-VIOLATIONS")]
+    for constraint in sorted(constraints, key=lambda c: (c.kind, c.name)):
+        found = results.constraints.get((constraint.kind, constraint.name))
+        totals.append((f"{constraint.kind}/{constraint.name}", str(constraint.enforcement_action),
+                       str(found.total if found else 0)))
+    _print_rows(totals)
+    by_action = ", ".join(f"{n} {a}" for a, n in results.by_action.items() if n)
+    print(f"\n{results.total} violation(s) in {audited} object(s), {len(constraints)} constraint(s)"
+          + (f": {by_action}" if by_action else ""))
+
+
+def _print_rows(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+
+
+def _json(constraints: Any, results: Any, violations: list[Any], audited: int) -> dict[str, Any]:
+    from celkeeper.audit.results import status_violation
+
+    out = []
+    for constraint in sorted(constraints, key=lambda c: (c.kind, c.name)):
+        key = (constraint.kind, constraint.name)
+        status = results.status_fields(key)
+        out.append({
+            "kind": constraint.kind,
+            "name": constraint.name,
+            "enforcementAction": str(constraint.enforcement_action),
+            "status": status,
+            "allViolations": [status_violation(v) for v in violations if v.constraint == key],
+        })
+    return {
+        "objects": audited,
+        "totalViolations": results.total,
+        "byEnforcementAction": {a: n for a, n in results.by_action.items() if n},
+        "constraints": out,
+    }

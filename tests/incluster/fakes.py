@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from celkeeper.kube import ApiError, Listed, Resource, WatchEvent
+from celkeeper.kube import ApiError, Listed, Page, Resource, WatchEvent
 from celkeeper.kube.resources import object_key
 
 _CLOSE = object()
@@ -71,6 +71,10 @@ class FakeClient:
         self.watches: list[FakeStream] = []
         self.lists: list[Resource] = []
         self.writes: list[tuple[str, Resource, str]] = []
+        self.pages: list[tuple[Resource, str]] = []  # (resource, continue token) of each page asked
+        self.expire: dict[Resource, list[ApiError]] = {}  # raised, in turn, by pages asked with a token
+        self.paths: dict[str, dict[str, Any]] = {}  # get_path documents (discovery)
+        self.conflicts: dict[tuple[Resource, str], int] = {}  # replaces refused with 409, per object
         self.lock = threading.Lock()
         self.watch_started = threading.Condition(self.lock)
 
@@ -110,6 +114,27 @@ class FakeClient:
             items = [copy.deepcopy(o) for o in self.collections[resource].values()]
             return Listed(items, self.versions.get(resource, "1"))
 
+    def list_page(self, resource: Resource, limit: int, continue_token: str = "") -> Page:
+        """Objects in key order, `continue_token` = the last key given (as the API server pages)."""
+        with self.lock:
+            self.pages.append((resource, continue_token))
+            failures = self.expire.get(resource)
+            if continue_token and failures:
+                raise failures.pop(0)
+            if resource not in self.collections:
+                raise ApiError(404, "NotFound", f"no {resource}")
+            keys = sorted(k for k in self.collections[resource] if k > continue_token)
+            chunk = keys[:limit] if limit > 0 else keys
+            token = chunk[-1] if len(keys) > len(chunk) else ""
+            items = [copy.deepcopy(self.collections[resource][k]) for k in chunk]
+            return Page(items, token, self.versions.get(resource, "1"))
+
+    def get_path(self, path: str) -> dict[str, Any]:
+        with self.lock:
+            if path not in self.paths:
+                raise ApiError(404, "NotFound", f"{path} not found")
+            return copy.deepcopy(self.paths[path])
+
     def watch(self, resource: Resource, resource_version: str, timeout_seconds: int) -> FakeStream:
         del timeout_seconds
         with self.watch_started:
@@ -135,6 +160,9 @@ class FakeClient:
         self, resource: Resource, name: str, body: Mapping[str, Any], subresource: str = ""
     ) -> dict[str, Any]:
         with self.lock:
+            if self.conflicts.get((resource, name)):
+                self.conflicts[(resource, name)] -= 1
+                raise ApiError(409, "Conflict", f"{resource} {name} was modified")
             self.writes.append(("replace" + (f"/{subresource}" if subresource else ""), resource, name))
             self.collections.setdefault(resource, {})[name] = copy.deepcopy(dict(body))
             return copy.deepcopy(dict(body))

@@ -1,0 +1,270 @@
+"""Audit cost: Pods listed through a real kube-apiserver and evaluated against bench/decision.py's 20
+constraints (five templates, each constraint matching Pods), in process and as a whole run.
+
+Prints, for --pods Pods (~6 KB each as the API server lists them, managedFields included; 10% of them
+violate two constraints):
+  - the evaluation alone, in process (the Pods as listed, already parsed): objects/s, best of 3 passes;
+  - listing them in pages of 500 through the API server and parsing them, in process: objects/s;
+  - a whole run of the real `celkeeper audit --source kubernetes --once` process: the run's own duration
+    (its audit_finished line), the process's wall time (start-up and template compilation included),
+    and its peak RSS;
+  - with --large N (e.g. 50000): the same run after growing the cluster to N Pods, and the peak RSS
+    growth of the process over a run that lists no Pods (`--excluded-resource pods`): memory must not
+    grow with the cluster.
+Targets (2 cores): >= 5,000 objects/s evaluated in process; a run over 10,000 Pods <= 10 s; peak RSS
+growth <= 100 MiB at 50,000 Pods. Needs the binaries from hack/kube/build.sh (skips otherwise).
+
+    .venv/bin/python bench/audit.py [--pods 10000] [--large 50000] [--engine cel-expr-python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from tests.support.binaries import BinariesUnavailable, find_binaries  # noqa: E402
+
+NAMESPACES = 10
+VIOLATING_EVERY = 10  # one Pod in ten lacks the labels two of the constraints require
+CELKEEPER = Path(sys.executable).parent / "celkeeper"
+
+
+def pods(start: int, stop: int) -> Any:
+    from tests.support.pods import realistic_pod
+
+    for i in range(start, stop):
+        labels = {} if i % VIOLATING_EVERY == 0 else {"team5": "a", "team15": "b"}
+        yield realistic_pod(f"web-{i:06d}", f"team-{i % NAMESPACES}", labels=labels)
+
+
+def cluster_policies() -> list[dict[str, Any]]:
+    """decision.py's templates and 20 Pod constraints, in celkeeper's API groups."""
+    import decision
+
+    out = []
+    for kind, spec in decision.TEMPLATES.items():
+        template = json.loads(json.dumps(decision.template(kind, spec).data))
+        template["apiVersion"] = "templates.celkeeper.io/v1"
+        out.append(template)
+    kinds = list(decision.TEMPLATES)
+    for i in range(20):
+        kind = kinds[i % len(kinds)]
+        constraint = decision.constraint(
+            kind, f"pods-{i}", "", "Pod", decision.TEMPLATES[kind]["parameters"](i)
+        )
+        data = json.loads(json.dumps(constraint.data))
+        data["apiVersion"] = "constraints.celkeeper.io/v1beta1"
+        out.append(data)
+    return out
+
+
+def install(cluster: Any) -> None:
+    from celkeeper.crds import constraint_crd
+    from tests.incluster.support import install_crds
+    from tests.support.kubectl import apply
+
+    install_crds(cluster)
+    policies = cluster_policies()
+    templates = [p for p in policies if p["kind"] == "ConstraintTemplate"]
+    for template in templates:
+        apply(cluster, template)
+        cluster.kubectl("apply", "-f", "-", input=constraint_crd(template))
+    for template in templates:
+        name = template["spec"]["crd"]["spec"]["names"]["kind"].lower()
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}.constraints.celkeeper.io")
+    for constraint in (p for p in policies if p["kind"] != "ConstraintTemplate"):
+        apply(cluster, constraint)
+
+
+def grow(cluster: Any, start: int, stop: int) -> float:
+    from tests.support.bulk import create_many
+
+    began = time.perf_counter()
+    created = create_many(cluster, pods(start, stop), threads=8)
+    assert created == stop - start
+    return time.perf_counter() - began
+
+
+@dataclass
+class Rate:
+    objects: int
+    wall: float
+    cpu: float  # this process's CPU seconds
+
+    def line(self) -> str:
+        return (
+            f"{self.objects / self.wall:8.0f} objects/s wall, {self.objects / self.cpu:8.0f} objects per "
+            "CPU-second"
+        )
+
+
+def in_process(cluster: Any, engine: str) -> tuple[Rate, Rate, int]:
+    """(list + parse, evaluation (best of 3 by CPU time), violations)."""
+    import decision
+
+    from celkeeper.audit import Evaluator
+    from celkeeper.cel import get_engine
+    from celkeeper.kube import KubeClient, pages
+    from celkeeper.kube.resources import Resource
+    from celkeeper.policy import TemplateCompiler
+
+    client = KubeClient.connect(str(cluster.kubeconfig_path))
+    resource = Resource("", "v1", "pods", "Pod")
+    wall, cpu = time.perf_counter(), time.process_time()
+    listed = [obj for page in pages(client, resource, 500) for obj in page.items]
+    listing = Rate(len(listed), time.perf_counter() - wall, time.process_time() - cpu)
+    client.close()
+    policies = decision.policy_set(TemplateCompiler(get_engine(engine)), 20)
+    policies.prepare()
+    evaluator = Evaluator(policies)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {}}}
+    best: Rate | None = None
+    violations = 0
+    for _ in range(3):
+        wall, cpu = time.perf_counter(), time.process_time()
+        violations = sum(len(evaluator.evaluate(obj, namespace).violations) for obj in listed)
+        rate = Rate(len(listed), time.perf_counter() - wall, time.process_time() - cpu)
+        best = rate if best is None or rate.cpu < best.cpu else best
+    assert best is not None
+    return listing, best, violations
+
+
+@dataclass
+class Run:
+    seconds: float  # the run itself (audit_started to audit_finished)
+    wall: float  # the process, start-up and template compilation included
+    cpu: float  # the audit process's CPU seconds
+    apiserver_cpu: float  # kube-apiserver's CPU seconds meanwhile
+    peak_mib: float
+    objects: int
+    violations: int
+
+
+def audit_process(cluster: Any, work: Path, *extra: str) -> Run:
+    """Run `celkeeper audit --once` as a process of its own."""
+    from bench.support.load import cpu_seconds
+
+    log_path = work / f"audit-{time.monotonic_ns()}.log"
+    argv = [
+        str(CELKEEPER),
+        "audit",
+        "--source",
+        "kubernetes",
+        "--kubeconfig",
+        str(cluster.kubeconfig_path),
+        "--once",
+        "--metrics-bind",
+        "",
+        *extra,
+    ]
+    apiserver = {cluster.apiserver.pid}
+    api_before = cpu_seconds(apiserver)
+    began = time.perf_counter()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - began
+    api_cpu = cpu_seconds(apiserver) - api_before
+    code = os.waitstatus_to_exitcode(status)
+    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    finished = next((line for line in lines if line.get("event_type") == "audit_finished"), None)
+    if code != 0 or finished is None:
+        raise SystemExit(f"celkeeper audit failed ({code}):\n{log_path.read_text()[-3000:]}")
+    started = next(line["ts"] for line in lines if line.get("event_type") == "audit_started")
+    return Run(
+        finished["ts"] - started,
+        wall,
+        usage.ru_utime + usage.ru_stime,
+        api_cpu,
+        usage.ru_maxrss / 1024,
+        finished["objects"],
+        finished["violations"],
+    )
+
+
+def describe(run: Run) -> str:
+    return (
+        f"run {run.seconds:.2f} s ({run.objects / run.seconds:.0f} objects/s), "
+        f"process wall {run.wall:.2f} s; CPU: audit {run.cpu:.2f} s, kube-apiserver {run.apiserver_cpu:.2f} s"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pods", type=int, default=10_000, help="Pods in the cluster (default 10000)")
+    parser.add_argument(
+        "--large",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also grow the cluster to N Pods and measure again (e.g. 50000)",
+    )
+    parser.add_argument("--engine", default="cel-expr-python", choices=["cel-expr-python", "cel-python"])
+    args = parser.parse_args()
+    try:
+        binaries = find_binaries()
+    except BinariesUnavailable as exc:
+        print(f"skipped: {exc}")
+        return 0
+    from tests.support.apiserver import ControlPlane
+
+    with tempfile.TemporaryDirectory(prefix="celkeeper-bench-audit-") as tmp:
+        work = Path(tmp)
+        with ControlPlane(work / "kube", binaries) as cluster:
+            for i in range(NAMESPACES):
+                cluster.kubectl("create", "namespace", f"team-{i}")
+            install(cluster)
+            took = grow(cluster, 0, args.pods)
+            print(f"{args.pods} Pods created in {took:.0f} s ({args.pods / took:.0f}/s)")
+            size = len(cluster.request("/api/v1/namespaces/team-1/pods/web-000001")[1])
+            print(f"one Pod as listed: {size / 1024:.1f} KB")
+            listing, evaluation, violations = in_process(cluster, args.engine)
+            print(
+                f"in process ({args.engine}), {listing.objects} Pods, 20 constraints, "
+                f"{violations} violations:"
+            )
+            per_cpu = evaluation.objects / evaluation.cpu
+            print(
+                f"  evaluation alone:           {evaluation.line()}   (target >= 5000: "
+                f"{'met' if per_cpu >= 5000 else 'NOT met'} per CPU-second)"
+            )
+            print(f"  list + parse, pages of 500: {listing.line()}")
+            baseline = audit_process(cluster, work, "--excluded-resource", "pods")
+            run = audit_process(cluster, work)
+            print(f"celkeeper audit --once over {run.objects} objects ({run.violations} violations):")
+            print(f"  {describe(run)}")
+            print(f"  target <= 10 s at 10,000: {'met' if run.seconds <= 10 else 'NOT met'}")
+            print(
+                f"  peak RSS {run.peak_mib:.0f} MiB; a run listing no Pods {baseline.peak_mib:.0f} MiB; "
+                f"growth {run.peak_mib - baseline.peak_mib:.0f} MiB"
+            )
+            if args.large > args.pods:
+                took = grow(cluster, args.pods, args.large)
+                print(f"grown to {args.large} Pods in {took:.0f} s")
+                run = audit_process(cluster, work)
+                growth = run.peak_mib - baseline.peak_mib
+                print(f"celkeeper audit --once over {run.objects} objects ({run.violations} violations):")
+                print(f"  {describe(run)}")
+                print(
+                    f"  peak RSS {run.peak_mib:.0f} MiB; growth {growth:.0f} MiB over a run listing no Pods "
+                    f"(target <= 100 MiB: {'met' if growth <= 100 else 'NOT met'})"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

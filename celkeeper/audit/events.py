@@ -131,7 +131,7 @@ class EventSink:
         self._thread = threading.Thread(target=self._run, name="audit events", daemon=True)
         self._thread.start()
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = 60.0) -> None:
         """Post what is queued (for at most `timeout` seconds), then stop."""
         if self._thread is None:
             return

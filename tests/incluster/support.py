@@ -103,14 +103,15 @@ def remove_templates(cluster: ControlPlane, prefix: str) -> None:
         cluster.kubectl("delete", "crd", *crds, "--ignore-not-found", "--wait=false", check=False)
 
 
-def rbac_kubeconfig(cluster: ControlPlane, pod_namespace: str, user: str) -> Path:
-    """A kubeconfig for `user`, who gets exactly deploy/rbac.yaml's roles (Role in `pod_namespace`)."""
+def rbac_kubeconfig(cluster: ControlPlane, pod_namespace: str, user: str, manifest: Path = RBAC) -> Path:
+    """A kubeconfig for `user`, who gets exactly the roles of `manifest` (deploy/rbac.yaml; its Roles in
+    `pod_namespace`)."""
     suffix = secrets.token_hex(3)
     objects = []
-    for doc in parse_documents(RBAC.read_text(encoding="utf-8"), str(RBAC)).documents:
+    for doc in parse_documents(manifest.read_text(encoding="utf-8"), str(manifest)).documents:
         obj = json.loads(json.dumps(doc.data))
         kind = obj["kind"]
-        if kind == "ServiceAccount":
+        if kind not in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
             continue
         if kind in ("ClusterRole", "ClusterRoleBinding"):
             obj["metadata"]["name"] = f"{obj['metadata']['name']}-{suffix}"

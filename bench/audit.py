@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -152,6 +152,17 @@ class Run:
     violations: int
 
 
+def high_water_kib(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
 def audit_process(cluster: Any, work: Path, *extra: str) -> Run:
     """Run `celkeeper audit --once` as a process of its own."""
     from bench.support.load import cpu_seconds
@@ -171,24 +182,32 @@ def audit_process(cluster: Any, work: Path, *extra: str) -> Run:
     ]
     apiserver = {cluster.apiserver.pid}
     api_before = cpu_seconds(apiserver)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
+    peak_kib = 0
     with log_path.open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
+        # the peak RSS of the process's own address space (VmHWM starts afresh at exec; ru_maxrss would
+        # count the pages of this big process it was forked from)
+        while proc.poll() is None:
+            peak_kib = max(peak_kib, high_water_kib(proc.pid))
+            time.sleep(0.02)
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter() - began
     api_cpu = cpu_seconds(apiserver) - api_before
-    code = os.waitstatus_to_exitcode(status)
+    code = proc.returncode
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     finished = next((line for line in lines if line.get("event_type") == "audit_finished"), None)
     if code != 0 or finished is None:
         raise SystemExit(f"celkeeper audit failed ({code}):\n{log_path.read_text()[-3000:]}")
     started = next(line["ts"] for line in lines if line.get("event_type") == "audit_started")
+    cpu = usage.ru_utime + usage.ru_stime - children_before.ru_utime - children_before.ru_stime
     return Run(
         finished["ts"] - started,
         wall,
-        usage.ru_utime + usage.ru_stime,
+        cpu,
         api_cpu,
-        usage.ru_maxrss / 1024,
+        peak_kib / 1024,
         finished["objects"],
         finished["violations"],
     )

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celkeeper.audit.results import ConstraintKey, ObjectRef, Violation
-from celkeeper.errors import CelkeeperError
+from celkeeper.errors import CelkeeperError, ReviewError
 from celkeeper.model import Action, EnforcementPoint, Result
 from celkeeper.policy import Candidate, PolicySet
 from celkeeper.review import decide, request_for_object
@@ -59,7 +59,10 @@ class Evaluator:
         return tuple(c for c in self.policies.candidates(group, kind) if c.constraint.actions_for(point))
 
     def evaluate(self, obj: Mapping[str, Any], namespace: Mapping[str, Any] | None) -> Outcome:
-        request = request_for_object(obj)
+        try:
+            request = request_for_object(obj)
+        except ReviewError as err:  # not a Kubernetes object (no apiVersion or kind): files only
+            return self.unevaluable(obj, f"cannot be reviewed: {err}")
 
         def lookup(name: str) -> Mapping[str, Any] | None:
             return namespace if name == request.namespace else None

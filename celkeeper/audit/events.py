@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from celkeeper.audit.logs import constraint_fields, resource_fields
 from celkeeper.audit.results import Violation, truncate
-from celkeeper.crds import names
 from celkeeper.kube import ApiError, Client, Resource
 
 log = logging.getLogger("celkeeper.audit")
@@ -69,18 +69,10 @@ def event_body(
         "process": "audit",
         "auditTimestamp": audit_id,
         "event_type": "violation_audited",
-        "constraint_group": names.CONSTRAINTS_GROUP,
-        "constraint_api_version": names.CONSTRAINTS_STORAGE_VERSION,
-        "constraint_kind": kind,
-        "constraint_name": name,
-        "constraint_namespace": "",
+        **constraint_fields(kind, name),
         "constraint_action": violation.enforcement_action,
         "constraint_enforcement_actions": ",".join(violation.enforcement_actions),
-        "resource_group": ref.group,
-        "resource_api_version": ref.version,
-        "resource_kind": ref.kind,
-        "resource_namespace": ref.namespace,
-        "resource_name": ref.name,
+        **resource_fields(ref),
     }
     stamp = _time(now)
     return {

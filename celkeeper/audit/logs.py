@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from celkeeper.audit.results import Violation, truncate
+from celkeeper.audit.results import ObjectRef, Violation, truncate
 from celkeeper.crds import names
 
 FIELDS = "fields"  # the LogRecord attribute holding a line's structured fields
@@ -85,13 +85,25 @@ def constraint_annotations(constraint: Mapping[str, Any] | None) -> dict[str, st
     return {str(k): str(v) for k, v in found.items() if k != LAST_APPLIED}
 
 
-def _constraint_fields(kind: str, name: str) -> dict[str, Any]:
+def constraint_fields(kind: str, name: str) -> dict[str, Any]:
+    """Gatekeeper's constraint_* keys (constraints are cluster-scoped: no namespace)."""
     return {
         "constraint_group": names.CONSTRAINTS_GROUP,
         "constraint_api_version": names.CONSTRAINTS_STORAGE_VERSION,
         "constraint_kind": kind,
         "constraint_name": name,
         "constraint_namespace": "",
+    }
+
+
+def resource_fields(ref: ObjectRef) -> dict[str, str]:
+    """Gatekeeper's resource_* keys of the violating object (labels apart)."""
+    return {
+        "resource_group": ref.group,
+        "resource_api_version": ref.version,
+        "resource_kind": ref.kind,
+        "resource_namespace": ref.namespace,
+        "resource_name": ref.name,
     }
 
 
@@ -106,15 +118,11 @@ def violation_line(
         "details": None,
         "event_type": "violation_audited",
         "semantic": True,
-        **_constraint_fields(*violation.constraint),
+        **constraint_fields(*violation.constraint),
         "constraint_action": violation.enforcement_action,
         "constraint_enforcement_actions": list(violation.enforcement_actions),
         "constraint_annotations": dict(annotations) if annotations is not None else None,
-        "resource_group": ref.group,
-        "resource_api_version": ref.version,
-        "resource_kind": ref.kind,
-        "resource_namespace": ref.namespace,
-        "resource_name": ref.name,
+        **resource_fields(ref),
         "resource_labels": dict(violation.labels) if violation.labels else None,
     }
     return truncate(violation.message), fields(**values)
@@ -132,7 +140,7 @@ def constraint_line(kind: str, name: str, action: str, total: int, audit_id: str
         audit_id=audit_id,
         event_type="constraint_audited",
         semantic=True,
-        **_constraint_fields(kind, name),
+        **constraint_fields(kind, name),
         constraint_action=action,
         constraint_status="enforced",
         constraint_violations=str(total),

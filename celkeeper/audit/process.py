@@ -34,7 +34,7 @@ from celkeeper.audit.logs import (
     violation_line,
 )
 from celkeeper.audit.metrics import AuditMetrics
-from celkeeper.audit.results import ConstraintKey, RunResults, Violation
+from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
 from celkeeper.audit.run import AuditOptions, audit_cluster
 from celkeeper.audit.status import Audited, audit_id, write_results
 from celkeeper.cel import get_engine
@@ -43,7 +43,7 @@ from celkeeper.documents import Document
 from celkeeper.kube import NAMESPACES, ApiError, Client, PolicyView, PolicyWatch, Timing, WatchManager
 from celkeeper.kube.discovery import ApiResource
 from celkeeper.kube.objects import item_name, policy_object
-from celkeeper.kube.resources import constraints
+from celkeeper.kube.resources import constraints, generation_of, uid_of
 from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
 from celkeeper.settings import Settings
 
@@ -108,6 +108,9 @@ class _Reporter:
         if self.events is not None:
             self.events.emit(violation, self.run_id)
 
+    def error(self, constraint: ConstraintKey, ref: ObjectRef, message: str) -> None:
+        log.warning("%s could not be evaluated for %s %s: %s", ref, *constraint, message)
+
     def page(self, resource: ApiResource, objects: int) -> None:
         del resource, objects
         self.heartbeat()
@@ -141,6 +144,7 @@ class AuditProcess:
         self.heartbeat = 0.0
         self._problems: set[str] = set()
         self._synced = threading.Event()
+        self._built: tuple[tuple[tuple[str, str], ...], PolicySet] | None = None  # (versions, policy set)
 
     # -- life cycle -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -245,6 +249,17 @@ class AuditProcess:
         self.heartbeat = self.clock()
 
     def _policy_set(self, view: PolicyView) -> PolicySet:
+        """The policy set of the view; the last one again when no template or constraint changed."""
+        # generation moves with the spec only: the status writes (this audit's, the pods' byPod) do not count
+        versions = tuple(
+            sorted(
+                (name, f"{uid_of(obj)}/{generation_of(obj)}")
+                for obj in view.objects
+                if (name := item_name(obj))
+            )
+        )
+        if self._built is not None and self._built[0] == versions:
+            return self._built[1]
         documents = []
         for obj in view.objects:
             name = item_name(obj)
@@ -256,6 +271,7 @@ class AuditProcess:
         for problem in sorted(problems - self._problems):
             log.warning("policy problem (not audited): %s", problem)
         self._problems = problems
+        self._built = (versions, policies)
         return policies
 
     def _constraints(

@@ -11,7 +11,8 @@ and `excluded_resources`. Gatekeeper lists every kind (or the kinds named by the
 
 Per kind, pages of `chunk_size` objects (kube.pages: a 410 Gone restarts the list without delivering an
 object twice); only one page is held at a time. An API error on one kind is an error of the constraints
-that could match it (the run goes on with the other kinds). Objects in `excluded_namespaces` (globs, like
+that could match it (the run goes on with the other kinds); a kind no longer served (404: its CRD was
+deleted since discovery) has nothing to audit. Objects in `excluded_namespaces` (globs, like
 Gatekeeper's Config `match[].processes: [audit]`; for a Namespace, its own name) are skipped, and so are
 namespaced objects whose Namespace cannot be found (Gatekeeper's audit skips them too).
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from celkeeper.audit.evaluate import MAX_DEPTH, Evaluator, Outcome
-from celkeeper.audit.results import ObjectRef, RunResults, Violation
+from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
 from celkeeper.crds import names
 from celkeeper.kube import ApiError, Client, discover, pages
 from celkeeper.kube.discovery import ApiResource
@@ -43,6 +44,9 @@ class Reporter(Protocol):
     def violation(self, violation: Violation) -> None:
         """One violation found (logs, events)."""
 
+    def error(self, constraint: ConstraintKey, ref: ObjectRef, message: str) -> None:
+        """An object that could not be evaluated for a constraint."""
+
     def page(self, resource: ApiResource, objects: int) -> None:
         """A page of `objects` objects of `resource` was evaluated (progress, liveness)."""
 
@@ -50,6 +54,9 @@ class Reporter(Protocol):
 class Silent:
     def violation(self, violation: Violation) -> None:
         del violation
+
+    def error(self, constraint: ConstraintKey, ref: ObjectRef, message: str) -> None:
+        log.warning("%s could not be evaluated for %s %s: %s", ref, *constraint, message)
 
     def page(self, resource: ApiResource, objects: int) -> None:
         del resource, objects
@@ -117,7 +124,7 @@ def _record(outcome: Outcome, obj: Mapping[str, Any], results: RunResults, repor
         report.violation(violation)
     for key, message in outcome.errors:
         results.add_error(key, ref, message)
-        log.warning("%s could not be evaluated for %s %s: %s", ref, key[0], key[1], message)
+        report.error(key, ref, message)
 
 
 def selected_resources(
@@ -161,6 +168,9 @@ def audit_cluster(
                 )
                 report.page(resource, audited)
         except ApiError as err:
+            if err.not_found:  # it went away since discovery (a CRD deleted): nothing to audit
+                log.info("%s is no longer served: not audited", resource)
+                continue
             _list_failed(evaluator, resource, err, results)
     return results
 

@@ -41,46 +41,104 @@ def register(subparsers: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--source", choices=("kubernetes", "files"),
-                        help="the cluster, or files (default: files when --policy-dir, --objects or -f is "
-                        "given, else kubernetes)")
+    parser.add_argument(
+        "--source",
+        choices=("kubernetes", "files"),
+        help="the cluster, or files (default: files when --policy-dir, --objects or -f is "
+        "given, else kubernetes)",
+    )
     add_engine_option(parser)
-    parser.add_argument("--constraint-violations-limit", type=int, default=20, metavar="N",
-                        help="violations kept on each constraint's status (default 20; offline: in -o json)")
+    parser.add_argument(
+        "--constraint-violations-limit",
+        type=int,
+        default=20,
+        metavar="N",
+        help="violations kept on each constraint's status (default 20; offline: in -o json)",
+    )
     offline = parser.add_argument_group("files (--source files)")
-    offline.add_argument("--policy-dir", action="append", default=[], metavar="DIR",
-                         help="templates and constraints (file or folder, recursively; repeatable)")
-    offline.add_argument("--objects", action="append", default=[], metavar="PATH",
-                         help="objects to audit (file or folder; - for stdin; `kind: List` is expanded; "
-                         "repeatable)")
-    offline.add_argument("-f", "--filename", action="append", default=[], dest="filenames", metavar="PATH",
-                         help="templates, constraints and objects together (repeatable)")
+    offline.add_argument(
+        "--policy-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="templates and constraints (file or folder, recursively; repeatable)",
+    )
+    offline.add_argument(
+        "--objects",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="objects to audit (file or folder; - for stdin; `kind: List` is expanded; repeatable)",
+    )
+    offline.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        default=[],
+        dest="filenames",
+        metavar="PATH",
+        help="templates, constraints and objects together (repeatable)",
+    )
     offline.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
     kube = parser.add_argument_group("kubernetes (--source kubernetes)")
-    kube.add_argument("--kubeconfig", metavar="FILE",
-                      help="kubeconfig to use (default: the pod's service account, in-cluster)")
-    kube.add_argument("--audit-interval", type=float, default=60.0, metavar="SECONDS",
-                      help="seconds from the start of one run to the start of the next (default 60)")
-    kube.add_argument("--audit-chunk-size", type=int, default=500, metavar="N",
-                      help="objects per list request, at most one page held at a time (default 500; "
-                      "0: unpaged)")
+    kube.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig to use (default: the pod's service account, in-cluster)",
+    )
+    kube.add_argument(
+        "--audit-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds from the start of one run to the start of the next (default 60)",
+    )
+    kube.add_argument(
+        "--audit-chunk-size",
+        type=int,
+        default=500,
+        metavar="N",
+        help="objects per list request, at most one page held at a time (default 500; 0: unpaged)",
+    )
     kube.add_argument("--once", action="store_true", help="one run, then exit (1 when it failed)")
-    kube.add_argument("--emit-audit-events", action="store_true",
-                      help="a Kubernetes Event per violation (reason AuditViolation)")
-    kube.add_argument("--audit-events-involved-namespace", action="store_true",
-                      help="events in the violating object's namespace (needs the RBAC to create events "
-                      "there) rather than in --pod-namespace")
-    kube.add_argument("--pod-namespace", metavar="NS",
-                      default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
-                      help=f"celkeeper's namespace, where events go (default: $POD_NAMESPACE, else "
-                      f"{DEFAULT_NAMESPACE})")
-    kube.add_argument("--excluded-namespace", action="append", default=[], metavar="NS",
-                      help="never audit objects in this namespace (globs: prefix*, *suffix; repeatable)")
-    kube.add_argument("--excluded-resource", action="append", default=[], metavar="RESOURCE",
-                      help="never list this resource: plural for the core group, plural.group otherwise, "
-                      "e.g. events or leases.coordination.k8s.io (repeatable)")
-    kube.add_argument("--metrics-bind", default="0.0.0.0:8888", metavar="HOST:PORT",
-                      help="/metrics, /healthz and /readyz (default 0.0.0.0:8888; empty: none)")
+    kube.add_argument(
+        "--emit-audit-events",
+        action="store_true",
+        help="a Kubernetes Event per violation (reason AuditViolation)",
+    )
+    kube.add_argument(
+        "--audit-events-involved-namespace",
+        action="store_true",
+        help="events in the violating object's namespace (needs the RBAC to create events "
+        "there) rather than in --pod-namespace",
+    )
+    kube.add_argument(
+        "--pod-namespace",
+        metavar="NS",
+        default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
+        help=f"celkeeper's namespace, where events go (default: $POD_NAMESPACE, else {DEFAULT_NAMESPACE})",
+    )
+    kube.add_argument(
+        "--excluded-namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="never audit objects in this namespace (globs: prefix*, *suffix; repeatable)",
+    )
+    kube.add_argument(
+        "--excluded-resource",
+        action="append",
+        default=[],
+        metavar="RESOURCE",
+        help="never list this resource: plural for the core group, plural.group otherwise, "
+        "e.g. events or leases.coordination.k8s.io (repeatable)",
+    )
+    kube.add_argument(
+        "--metrics-bind",
+        default="0.0.0.0:8888",
+        metavar="HOST:PORT",
+        help="/metrics, /healthz and /readyz (default 0.0.0.0:8888; empty: none)",
+    )
     kube.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     parser.set_defaults(func=run)
 
@@ -139,8 +197,9 @@ def _cluster(args: argparse.Namespace) -> int:
     if args.metrics_bind:
         host, _, port = args.metrics_bind.rpartition(":")
         try:
-            server = HealthServer((host or "0.0.0.0", int(port)), metrics,
-                                  ready=lambda: process.ready, alive=looping.is_set)
+            server = HealthServer(
+                (host or "0.0.0.0", int(port)), metrics, ready=lambda: process.ready, alive=looping.is_set
+            )
         except (OSError, ValueError) as err:
             raise CelkeeperError(f"cannot serve metrics on {args.metrics_bind!r}: {err}") from None
         server.start()
@@ -192,8 +251,11 @@ def _offline(args: argparse.Namespace) -> int:
             continue
         objects.extend(_expanded(document.data))
     if reviews:
-        print(f"celkeeper audit: note: {reviews} AdmissionReview document(s) left out (not objects; "
-              "`celkeeper test` reviews them)", file=sys.stderr)
+        print(
+            f"celkeeper audit: note: {reviews} AdmissionReview document(s) left out (not objects; "
+            "`celkeeper test` reviews them)",
+            file=sys.stderr,
+        )
     namespaces = {o["metadata"]["name"]: o for o in objects if _is_namespace_object(o)}
 
     class Collect:
@@ -203,13 +265,17 @@ def _offline(args: argparse.Namespace) -> int:
         def violation(self, violation: Violation) -> None:
             self.violations.append(violation)
 
+        def error(self, constraint: tuple[str, str], ref: Any, message: str) -> None:
+            problems.append(f"{ref}: not evaluated for {constraint[0]}/{constraint[1]}: {message}")
+
         def page(self, resource: Any, objects: int) -> None:
             del resource, objects
 
     collected = Collect()
     results = RunResults(args.constraint_violations_limit)
-    audited = audit_objects(Evaluator(loaded.policies), objects, namespaces.get, results, collected,
-                            skip_unknown_namespaces=False)
+    audited = audit_objects(
+        Evaluator(loaded.policies), objects, namespaces.get, results, collected, skip_unknown_namespaces=False
+    )
     for problem in problems:
         print(f"celkeeper audit: {problem}", file=sys.stderr)
     ordered = sorted(collected.violations, key=_row_order)
@@ -223,8 +289,12 @@ def _offline(args: argparse.Namespace) -> int:
 
 def _is_namespace_object(obj: dict[str, Any]) -> bool:
     meta = obj.get("metadata")
-    return (obj.get("apiVersion") == "v1" and obj.get("kind") == "Namespace" and isinstance(meta, dict)
-            and isinstance(meta.get("name"), str))
+    return (
+        obj.get("apiVersion") == "v1"
+        and obj.get("kind") == "Namespace"
+        and isinstance(meta, dict)
+        and isinstance(meta.get("name"), str)
+    )
 
 
 def _expanded(data: Any) -> list[dict[str, Any]]:
@@ -249,7 +319,13 @@ def _expanded(data: Any) -> list[dict[str, Any]]:
 def _row_order(violation: Any) -> tuple[str, ...]:
     ref = violation.ref
     return (
-        *violation.constraint, ref.group, ref.version, ref.kind, ref.namespace, ref.name, violation.message
+        *violation.constraint,
+        ref.group,
+        ref.version,
+        ref.kind,
+        ref.namespace,
+        ref.name,
+        violation.message,
     )
 
 
@@ -268,12 +344,19 @@ def _table(constraints: Any, results: Any, violations: list[Any], audited: int) 
     totals: list[tuple[str, ...]] = [("CONSTRAINT", "ENFORCEMENT-ACTION", "TOTAL-VIOLATIONS")]
     for constraint in sorted(constraints, key=lambda c: (c.kind, c.name)):
         found = results.constraints.get((constraint.kind, constraint.name))
-        totals.append((f"{constraint.kind}/{constraint.name}", str(constraint.enforcement_action),
-                       str(found.total if found else 0)))
+        totals.append(
+            (
+                f"{constraint.kind}/{constraint.name}",
+                str(constraint.enforcement_action),
+                str(found.total if found else 0),
+            )
+        )
     _print_rows(totals)
     by_action = ", ".join(f"{n} {a}" for a, n in results.by_action.items() if n)
-    print(f"\n{results.total} violation(s) in {audited} object(s), {len(constraints)} constraint(s)"
-          + (f": {by_action}" if by_action else ""))
+    print(
+        f"\n{results.total} violation(s) in {audited} object(s), {len(constraints)} constraint(s)"
+        + (f": {by_action}" if by_action else "")
+    )
 
 
 def _print_rows(rows: list[tuple[str, ...]]) -> None:
@@ -289,13 +372,15 @@ def _json(constraints: Any, results: Any, violations: list[Any], audited: int) -
     for constraint in sorted(constraints, key=lambda c: (c.kind, c.name)):
         key = (constraint.kind, constraint.name)
         status = results.status_fields(key)
-        out.append({
-            "kind": constraint.kind,
-            "name": constraint.name,
-            "enforcementAction": str(constraint.enforcement_action),
-            "status": status,
-            "allViolations": [status_violation(v) for v in violations if v.constraint == key],
-        })
+        out.append(
+            {
+                "kind": constraint.kind,
+                "name": constraint.name,
+                "enforcementAction": str(constraint.enforcement_action),
+                "status": status,
+                "allViolations": [status_violation(v) for v in violations if v.constraint == key],
+            }
+        )
     return {
         "objects": audited,
         "totalViolations": results.total,

@@ -100,6 +100,22 @@ def constraint(
     }
 
 
+def configmaps(namespace: str, count: int, unlabelled_every: int) -> list[dict[str, Any]]:
+    """`cm-0000`... in `namespace`; every `unlabelled_every`-th (from the first) lacks the label `owner`."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": f"cm-{i:04d}",
+                "namespace": namespace,
+                "labels": {} if i % unlabelled_every == 0 else {"owner": "x"},
+            },
+        }
+        for i in range(count)
+    ]
+
+
 def audit_argv(kubeconfig: Path, *args: str) -> list[str]:
     return [str(CELKEEPER), "audit", "--source", "kubernetes", "--kubeconfig", str(kubeconfig), *args]
 

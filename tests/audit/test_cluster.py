@@ -136,12 +136,8 @@ def blob(name: str, spec_json: str) -> Raw:
 
 @pytest.fixture(scope="module")
 def world(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    plane = ControlPlane(tmp_path_factory.mktemp("kube-audit"), kube_binaries)
-    try:
-        plane.start()
+    with ControlPlane(tmp_path_factory.mktemp("kube-audit"), kube_binaries) as plane:
         yield build(plane)
-    finally:
-        plane.stop()
 
 
 def build(cluster: ControlPlane) -> World:

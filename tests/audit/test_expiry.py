@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from celkeeper.audit import AuditOptions, Evaluator, audit_cluster
+from celkeeper.audit import AuditOptions, Evaluator, Silent, audit_cluster
 from celkeeper.audit.results import Violation
 from celkeeper.cel import get_engine
 from celkeeper.documents import Document
 from celkeeper.kube import KubeClient
 from celkeeper.kube.discovery import ApiResource
 from celkeeper.policy import TemplateCompiler, build_policy_set
-from tests.audit.support import constraint, labels_template
+from tests.audit.support import configmaps, constraint, labels_template
 from tests.incluster.support import etcd_compact
 from tests.incluster.test_watch_expiry import etcd_put
 from tests.support.apiserver import ControlPlane
@@ -34,15 +34,11 @@ CHUNK = 25
 
 @pytest.fixture(scope="module")
 def cluster(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(tmp_path_factory.mktemp("kube-audit-expiry"), kube_binaries)
-    try:
-        plane.start()
+    with ControlPlane(tmp_path_factory.mktemp("kube-audit-expiry"), kube_binaries) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
-class RestartOnce:
+class RestartOnce(Silent):
     """A reporter that, after the first page of ConfigMaps, restarts the API server with etcd compacted."""
 
     def __init__(self, cluster: ControlPlane) -> None:
@@ -69,19 +65,7 @@ def test_a_list_that_expires_mid_way_is_listed_again_and_counted_once(
     cluster: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
     cluster.kubectl("create", "namespace", "apps")
-    objects: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": f"cm-{i:04d}",
-                "namespace": "apps",
-                "labels": {} if i % 3 == 0 else {"owner": "x"},
-            },
-        }
-        for i in range(CONFIGMAPS)
-    ]
-    assert create_many(cluster, objects) == CONFIGMAPS
+    assert create_many(cluster, configmaps("apps", CONFIGMAPS, 3)) == CONFIGMAPS
     documents = [
         Document.from_object(labels_template(KIND)),
         Document.from_object(

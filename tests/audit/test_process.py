@@ -21,6 +21,7 @@ import pytest
 from tests.audit.support import (
     AUDIT_RBAC,
     AuditServer,
+    configmaps,
     constraint,
     events_of,
     install_template,
@@ -44,37 +45,19 @@ VIOLATING = len(range(0, CONFIGMAPS, 4))
 
 @pytest.fixture(scope="module")
 def cluster(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(tmp_path_factory.mktemp("kube-audit-process"), kube_binaries)
-    try:
-        plane.start()
+    with ControlPlane(tmp_path_factory.mktemp("kube-audit-process"), kube_binaries) as plane:
         install_crds(plane)
         plane.kubectl("create", "namespace", "celkeeper-system")
         for name, tier in (("apps", "silver"), ("vault", "gold")):
-            apply(
-                plane,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {"name": name, "labels": {"tier": tier}},
-                },
-            )
-        configmaps = [
-            {
+            namespace = {
                 "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": f"cm-{i:04d}",
-                    "namespace": "apps",
-                    "labels": {} if i % 4 == 0 else {"owner": "x"},
-                },
+                "kind": "Namespace",
+                "metadata": {"name": name, "labels": {"tier": tier}},
             }
-            for i in range(CONFIGMAPS)
-        ]
-        assert create_many(plane, configmaps) == CONFIGMAPS
+            apply(plane, namespace)
+        assert create_many(plane, configmaps("apps", CONFIGMAPS, 4)) == CONFIGMAPS
         install_template(plane, labels_template(LABELS))
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture(scope="module")

@@ -215,6 +215,20 @@ def test_the_examples_folder_audits_its_sample_objects(cli) -> None:
     assert run.out.splitlines()[-1] == "3 violation(s) in 7 object(s), 2 constraint(s): 2 deny, 1 warn"
 
 
+def test_an_object_that_cannot_be_reviewed_is_reported_and_fails(cli, tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(TEMPLATE + "---\n" + constraint("owner", "owner", action="warn"))
+    objects = tmp_path / "o.yaml"
+    objects.write_text("apiVersion: 1\nkind: Pod\nmetadata: {name: odd, namespace: shop}\n")
+    run = cli("audit", "--policy-dir", str(folder), "--objects", str(objects))
+    assert run.code == 1
+    assert (
+        "odd: not evaluated for K8sLabels/owner: cannot be reviewed: the object to review has no apiVersion"
+        in (run.err)
+    )
+
+
 def test_cluster_and_file_options_do_not_mix(cli, tmp_path: Path) -> None:
     run = cli("audit", "--source", "kubernetes", "--policy-dir", str(tmp_path))
     assert run.code == 1 and "--policy-dir, --objects and -f are for --source files" in run.err

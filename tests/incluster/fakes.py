@@ -75,6 +75,7 @@ class FakeClient:
         self.expire: dict[Resource, list[ApiError]] = {}  # raised, in turn, by pages asked with a token
         self.paths: dict[str, dict[str, Any]] = {}  # get_path documents (discovery)
         self.conflicts: dict[tuple[Resource, str], int] = {}  # replaces refused with 409, per object
+        self.broken: dict[Resource, ApiError] = {}  # list_page of these raises this
         self.lock = threading.Lock()
         self.watch_started = threading.Condition(self.lock)
 
@@ -118,6 +119,8 @@ class FakeClient:
         """Objects in key order, `continue_token` = the last key given (as the API server pages)."""
         with self.lock:
             self.pages.append((resource, continue_token))
+            if resource in self.broken:
+                raise self.broken[resource]
             failures = self.expire.get(resource)
             if continue_token and failures:
                 raise failures.pop(0)

@@ -187,3 +187,27 @@ def test_stopped_mid_run_it_writes_nothing_of_that_run(
     assert not server.finished_runs(), "the run completed: the test did not stop it mid-run"
     assert "auditTimestamp" not in status(cluster, LABELS.lower(), "term-test")
     assert any("stopped before it completed" in line.get("msg", "") for line in server.lines())
+
+
+def test_a_constraint_deleted_during_a_run_is_not_written_again(
+    cluster: ControlPlane, kubeconfig: Path, tmp_path: Path
+) -> None:
+    apply(cluster, constraint(LABELS, "deleted-mid-run", configmaps_in(["apps"]), {"key": "owner"}))
+    apply(cluster, constraint(LABELS, "kept-mid-run", configmaps_in(["apps"]), {"key": "owner"}))
+    server = AuditServer(tmp_path, kubeconfig, "--audit-interval", "60", "--audit-chunk-size", "4").start()
+    try:
+        wait_for(
+            lambda: events_of(server.lines(), "audit_started"),
+            timeout=60,
+            interval=0.05,
+            what="the first run to start",
+        )
+        cluster.kubectl("delete", LABELS.lower(), "deleted-mid-run")
+        [run] = server.wait_runs(1)
+    finally:
+        server.stop()
+    assert any("deleted during the run" in line.get("msg", "") for line in server.lines())
+    assert not cluster.kubectl("get", LABELS.lower(), "deleted-mid-run", check=False).stdout
+    kept = status(cluster, LABELS.lower(), "kept-mid-run")
+    assert (kept["auditTimestamp"], kept["totalViolations"]) == (run, VIOLATING)
+    assert not [line for line in server.lines() if line.get("level") == "error"]

@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from celkeeper.cli import files
-from celkeeper.cli.options import add_engine_option
+from celkeeper.cli.options import add_engine_option, add_filename_option
 
 DEFAULT_NAMESPACE = "celkeeper-system"
 EXAMPLES = """examples:
@@ -70,15 +70,7 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="objects to audit (file or folder; - for stdin; `kind: List` is expanded; repeatable)",
     )
-    offline.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        default=[],
-        dest="filenames",
-        metavar="PATH",
-        help="templates, constraints and objects together (repeatable)",
-    )
+    add_filename_option(offline, "templates, constraints and objects together (repeatable)")
     offline.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
     kube = parser.add_argument_group("kubernetes (--source kubernetes)")
     kube.add_argument(

@@ -15,3 +15,10 @@ def add_engine_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
         default=DEFAULT_ENGINE,
         help="CEL engine (default: %(default)s)",
     )
+
+
+def add_filename_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
+    """`-f/--filename PATH` (repeatable, into `filenames`): files and folders of documents."""
+    parser.add_argument(
+        "-f", "--filename", action="append", default=[], metavar="FILE|DIR", dest="filenames", help=help
+    )

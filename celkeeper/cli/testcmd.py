@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from celkeeper.cli import files
-from celkeeper.cli.options import add_engine_option
+from celkeeper.cli.options import add_engine_option, add_filename_option
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
 from celkeeper.gator.admission import is_admission_review
@@ -37,14 +37,9 @@ def register(subparsers: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        default=[],
-        metavar="FILE|DIR",
-        dest="filenames",
-        help="a file or folder (recursively) of templates, constraints and objects; - for stdin; repeatable",
+    add_filename_option(
+        parser,
+        "a file or folder (recursively) of templates, constraints and objects; - for stdin; repeatable",
     )
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
     parser.add_argument("--deny-only", action="store_true", help="print only results that deny")

@@ -169,6 +169,15 @@ class AuditServer:
     def lines(self) -> list[dict[str, Any]]:
         return lines_of(self.log_path.read_text(encoding="utf-8", errors="replace"))
 
+    def wait_started(self) -> None:
+        """Until the first run has started (it is then in the middle of listing)."""
+        wait_for(
+            lambda: events_of(self.lines(), "audit_started"),
+            timeout=60,
+            interval=0.05,
+            what="the first run to start",
+        )
+
     def finished_runs(self) -> list[str]:
         return [line["audit_id"] for line in events_of(self.lines(), "audit_finished")]
 

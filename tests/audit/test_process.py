@@ -174,12 +174,7 @@ def test_stopped_mid_run_it_writes_nothing_of_that_run(
     apply(cluster, constraint(LABELS, "term-test", configmaps_in(["apps"]), {"key": "owner"}))
     server = AuditServer(tmp_path, kubeconfig, "--audit-interval", "60", "--audit-chunk-size", "4").start()
     try:
-        wait_for(
-            lambda: events_of(server.lines(), "audit_started"),
-            timeout=60,
-            interval=0.05,
-            what="the first run to start",
-        )
+        server.wait_started()
         server.stop()  # SIGTERM
         assert server.process.returncode() == 0
     finally:
@@ -196,12 +191,7 @@ def test_a_constraint_deleted_during_a_run_is_not_written_again(
     apply(cluster, constraint(LABELS, "kept-mid-run", configmaps_in(["apps"]), {"key": "owner"}))
     server = AuditServer(tmp_path, kubeconfig, "--audit-interval", "60", "--audit-chunk-size", "4").start()
     try:
-        wait_for(
-            lambda: events_of(server.lines(), "audit_started"),
-            timeout=60,
-            interval=0.05,
-            what="the first run to start",
-        )
+        server.wait_started()
         cluster.kubectl("delete", LABELS.lower(), "deleted-mid-run")
         [run] = server.wait_runs(1)
     finally:

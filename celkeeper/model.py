@@ -21,6 +21,9 @@ class EnforcementPoint(StrEnum):
     WEBHOOK = "validation.gatekeeper.sh"
     AUDIT = "audit.gatekeeper.sh"
     CLI = "gator.gatekeeper.sh"
+    # the API server, through the generated ValidatingAdmissionPolicyBinding (celkeeper.vap): a constraint
+    # whose scoped actions name only this point is enforced there and skipped by the webhook
+    VAP = "vap.k8s.io"
 
 
 class FailurePolicy(StrEnum):

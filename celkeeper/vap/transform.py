@@ -22,6 +22,7 @@ from typing import Any
 
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError
+from celkeeper.model import EnforcementPoint
 from celkeeper.templates import TemplateSpec
 from celkeeper.vap import snippets
 
@@ -33,7 +34,7 @@ MAX_NAME = 253  # validation.DNS1123SubdomainMaxLength
 ALL_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 # the enforcement actions a binding maps (util.Deny, util.Warn, util.Dryrun)
 VALIDATION_ACTIONS = {"deny": "Deny", "warn": "Warn", "dryrun": "Audit"}
-VAP_POINT = "vap.k8s.io"
+VAP_POINT = EnforcementPoint.VAP.value
 ALL_POINTS = "*"
 # Gatekeeper's constraint group for templates in its group; celkeeper's for celkeeper's templates
 _CONSTRAINT_GROUPS = {

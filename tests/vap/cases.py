@@ -30,7 +30,11 @@ def example_constraints() -> list[Document]:
 
 
 def library_templates() -> list[Document]:
-    return [d for p in sorted(LIBRARY.glob("*/*/template.yaml")) for d in documents(p)] if LIBRARY.is_dir() else []
+    return (
+        [d for p in sorted(LIBRARY.glob("*/*/template.yaml")) for d in documents(p)]
+        if LIBRARY.is_dir()
+        else []
+    )
 
 
 def library_constraints() -> list[Document]:
@@ -154,7 +158,9 @@ def scopes() -> dict[str, dict[str, Any]]:
         "celkeeper-webhook": {"webhook": celkeeper_webhook},
         "everything": {"webhook": everything, "excluded": ["kube-*", "default"], "exempted": ["gk-system"]},
         "namespaces-only": {"excluded": ["kube-system"], "exempted": ["a*", "*b"]},
-        "create-only": {"webhook": {"rules": [{"operations": ["CREATE"], "apiGroups": ["*"], "resources": ["*"]}]}},
+        "create-only": {
+            "webhook": {"rules": [{"operations": ["CREATE"], "apiGroups": ["*"], "resources": ["*"]}]}
+        },
     }
 
 
@@ -232,7 +238,9 @@ def made_up_constraints() -> dict[str, dict[str, Any]]:
                 "parameters": {"x": 1},
             }
         ),
-        "empty-selectors": constraint(spec={"match": {"labelSelector": {}, "namespaceSelector": {"matchLabels": {}}}}),
+        "empty-selectors": constraint(
+            spec={"match": {"labelSelector": {}, "namespaceSelector": {"matchLabels": {}}}}
+        ),
         "long-name": constraint(kind="AVeryLongKindNameIndeed", name=long_name),
         "long-name-dots": constraint(kind="K", name="a" * 230 + "." + "b" * 20),
         "gatekeeper-group": constraint(group="constraints.gatekeeper.sh"),

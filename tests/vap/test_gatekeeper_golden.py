@@ -1,7 +1,8 @@
 """celkeeper's ValidatingAdmissionPolicies and bindings are Gatekeeper's, key for key and in the same order.
 
-Gatekeeper v3.23.1's own transform (hack/vap: TemplateToPolicyDefinitionWithWebhookConfig, ConstraintToBinding,
-ShouldGenerateVAP and the actions of its constraint controller, converted to v1 as its controllers write them)
+Gatekeeper v3.23.1's own transform (hack/vap: TemplateToPolicyDefinitionWithWebhookConfig,
+ConstraintToBinding, ShouldGenerateVAP and the actions of its constraint controller, converted to v1 as its
+controllers write them)
 runs on every example and library template and constraint, on made-up corners (operations against webhook
 rules, hashed names, scoped actions, selectors) and under several webhook scopes; celkeeper's objects must be
 the same JSON text. The one intended difference: a template in celkeeper's group gets paramKind
@@ -71,7 +72,10 @@ def test_every_policy_is_gatekeepers() -> None:
     assert len(inputs) >= 2 * 22 + 9 * 5
     scopes = cases.scopes()
     theirs = run_vapgen(
-        [{"id": i, "template": cases.as_gatekeeper(data), "scope": scopes[scope]} for i, data, scope in inputs]
+        [
+            {"id": i, "template": cases.as_gatekeeper(data), "scope": scopes[scope]}
+            for i, data, scope in inputs
+        ]
     )
     compared = errors = 0
     for case_id, data, scope in inputs:
@@ -97,7 +101,10 @@ def test_every_policy_is_gatekeepers() -> None:
 def test_generating_follows_generate_vap_and_the_default(default: bool) -> None:
     templates = {d.name: d.data for d in cases.example_templates()} | cases.made_up_templates()
     theirs = run_vapgen(
-        [{"id": k, "template": cases.as_gatekeeper(v), "defaultGenerateVAP": default} for k, v in templates.items()]
+        [
+            {"id": k, "template": cases.as_gatekeeper(v), "defaultGenerateVAP": default}
+            for k, v in templates.items()
+        ]
     )
     for key, data in templates.items():
         spec, _ = parse_template(Document.from_object(data))

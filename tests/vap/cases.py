@@ -245,3 +245,43 @@ def made_up_constraints() -> dict[str, dict[str, Any]]:
         "long-name-dots": constraint(kind="K", name="a" * 230 + "." + "b" * 20),
         "gatekeeper-group": constraint(group="constraints.gatekeeper.sh"),
     }
+
+
+# template source options (tests.policy.helpers.template_data) that the API server refuses as a policy,
+# with the field celkeeper names and words of its reason
+REFUSED_TEMPLATES: list[tuple[dict[str, Any], str, str]] = [
+    (
+        {"validations": [{"expression": "object.metadata.name +", "message": "m"}]},
+        "validations[0].expression",
+        "does not compile",
+    ),
+    (
+        {"validations": [{"expression": "size(object.metadata.name)", "message": "m"}]},
+        "validations[0].expression",
+        "must evaluate to bool",
+    ),
+    (
+        {"validations": [{"expression": "false", "messageExpression": "object.metadata.name"}]},
+        "validations[0].messageExpression",
+        "must evaluate to string",
+    ),
+    (
+        {
+            "variables": [{"name": "n", "expression": "object.metadata.name"}],
+            "conditions": [{"name": "named", "expression": 'variables.n != ""'}],
+        },
+        "matchConditions[0].expression",
+        "reads variables",
+    ),
+    (
+        {"conditions": [{"name": "has name?", "expression": "true"}]},
+        "matchConditions[0].name",
+        "qualified",
+    ),
+    (
+        {"validations": [{"expression": "false", "message": "line one\nline two"}]},
+        "validations[0].message",
+        "line breaks",
+    ),
+    ({"validations": [{"expression": "false", "message": "   "}]}, "validations[0].message", "blank"),
+]

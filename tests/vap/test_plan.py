@@ -16,6 +16,7 @@ from celkeeper.review import decide, parse_admission_review
 from celkeeper.vap.check import is_qualified_name, references_variables
 from celkeeper.vap.plan import VapOptions, VapPlan, plan_vap
 from tests.policy.helpers import admission_review, constraint_data, pod, template_data
+from tests.vap import cases
 
 ALWAYS = VapOptions(default_generate_vap=True)
 
@@ -46,45 +47,7 @@ def test_a_template_that_compiles_becomes_a_policy_without_findings(engine: Engi
     ]
 
 
-@pytest.mark.parametrize(
-    ("options", "path", "words"),
-    [
-        (
-            {"validations": [{"expression": "object.metadata.name +", "message": "m"}]},
-            "validations[0].expression",
-            "does not compile",
-        ),
-        (
-            {"validations": [{"expression": "size(object.metadata.name)", "message": "m"}]},
-            "validations[0].expression",
-            "must evaluate to bool",
-        ),
-        (
-            {"validations": [{"expression": "false", "messageExpression": "object.metadata.name"}]},
-            "validations[0].messageExpression",
-            "must evaluate to string",
-        ),
-        (
-            {
-                "variables": [{"name": "n", "expression": "object.metadata.name"}],
-                "conditions": [{"name": "named", "expression": 'variables.n != ""'}],
-            },
-            "matchConditions[0].expression",
-            "reads variables",
-        ),
-        (
-            {"conditions": [{"name": "has name?", "expression": "true"}]},
-            "matchConditions[0].name",
-            "qualified",
-        ),
-        (
-            {"validations": [{"expression": "false", "message": "line one\nline two"}]},
-            "validations[0].message",
-            "line breaks",
-        ),
-        ({"validations": [{"expression": "false", "message": "   "}]}, "validations[0].message", "blank"),
-    ],
-)
+@pytest.mark.parametrize(("options", "path", "words"), cases.REFUSED_TEMPLATES)
 def test_templates_the_api_server_would_refuse_are_reported_and_left_out(
     engine: Engine, options: dict[str, Any], path: str, words: str
 ) -> None:

@@ -60,6 +60,16 @@ def register(subparsers: Any) -> None:
                       f"(default: $POD_NAMESPACE, else {DEFAULT_NAMESPACE})")
     kube.add_argument("--expected-pods", type=int, default=1, metavar="N",
                       help="pods that must have loaded a constraint before it reports enforced (default 1)")
+    kube.add_argument("--default-create-vap-for-templates", action="store_true",
+                      help="generate a ValidatingAdmissionPolicy for every template without generateVAP "
+                      "(default: only templates with generateVAP: true)")
+    kube.add_argument("--default-create-vap-binding-for-constraints", action=argparse.BooleanOptionalAction,
+                      default=True, help="bind the constraints of generated policies that are not scoped to "
+                      "vap.k8s.io, with their enforcement action (default: yes, as Gatekeeper)")
+    kube.add_argument("--default-wait-for-vapb-generation", type=float, default=30.0, metavar="SECONDS",
+                      help="wait this long after a constraint CRD is established before binding its "
+                      "constraints (default 30, Gatekeeper's: the API server finds new kinds through a "
+                      "discovery cache reset every 30 s)")
     pol = parser.add_argument_group("admission")
     pol.add_argument("--failure-mode", choices=("allow", "deny"), default="allow",
                      help="answer when evaluation fails internally (default allow, like Gatekeeper)")
@@ -118,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--workers and --threads must be at least 1")
     if args.expected_pods < 1:
         raise CelkeeperError("--expected-pods must be at least 1")
+    if args.default_wait_for_vapb_generation < 0:
+        raise CelkeeperError("--default-wait-for-vapb-generation must not be negative")
     settings = _settings(args)
     tls = ServerTLS(args.cert, args.key)  # fails now, with one line, if the pair is unusable
     policy_dir = args.policy_dir
@@ -172,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _kubernetes_source(args: argparse.Namespace, state: Any) -> Any:
     from celkeeper.informer import KubernetesOptions, KubernetesSource
+    from celkeeper.kube.vapwriter import VapSyncOptions
+    from celkeeper.vap import Scope
+    from celkeeper.vap.plan import VapOptions
 
     options = KubernetesOptions(
         state=state,
@@ -179,5 +194,12 @@ def _kubernetes_source(args: argparse.Namespace, state: Any) -> Any:
         pod_namespace=args.pod_namespace,
         expected_pods=args.expected_pods,
         kubeconfig=args.kubeconfig,
+        vap=VapOptions(
+            default_generate_vap=args.default_create_vap_for_templates,
+            default_generate_binding=args.default_create_vap_binding_for_constraints,
+            # Gatekeeper's policies exempt what its --exempt-namespace flags exempt (sorted, as it does)
+            scope=Scope(exempted_namespaces=tuple(sorted(set(args.exempt_namespace)))),
+        ),
+        vap_sync=VapSyncOptions(wait_for_binding=args.default_wait_for_vapb_generation),
     )
     return KubernetesSource(options)

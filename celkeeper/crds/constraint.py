@@ -23,7 +23,7 @@ from celkeeper.crds.schema import (
     status_error,
     string,
 )
-from celkeeper.crds.static import Manifest, crd, version
+from celkeeper.crds.static import Manifest, crd, enforcement_point_status, version
 from celkeeper.crds.structural import add_preserve_unknown_fields, fill_missing_types, structural_errors
 from celkeeper.errors import Location, TemplateError
 
@@ -149,6 +149,9 @@ def constraint_schema(template: dict[str, Any]) -> Schema:
             "operations": array(string(), "The operations this pod performs."),
             "snapshotGeneration": int64("The generation of the pod's policy snapshot that includes it."),
             "errors": array(status_error(), "Errors this pod met loading it."),
+            "enforcementPointsStatus": array(
+                enforcement_point_status(), "Its state per enforcement point (vap.k8s.io: the binding)."
+            ),
         },
         "What one pod observed.",
         preserve_unknown=True,

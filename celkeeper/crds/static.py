@@ -160,6 +160,33 @@ def _template_spec() -> Schema:
     )
 
 
+def vap_generation_status() -> Schema:
+    """Gatekeeper's VAPGenerationStatus (apis/status/v1beta1): whether the pod made the template's
+    ValidatingAdmissionPolicy."""
+    return obj(
+        {
+            "state": string("generated, or error when the pod could not make it."),
+            "observedGeneration": int64("The generation of the template it reflects."),
+            "warning": string("Why it is not generated, or where its verdicts differ from the webhook's."),
+        },
+        "The ValidatingAdmissionPolicy generated from the template (generateVAP).",
+    )
+
+
+def enforcement_point_status() -> Schema:
+    """Gatekeeper's EnforcementPointStatus (apis/status/v1beta1): the constraint at one enforcement point."""
+    return obj(
+        {
+            "enforcementPoint": string("The enforcement point, e.g. vap.k8s.io."),
+            "state": string("Its state there: for vap.k8s.io generated, waiting or error."),
+            "message": string("Details."),
+            "observedGeneration": int64("The generation of the constraint it reflects."),
+        },
+        "The state of the constraint at one enforcement point.",
+        required=["enforcementPoint", "state"],
+    )
+
+
 def _by_pod_entry(description: str, extra: dict[str, Schema]) -> Schema:
     return obj(
         {
@@ -181,7 +208,13 @@ def constraint_template_crd() -> Manifest:
         {
             "created": boolean("The constraint CRD of this template exists."),
             "byPod": array(
-                _by_pod_entry("What one pod observed.", {"templateUID": string("The template's UID.")}),
+                _by_pod_entry(
+                    "What one pod observed.",
+                    {
+                        "templateUID": string("The template's UID."),
+                        "vapGenerationStatus": vap_generation_status(),
+                    },
+                ),
                 "What each celkeeper pod has loaded of this template.",
             ),
         },
@@ -234,6 +267,7 @@ def constraint_template_pod_status_crd() -> Manifest:
         {
             **_pod_status_common(),
             "templateUID": string("The UID of the template, to notice a template deleted and recreated."),
+            "vapGenerationStatus": vap_generation_status(),
         },
         "What the pod has loaded of the template.",
     )
@@ -250,16 +284,6 @@ def constraint_template_pod_status_crd() -> Manifest:
 
 def constraint_pod_status_crd() -> Manifest:
     """The CRD of ConstraintPodStatus: what one pod has loaded of one constraint (namespaced)."""
-    enforcement_point = obj(
-        {
-            "enforcementPoint": string("The enforcement point, e.g. validation.gatekeeper.sh."),
-            "code": string("Its state."),
-            "message": string("Details."),
-            "observedGeneration": int64("The generation it reflects."),
-        },
-        "The state of the constraint at one enforcement point.",
-        required=["code", "enforcementPoint"],
-    )
     status = obj(
         {
             **_pod_status_common(),
@@ -268,7 +292,7 @@ def constraint_pod_status_crd() -> Manifest:
             ),
             "enforced": boolean("The pod's workers enforce this generation of the constraint."),
             "expectedPods": int64("How many pods this pod was told to expect (--expected-pods)."),
-            "enforcementPointsStatus": array(enforcement_point, "The state per enforcement point."),
+            "enforcementPointsStatus": array(enforcement_point_status(), "The state per enforcement point."),
         },
         "What the pod has loaded of the constraint.",
     )

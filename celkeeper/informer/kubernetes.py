@@ -6,11 +6,15 @@ Feeds the informer exactly like the folder source: `listing()` is the complete c
 (templates and constraints as JSON objects, Namespace objects), `wait()` returns on a watch event.
 Inside, in the informer process:
 
-- a WatchManager with four registrars: the policies (templates, one constraint kind per template,
-  namespaces), the constraint CRD writer (templates, constraint CRDs), the status aggregator (templates,
-  constraint kinds, pod statuses, constraint CRDs) and this pod's status reporter (pod statuses). A
-  template that appears or goes starts or stops the watch of its constraint kind, without a restart.
-- a controller thread running the CRD writer, the pod status reporter and the aggregator.
+- a WatchManager with five registrars: the policies (templates, one constraint kind per template,
+  namespaces), the constraint CRD writer (templates, constraint CRDs), the ValidatingAdmissionPolicy writer
+  (templates, constraint CRDs, policies and bindings), the status aggregator (templates, constraint kinds,
+  pod statuses, constraint CRDs) and this pod's status reporter (pod statuses). A template that appears or
+  goes starts or stops the watch of its constraint kind, without a restart.
+- a controller thread running the CRD writer, the policy writer, the pod status reporter and the
+  aggregator. The policy writer works from the plan (celkeeper.vap.plan_vap) of each policy set the
+  informer builds; this pod's outcome goes into its status objects (vapGenerationStatus,
+  enforcementPointsStatus).
 
 The listing is `synced` once the templates, the namespaces and every constraint kind of the templates
 listed at that moment have been listed: the workers become ready only with a snapshot that holds all
@@ -25,7 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from celkeeper.crds import names
@@ -47,7 +51,10 @@ from celkeeper.kube import (
     policy_object,
 )
 from celkeeper.kube.policies import PolicyWatch
+from celkeeper.kube.podstatus import Observation
+from celkeeper.kube.vapwriter import VapSyncOptions, VapWriter
 from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir, WorkerBoard
+from celkeeper.vap.plan import VapOptions, plan_vap
 
 log = logging.getLogger("celkeeper.informer")
 
@@ -63,6 +70,8 @@ class KubernetesOptions:
     kubeconfig: str | None = None
     timing: Timing | None = None
     resync: float = 60.0
+    vap: VapOptions = field(default_factory=VapOptions)  # which policies and bindings to generate
+    vap_sync: VapSyncOptions = field(default_factory=VapSyncOptions)
 
 
 class KubernetesSource:
@@ -76,13 +85,19 @@ class KubernetesSource:
             self.client, self.manager, options.pod_namespace, options.expected_pods,
             on_change=self._wake_controllers,
         )
+        self.vaps = VapWriter(
+            self.client, self.manager, options.vap_sync,
+            on_change=self._wake_controllers, on_status=self._vap_status_changed,
+        )
         self.reporter = PodStatusReporter(
             self.client,
             self.manager,
             Pod(options.pod_name, options.pod_namespace, expected_pods=options.expected_pods),
-            WorkerBoard(options.state.workers), on_change=self._wake_controllers,
+            WorkerBoard(options.state.workers), on_change=self._wake_controllers, vap_status=self._vap_status,
         )
-        self.controllers = ControllerLoop([self.crds, self.reporter, self.aggregator], resync=options.resync)
+        self.controllers = ControllerLoop(
+            [self.crds, self.vaps, self.reporter, self.aggregator], resync=options.resync
+        )
         self._changed = threading.Event()
         self._stop = threading.Event()
         self._synced = False
@@ -96,6 +111,7 @@ class KubernetesSource:
     def start(self) -> None:
         self.policies.register()
         self.crds.register()
+        self.vaps.register()
         self.aggregator.register()
         self.reporter.register()
         self.manager.start()
@@ -118,6 +134,15 @@ class KubernetesSource:
         self._changed.set()
 
     def _wake_controllers(self) -> None:
+        self.controllers.wake()
+
+    def _vap_status(self, observation: Observation) -> Mapping[str, Any] | None:
+        if observation.is_template:
+            return self.vaps.template_status(observation.name)
+        return self.vaps.constraint_status(observation.kind, observation.name)
+
+    def _vap_status_changed(self) -> None:
+        self.reporter.dirty = True  # this pod's status objects carry the outcome
         self.controllers.wake()
 
     # -- the listing ------------------------------------------------------------------------------
@@ -168,6 +193,8 @@ class KubernetesSource:
                 continue
             if isinstance(obj, dict):
                 objects[item.name] = obj
+        if policies is not None:  # before the reporter hears of it: its status then carries the outcome
+            self.vaps.published(plan_vap(policies, self.options.vap))
         self.reporter.published(snapshot.generation, snapshot.synced, observe(objects, policies, errors))
         self.controllers.wake()
 

@@ -56,8 +56,11 @@ class PodStatusReporter:
         pod: Pod,
         board: WorkerBoard,
         on_change: Callable[[], None] | None = None,
+        *,
+        vap_status: Callable[[Observation], Mapping[str, Any] | None] | None = None,
     ) -> None:
         self.client = client
+        self.vap_status = vap_status  # the state of the object's generated policy or binding, if any
         self.on_change = on_change
         self.manager = manager
         self.pod = pod
@@ -144,7 +147,8 @@ class PodStatusReporter:
         desired: dict[tuple[Resource, str], dict[str, Any]] = {}
         for (observation, snapshot_generation) in self.tracker.current.values():
             try:
-                resource, obj = pod_status(self.pod, observation, snapshot_generation)
+                vap = self.vap_status(observation) if self.vap_status is not None else None
+                resource, obj = pod_status(self.pod, observation, snapshot_generation, vap)
             except CelkeeperError as err:
                 self._warn_once(f"name:{observation.key}", "no status for %s %s: %s", observation.kind,
                                 observation.name, err)

@@ -69,7 +69,7 @@ def template_status(
     """The fields of a template's status that aggregation owns."""
     name, uid = name_of(template), uid_of(template)
     entries = [
-        _entry(ps, ("templateUID",))
+        _entry(ps, ("templateUID", "vapGenerationStatus"))
         for ps in pod_statuses
         if labels_of(ps).get(names.TEMPLATE_NAME_LABEL) == name and _status(ps).get("templateUID") == uid
     ]
@@ -89,7 +89,7 @@ def constraint_status(
             continue
         if _status(ps).get("constraintUID") != uid:
             continue
-        entries.append(_entry(ps, ("constraintUID", "enforced", "expectedPods")))
+        entries.append(_entry(ps, ("constraintUID", "enforced", "expectedPods", "enforcementPointsStatus")))
     current = sum(
         1 for e in entries if e.get("enforced") is True and e.get("observedGeneration") == generation
     )

@@ -173,10 +173,15 @@ def _common(pod: Pod, obs: Observation, snapshot_generation: int) -> dict[str, A
     return status
 
 
-def template_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) -> dict[str, Any]:
-    """The ConstraintTemplatePodStatus object. Raises CelkeeperError when no valid name can be made."""
+def template_pod_status(
+    pod: Pod, obs: Observation, snapshot_generation: int, vap: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ConstraintTemplatePodStatus object (`vap`: its vapGenerationStatus, when this pod manages the
+    template's ValidatingAdmissionPolicy). Raises CelkeeperError when no valid name can be made."""
     status = _common(pod, obs, snapshot_generation)
     status["templateUID"] = obs.uid
+    if vap:
+        status["vapGenerationStatus"] = dict(vap)
     return {
         "apiVersion": names.STATUS_API_VERSION,
         "kind": names.TEMPLATE_POD_STATUS_KIND,
@@ -189,13 +194,18 @@ def template_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) ->
     }
 
 
-def constraint_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) -> dict[str, Any]:
-    """The ConstraintPodStatus object. Raises CelkeeperError when no valid name can be made."""
+def constraint_pod_status(
+    pod: Pod, obs: Observation, snapshot_generation: int, vap: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ConstraintPodStatus object (`vap`: its enforcementPointsStatus entry for vap.k8s.io, the binding).
+    Raises CelkeeperError when no valid name can be made."""
     status = _common(pod, obs, snapshot_generation)
     status["constraintUID"] = obs.uid
     status["enforced"] = obs.enforced
     if pod.expected_pods is not None:
         status["expectedPods"] = pod.expected_pods
+    if vap:
+        status["enforcementPointsStatus"] = [dict(vap)]
     return {
         "apiVersion": names.STATUS_API_VERSION,
         "kind": names.CONSTRAINT_POD_STATUS_KIND,
@@ -208,11 +218,14 @@ def constraint_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) 
     }
 
 
-def pod_status(pod: Pod, obs: Observation, snapshot_generation: int) -> tuple[Resource, dict[str, Any]]:
-    """The status object for an observation, and the collection it goes to."""
+def pod_status(
+    pod: Pod, obs: Observation, snapshot_generation: int, vap: Mapping[str, Any] | None = None
+) -> tuple[Resource, dict[str, Any]]:
+    """The status object for an observation, and the collection it goes to (`vap`: the state of its
+    generated ValidatingAdmissionPolicy or binding)."""
     if obs.is_template:
-        return template_pod_statuses(pod.namespace), template_pod_status(pod, obs, snapshot_generation)
-    return constraint_pod_statuses(pod.namespace), constraint_pod_status(pod, obs, snapshot_generation)
+        return template_pod_statuses(pod.namespace), template_pod_status(pod, obs, snapshot_generation, vap)
+    return constraint_pod_statuses(pod.namespace), constraint_pod_status(pod, obs, snapshot_generation, vap)
 
 
 def pod_status_current(stored: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:

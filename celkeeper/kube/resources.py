@@ -94,6 +94,16 @@ CONSTRAINT_CRDS = Resource(
     label_selector=f"{names.CONSTRAINT_CRD_LABEL}=yes",
 )
 ALL_CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
+# the ValidatingAdmissionPolicies and bindings generated from templates and constraints (celkeeper.vap)
+VAPS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy"
+)
+VAP_BINDINGS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+)
 
 
 def pods(namespace: str) -> Resource:

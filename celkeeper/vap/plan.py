@@ -163,14 +163,20 @@ def plan_vap(policies: PolicySet, options: VapOptions | None = None) -> VapPlan:
         notes: list[Finding] = []
         if actions and not findings:
             findings += binding_errors(actions)
-            if owner is None or owner.policy is None:
+            if owner is not None and owner.generate and owner.policy is None:
+                findings.append(
+                    (
+                        "kind",
+                        f"its template {owner.name} cannot be a ValidatingAdmissionPolicy (see its errors)",
+                    )
+                )
+            elif owner is None or owner.policy is None:
                 if _scoped_to_vap(data):
-                    why = "generates none" if owner is None or not owner.generate else "cannot be one"
                     findings.append(
                         (
                             "spec.scopedEnforcementActions",
-                            f"it is scoped to {VAP_POINT} (or {ALL_POINTS}) but its template's "
-                            f"ValidatingAdmissionPolicy {why}: the API server will not enforce it",
+                            f"it is scoped to {VAP_POINT} (or {ALL_POINTS}) but its template generates no "
+                            "ValidatingAdmissionPolicy (generateVAP): the API server will not enforce it",
                         )
                     )
             elif not findings:

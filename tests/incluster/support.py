@@ -103,12 +103,15 @@ def remove_templates(cluster: ControlPlane, prefix: str) -> None:
         cluster.kubectl("delete", "crd", *crds, "--ignore-not-found", "--wait=false", check=False)
 
 
-def rbac_kubeconfig(cluster: ControlPlane, pod_namespace: str, user: str, manifest: Path = RBAC) -> Path:
+def rbac_kubeconfig(
+    cluster: ControlPlane, pod_namespace: str, user: str, manifest: Path = RBAC, *, also: Sequence[Path] = ()
+) -> Path:
     """A kubeconfig for `user`, who gets exactly the roles of `manifest` (deploy/rbac.yaml; its Roles in
-    `pod_namespace`)."""
+    `pod_namespace`) and of the manifests `also` names (e.g. deploy/vap-rbac.yaml)."""
     suffix = secrets.token_hex(3)
     objects = []
-    for doc in parse_documents(manifest.read_text(encoding="utf-8"), str(manifest)).documents:
+    texts = [(m.read_text(encoding="utf-8"), str(m)) for m in (manifest, *also)]
+    for doc in (d for text, name in texts for d in parse_documents(text, name).documents):
         obj = json.loads(json.dumps(doc.data))
         kind = obj["kind"]
         if kind not in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):

@@ -26,7 +26,8 @@ REQUIRE_ENV = "CELKEEPER_REQUIRE_KUBE"
 def vapgen_binary() -> Path:
     """The built vapgen; skips the calling test (fails under CELKEEPER_REQUIRE_KUBE) when it is not built
     from the module in the tree."""
-    path = Path(subprocess.run([str(BUILD), "--print"], capture_output=True, text=True, check=True).stdout.strip())
+    printed = subprocess.run([str(BUILD), "--print"], capture_output=True, text=True, check=True)
+    path = Path(printed.stdout.strip())
     current = subprocess.run([str(BUILD), "--check"], capture_output=True, check=False).returncode == 0
     if not current:
         reason = f"Gatekeeper's transform is not built ({path} missing or stale): run hack/vap/build.sh"

@@ -173,9 +173,22 @@ def test_a_constraint_scoped_to_vap_without_a_policy_is_an_error(engine: Engine)
     vap_only = constraint_data("K8sVap", "c", action="scoped", scoped=VAP_ONLY)
     plan = _plan(engine, _template(), vap_only, options=VapOptions())
     (error,) = plan.errors
-    assert "scoped to vap.k8s.io" in error.message and "generates none" in error.message
+    assert "scoped to vap.k8s.io" in error.message
+    assert "generates no ValidatingAdmissionPolicy" in error.message
     deny = constraint_data("K8sVap", "d", action="deny")
     assert not _plan(engine, _template(), deny, options=VapOptions()).errors  # the webhook enforces it
+
+
+def test_constraints_of_a_template_that_cannot_be_a_policy_get_no_binding(engine: Engine) -> None:
+    broken = _template(validations=[{"expression": "1 +", "message": "m"}])
+    plan = _plan(engine, broken, constraint_data("K8sVap", "d", action="deny"))
+    (constraint,) = plan.constraints
+    assert constraint.binding is None
+    (error,) = constraint.errors
+    assert error.message == (
+        "constraint K8sVap/d: no ValidatingAdmissionPolicyBinding: its template k8svap cannot be a "
+        "ValidatingAdmissionPolicy (see its errors)"
+    )
 
 
 @pytest.mark.parametrize(

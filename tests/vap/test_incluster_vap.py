@@ -8,6 +8,7 @@ policy and one deleted are followed too.
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Iterator
@@ -230,6 +231,41 @@ def test_pods_generate_the_policy_and_bindings_and_the_api_server_enforces_them(
         )
 
     wait_for(reported, timeout=60, what="both pods to report the generated policy and binding")
+
+
+def test_the_cli_reads_the_cluster_and_says_what_the_pods_made(env: Env) -> None:
+    import subprocess
+    import sys
+
+    apply(env.cluster, _objects(env))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "celkeeper",
+            "vap",
+            "--cluster",
+            "--kubeconfig",
+            str(env.cluster.kubeconfig_path),
+            "--no-default-create-vap-for-templates",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    items = {i["metadata"]["name"]: i for i in json.loads(proc.stdout)["items"]}
+    assert {"gatekeeper-vapsynced", "gatekeeper-vapsynced-deny-red"} <= set(items)
+    for name, obj in items.items():
+        resource = (
+            "validatingadmissionpolicy"
+            if obj["kind"] == "ValidatingAdmissionPolicy"
+            else "validatingadmissionpolicybinding"
+        )
+        found = wait_for(lambda: _stored(env, resource, name), timeout=60, what=name)  # noqa: B023
+        assert covers(found, obj), name
 
 
 def test_two_pods_write_each_object_once(env: Env) -> None:

@@ -143,6 +143,23 @@ def test_the_api_server_takes_every_generated_object(env: Env) -> None:
         assert accepted, f"{obj['kind']} {obj['metadata']['name']}: {stderr}"
 
 
+def test_the_cli_s_yaml_goes_through_kubectl(env: Env) -> None:
+    """`celkeeper vap examples/ | kubectl create --dry-run=server -f -`: kubectl reads the YAML (tabs and
+    all) and the API server takes every object."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "celkeeper", "vap", str(cases.EXAMPLES)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1 and proc.stdout  # replica-limits is refused, the rest is printed
+    created = env.cluster.kubectl("create", "--dry-run=server", "-f", "-", input=proc.stdout)
+    assert created.stdout.count("(server dry run)") == len(env.plan.objects())
+
+
 @pytest.mark.parametrize(("options", "path", "words"), cases.REFUSED_TEMPLATES)
 def test_the_api_server_refuses_what_celkeeper_refuses(
     env: Env, options: dict[str, Any], path: str, words: str

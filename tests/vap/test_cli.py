@@ -1,0 +1,100 @@
+"""`celkeeper vap`: the objects on stdout (YAML or a JSON List), one line per problem on stderr with
+file:line:col, and the exit code."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.vap import cases
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def celkeeper(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "celkeeper", "vap", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_the_examples_become_policies_bindings_and_one_refusal() -> None:
+    proc = celkeeper("examples")
+    assert proc.returncode == 1  # replica-limits cannot be a policy
+    objects = list(YAML(typ="safe", pure=True).load_all(io.StringIO(proc.stdout)))
+    kinds = [o["kind"] for o in objects]
+    assert kinds.count("ValidatingAdmissionPolicy") == 18
+    assert kinds.count("ValidatingAdmissionPolicyBinding") == 19
+    names = {o["metadata"]["name"] for o in objects}
+    assert "gatekeeper-ckreplicalimits" not in names and "gatekeeper-ckrequiredlabels" in names
+    lines = proc.stderr.splitlines()
+    (error,) = [line for line in lines if line.startswith("error: ")]
+    assert error.startswith(
+        "error: examples/replica-limits/template.yaml:31:29: document 1: "
+        "spec.targets[0].code[0].source.matchCondition[0].expression: template ckreplicalimits: cannot be a "
+        "ValidatingAdmissionPolicy: match condition 'has-replicas' reads variables"
+    )
+    (warning,) = [line for line in lines if line.startswith("warning: ")]
+    assert warning.startswith("warning: examples/required-labels/constraint-namespaces.yaml:10:25: ")
+    assert lines[-1] == "celkeeper vap: 18 policies, 19 bindings; 1 errors"
+
+
+def test_yaml_keeps_gatekeeper_s_cel_byte_for_byte() -> None:
+    """The match conditions hold tabs and blank lines: the YAML reads back to the very same strings."""
+    from celkeeper.vap import snippets
+
+    proc = celkeeper(str(cases.EXAMPLES / "block-service-types"))
+    assert proc.returncode == 0, proc.stderr
+    policy, binding = YAML(typ="safe", pure=True).load_all(io.StringIO(proc.stdout))
+    conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
+    assert conditions["gatekeeper_internal_match_kinds"] == snippets.MATCH_KINDS
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+
+
+def test_json_is_a_list() -> None:
+    proc = celkeeper(str(cases.EXAMPLES / "block-service-types"), "-o", "json")
+    assert proc.returncode == 0
+    listed = json.loads(proc.stdout)
+    assert listed["kind"] == "List"
+    assert [i["kind"] for i in listed["items"]] == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+
+
+def test_without_the_default_only_templates_asking_for_one_get_a_policy(tmp_path: Path) -> None:
+    on = cases.template("asks", {**cases.FULL_SOURCE, "generateVAP": True})
+    off = cases.template("silent", cases.FULL_SOURCE)
+    for name, data in (("asks.json", on), ("silent.json", off)):
+        (tmp_path / name).write_text(json.dumps(data), encoding="utf-8")
+    proc = celkeeper(str(tmp_path), "--no-default-create-vap-for-templates", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert [i["metadata"]["name"] for i in json.loads(proc.stdout)["items"]] == ["gatekeeper-asks"]
+    assert "1 templates without generateVAP left out (silent)" in proc.stderr
+    opted_out = cases.template("optout", {**cases.FULL_SOURCE, "generateVAP": False})
+    (tmp_path / "asks.json").write_text(json.dumps(opted_out), encoding="utf-8")
+    proc = celkeeper(str(tmp_path), "-o", "json")
+    assert [i["metadata"]["name"] for i in json.loads(proc.stdout)["items"]] == ["gatekeeper-silent"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ((), "give the files or folders of the templates and constraints, or --cluster"),
+        (("examples", "--cluster"), "give PATHs or --cluster, not both"),
+        (("no/such/dir",), "no/such/dir: no such file or directory"),
+    ],
+)
+def test_usage_errors_are_one_line(args: tuple[str, ...], words: str) -> None:
+    proc = celkeeper(*args)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"celkeeper vap: {words}"

@@ -260,18 +260,12 @@ class VapWriter:
             return Outcome(
                 ERROR, f"ValidatingAdmissionPolicy is not generated: {_messages(t.errors)}", generation
             )
-        desired = with_digest(with_owner(t.policy, t.document.data))
-        name = desired["metadata"]["name"]
-        current = stored.get(name)
-        refusal = self._foreign(current, t.document.data)
+        desired, current, refusal = self._desired(t.policy, t.document.data, stored)
         if refusal:
             return Outcome(ERROR, refusal, generation)
-        try:
-            self._write(VAPS, desired, current)
-        except ApiError as err:
-            failed.append(f"ValidatingAdmissionPolicy {name}: {err}")
-            verb = "create" if current is None else "update"
-            return Outcome(ERROR, f"Could not {verb} VAP object: {err.message}", generation)
+        failure = self._put(VAPS, desired, current, failed)
+        if failure:
+            return Outcome(ERROR, f"Could not {failure}", generation)
         return Outcome(GENERATED, _messages(t.warnings), generation)
 
     def _binding(
@@ -282,10 +276,7 @@ class VapWriter:
             return Outcome(ERROR, _messages(c.errors), generation)
         if c.binding is None or not policy_made:
             return None
-        desired = with_digest(with_owner(c.binding, c.document.data))
-        name = desired["metadata"]["name"]
-        current = stored.get(name)
-        refusal = self._foreign(current, c.document.data)
+        desired, current, refusal = self._desired(c.binding, c.document.data, stored)
         if refusal:
             return Outcome(ERROR, refusal, generation)
         if current is None:
@@ -298,15 +289,35 @@ class VapWriter:
                     "cached it",
                     generation,
                 )
-        try:
-            self._write(VAP_BINDINGS, desired, current)
-        except ApiError as err:
-            failed.append(f"ValidatingAdmissionPolicyBinding {name}: {err}")
-            verb = "create" if current is None else "update"
-            return Outcome(
-                ERROR, f"could not {verb} ValidatingAdmissionPolicyBinding: {name}: {err.message}", generation
-            )
+        failure = self._put(VAP_BINDINGS, desired, current, failed)
+        if failure:
+            return Outcome(ERROR, f"could not {failure}", generation)
         return Outcome(GENERATED, _messages(c.warnings), generation)
+
+    def _desired(
+        self, generated: Mapping[str, Any], owner: Mapping[str, Any], stored: Mapping[str, Mapping[str, Any]]
+    ) -> tuple[dict[str, Any], Mapping[str, Any] | None, str]:
+        """The object to store (owned, digest annotated), the stored one, and why it is not ours to write."""
+        desired = with_digest(with_owner(generated, owner))
+        current = stored.get(desired["metadata"]["name"])
+        return desired, current, self._foreign(current, owner)
+
+    def _put(
+        self,
+        resource: Resource,
+        desired: dict[str, Any],
+        current: Mapping[str, Any] | None,
+        failed: list[str],
+    ) -> str:
+        """Write it when it differs; what failed ("create X: reason"), "" when nothing did."""
+        name = desired["metadata"]["name"]
+        try:
+            self._write(resource, desired, current)
+        except ApiError as err:
+            failed.append(f"{resource.kind} {name}: {err}")
+            verb = "create" if current is None else "update"
+            return f"{verb} {resource.kind} {name}: {err.message}"
+        return ""
 
     @staticmethod
     def _foreign(current: Mapping[str, Any] | None, owner: Mapping[str, Any]) -> str:

@@ -306,34 +306,22 @@ def test_a_template_that_cannot_be_a_policy_says_why_in_its_status(env: Env) -> 
 
 def test_generate_vap_off_and_a_deleted_template_remove_what_was_generated(env: Env) -> None:
     kind = "VapRemoved"
-    objects = [template(kind), constraint("c", "x", env.namespace, kind=kind)]
-    apply(env.cluster, objects)
-    wait_for(
-        lambda: _stored(env, "validatingadmissionpolicybinding", "gatekeeper-vapremoved-c"),
-        timeout=60,
-        what="the binding",
+    policy, binding = (
+        ("validatingadmissionpolicy", "gatekeeper-vapremoved"),
+        ("validatingadmissionpolicybinding", "gatekeeper-vapremoved-c"),
     )
+
+    def present() -> bool:
+        return _stored(env, *binding) is not None
+
+    def gone() -> bool:
+        return _stored(env, *policy) is None and _stored(env, *binding) is None
+
+    apply(env.cluster, [template(kind), constraint("c", "x", env.namespace, kind=kind)])
+    wait_for(present, timeout=60, what="the binding")
     apply(env.cluster, [template(kind, generate=False)])
-    wait_for(
-        lambda: (
-            _stored(env, "validatingadmissionpolicy", "gatekeeper-vapremoved") is None
-            and _stored(env, "validatingadmissionpolicybinding", "gatekeeper-vapremoved-c") is None
-        ),
-        timeout=60,
-        what="the policy and binding to go",
-    )
+    wait_for(gone, timeout=60, what="the policy and binding to go")
     apply(env.cluster, [template(kind)])
-    wait_for(
-        lambda: _stored(env, "validatingadmissionpolicybinding", "gatekeeper-vapremoved-c"),
-        timeout=60,
-        what="the binding again",
-    )
+    wait_for(present, timeout=60, what="the binding again")
     env.cluster.kubectl("delete", "constrainttemplate", kind.lower())
-    wait_for(
-        lambda: (
-            _stored(env, "validatingadmissionpolicy", "gatekeeper-vapremoved") is None
-            and _stored(env, "validatingadmissionpolicybinding", "gatekeeper-vapremoved-c") is None
-        ),
-        timeout=60,
-        what="the policy and binding of the deleted template to go",
-    )
+    wait_for(gone, timeout=60, what="the policy and binding of the deleted template to go")

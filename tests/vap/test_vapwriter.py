@@ -117,6 +117,14 @@ class Env:
         self.client.put(CONSTRAINT_CRDS, _crd())
         self.writer.handle(Event("ADDED", CONSTRAINT_CRDS, _crd()))
 
+    def settle(self, *objects: dict[str, Any]) -> None:
+        """Publish, let the constraint CRD age past the wait, reconcile, forget the writes."""
+        self.publish(*objects)
+        self.crd_established()
+        self.clock.now += 60
+        self.writer.reconcile()
+        self.writes()
+
     def writes(self) -> list[tuple[str, str]]:
         found = [(verb, name) for verb, _, name in self.client.writes]
         self.client.writes.clear()
@@ -207,11 +215,7 @@ def test_an_object_controlled_by_another_owner_is_left_alone(env: Env) -> None:
 
 
 def test_turning_generate_vap_off_deletes_what_was_made(env: Env) -> None:
-    env.publish(_template(), _constraint())
-    env.crd_established()
-    env.clock.now += 60
-    env.writer.reconcile()
-    env.writes()
+    env.settle(_template(), _constraint())
     env.publish(_template(generate=False), _constraint())
     env.writer.reconcile()
     assert sorted(env.writes()) == [("delete", "gatekeeper-k8swriter"), ("delete", "gatekeeper-k8swriter-c")]
@@ -220,11 +224,7 @@ def test_turning_generate_vap_off_deletes_what_was_made(env: Env) -> None:
 
 
 def test_a_template_that_can_no_longer_be_a_policy_keeps_the_one_it_has(env: Env) -> None:
-    env.publish(_template(), _constraint())
-    env.crd_established()
-    env.clock.now += 60
-    env.writer.reconcile()
-    env.writes()
+    env.settle(_template(), _constraint())
     env.publish(_template(broken=True), _constraint())
     env.writer.reconcile()
     assert env.writes() == []
@@ -236,11 +236,7 @@ def test_a_template_that_can_no_longer_be_a_policy_keeps_the_one_it_has(env: Env
 
 
 def test_what_belongs_to_deleted_templates_and_constraints_goes(env: Env) -> None:
-    env.publish(_template(), _constraint(), _constraint("d"))
-    env.crd_established()
-    env.clock.now += 60
-    env.writer.reconcile()
-    env.writes()
+    env.settle(_template(), _constraint(), _constraint("d"))
     env.publish(_template(), _constraint())  # d is gone (the API says so: the fake has no such object)
     env.writer.reconcile()
     assert env.writes() == [("delete", "gatekeeper-k8swriter-d")]

@@ -50,8 +50,8 @@ from celkeeper.kube import (
     observe,
     policy_object,
 )
-from celkeeper.kube.policies import PolicyWatch
 from celkeeper.kube.podstatus import Observation
+from celkeeper.kube.policies import PolicyWatch
 from celkeeper.kube.vapwriter import VapSyncOptions, VapWriter
 from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir, WorkerBoard
 from celkeeper.vap.plan import VapOptions, plan_vap

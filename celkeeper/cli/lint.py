@@ -2,7 +2,9 @@
 
 Checks YAML/JSON syntax, documents without apiVersion/kind, ConstraintTemplates (structure, names,
 every CEL expression compiled, with line:col in the file), constraints (kind known, parameters
-against the template's schema, enforcement actions) and Suite files (structure). Problems go to
+against the template's schema, enforcement actions), templates with `generateVAP: true` that cannot
+become a ValidatingAdmissionPolicy and constraints scoped to vap.k8s.io that cannot get a binding
+(the reasons `celkeeper vap` gives) and Suite files (structure). Problems go to
 stdout as `file:line:col: document N: field: message`; the exit code is 1 when there is any.
 """
 
@@ -47,6 +49,9 @@ def lint(paths: list[str], engine: str) -> tuple[list[CelkeeperError], dict[str,
 
     loaded = PolicyBackend(engine).build(policy_documents)
     problems.extend(loaded.errors)
+    from celkeeper.vap.plan import plan_vap
+
+    problems.extend(plan_vap(loaded.policies).errors)  # only what asks for a policy: generateVAP, vap.k8s.io
     suites = 0
     for document in documents:
         if is_suite(document):

@@ -98,3 +98,42 @@ def test_usage_errors_are_one_line(args: tuple[str, ...], words: str) -> None:
     proc = celkeeper(*args)
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"celkeeper vap: {words}"
+
+
+def test_lint_reports_templates_asking_for_a_policy_they_cannot_be(tmp_path: Path) -> None:
+    source = {
+        "generateVAP": True,
+        "variables": [{"name": "n", "expression": "object.metadata.name"}],
+        "matchCondition": [{"name": "named", "expression": 'variables.n != ""'}],
+        "validations": [{"expression": "true", "message": "m"}],
+    }
+    (tmp_path / "t.json").write_text(json.dumps(cases.template("asks", source)), encoding="utf-8")
+    (tmp_path / "quiet.json").write_text(json.dumps(cases.template("quiet")), encoding="utf-8")
+    scoped = cases.constraint(
+        "Quiet",
+        "api-server-only",
+        {
+            "enforcementAction": "scoped",
+            "scopedEnforcementActions": [{"action": "deny", "enforcementPoints": [{"name": "vap.k8s.io"}]}],
+        },
+    )
+    (tmp_path / "c.json").write_text(json.dumps(scoped), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "celkeeper", "lint", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert any(
+        "template asks: cannot be a ValidatingAdmissionPolicy: match condition 'named' reads" in x
+        for x in lines
+    ), lines
+    assert any(
+        "constraint Quiet/api-server-only: no ValidatingAdmissionPolicyBinding: it is scoped to vap.k8s.io"
+        in x
+        for x in lines
+    ), lines
+    assert len(lines) == 2

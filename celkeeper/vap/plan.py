@@ -34,9 +34,9 @@ from celkeeper.vap.transform import (
     TransformError,
     binding,
     binding_actions,
-    should_generate_vap,
     validating_admission_policy,
     validation_actions,
+    written_generate_vap,
 )
 
 
@@ -99,16 +99,23 @@ class VapPlan:
 def _located(
     document: Document, cls: type[CelkeeperError], label: str, findings: list[Finding]
 ) -> tuple[CelkeeperError, ...]:
+    if not findings:
+        return ()
     return tuple(document.error(cls, f"{label}: {message}", path) for path, message in findings)
 
 
 def plan_template(template: CompiledTemplate, options: VapOptions) -> TemplateVap:
-    """The policy of one compiled template, or why it cannot be one."""
+    """The policy of one compiled template, or why it cannot be one. A template that does not ask for one
+    costs a look at its generateVAP only."""
+    generate = written_generate_vap(template.document.data)
+    if generate is None:
+        generate = options.default_generate_vap
+    if not generate:
+        return TemplateVap(template.name, template.kind, template.document, False, None)
     spec, problems = parse_template(template.document)
     label = f"template {template.name}"
     if spec is None:  # a compiled template has parsed before: only a changed document gets here
-        return TemplateVap(template.name, template.kind, template.document, False, None, tuple(problems))
-    generate = should_generate_vap(spec, options.default_generate_vap)
+        return TemplateVap(template.name, template.kind, template.document, True, None, tuple(problems))
     findings: list[Finding] = []
     policy = None
     warning = ""
@@ -129,10 +136,10 @@ def plan_template(template: CompiledTemplate, options: VapOptions) -> TemplateVa
         name=template.name,
         kind=template.kind,
         document=template.document,
-        generate=generate,
-        policy=policy if generate and not errors else None,
-        errors=errors if generate else (),
-        warnings=warnings if generate and not errors else (),
+        generate=True,
+        policy=None if errors else policy,
+        errors=errors,
+        warnings=() if errors else warnings,
     )
 
 

@@ -126,6 +126,21 @@ def source_generate_vap(spec: TemplateSpec) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def written_generate_vap(template: Mapping[str, Any]) -> bool | None:
+    """`generateVAP` of a template's first K8sNativeValidation source as written (None when absent), read
+    without parsing the template (GetSourceFromTemplate takes the first such code entry)."""
+    spec = template.get("spec")
+    targets = spec.get("targets") if isinstance(spec, Mapping) else None
+    if not isinstance(targets, list) or len(targets) != 1 or not isinstance(targets[0], Mapping):
+        return None
+    for code in targets[0].get("code") or ():
+        if isinstance(code, Mapping) and code.get("engine") == "K8sNativeValidation":
+            source = code.get("source")
+            value = source.get("generateVAP") if isinstance(source, Mapping) else None
+            return value if isinstance(value, bool) else None
+    return None
+
+
 def should_generate_vap(spec: TemplateSpec, default: bool) -> bool:
     """constraint.ShouldGenerateVAP: the source's generateVAP, else the default
     (--default-create-vap-for-templates)."""

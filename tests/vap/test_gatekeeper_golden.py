@@ -29,6 +29,7 @@ from celkeeper.vap import (
     should_generate_vap,
     validating_admission_policy,
 )
+from celkeeper.vap.transform import written_generate_vap
 from tests.support.vapgen import run_vapgen
 from tests.vap import cases
 
@@ -110,6 +111,8 @@ def test_generating_follows_generate_vap_and_the_default(default: bool) -> None:
         spec, _ = parse_template(Document.from_object(data))
         assert spec is not None
         assert should_generate_vap(spec, default) is theirs[key]["generate"], key
+        written = written_generate_vap(data)  # the planner's quick look, without parsing the template
+        assert (default if written is None else written) is theirs[key]["generate"], key
     assert theirs["generate-true"]["generate"] and not theirs["generate-false"]["generate"]
 
 

@@ -5,6 +5,8 @@ constraints, and why a template cannot become one.
     celkeeper vap --cluster                     the same for the templates and constraints in the cluster
     celkeeper vap examples/ -o json             a v1 List
     celkeeper vap examples/ --no-default-create-vap-for-templates    only templates with generateVAP: true
+    celkeeper vap examples/ --webhook-config vwc.yaml --exempt-namespace kube-system
+                                                the webhook's scope (--sync-vap-enforcement-scope)
 
 Objects go to stdout (kubectl apply -f - takes them), problems to stderr, one line each with
 file:line:col: errors for templates and constraints that cannot become a policy or binding (the API server
@@ -26,6 +28,11 @@ from celkeeper.cli.options import add_engine_option
 from celkeeper.crds import to_yaml
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
+from celkeeper.vap import Scope, WebhookScope
+
+WEBHOOK_NAME = (
+    "validation.celkeeper.io"  # celkeeper's admission webhook in its ValidatingWebhookConfiguration
+)
 
 
 def register(subparsers: Any) -> None:
@@ -55,8 +62,48 @@ def register(subparsers: Any) -> None:
         default=True,
         help="make a binding for constraints not scoped to vap.k8s.io (default: yes, as Gatekeeper)",
     )
+    parser.add_argument(
+        "--webhook-config",
+        metavar="FILE",
+        help="a ValidatingWebhookConfiguration whose webhook's rules, selectors, matchPolicy and "
+        "matchConditions the policies take instead of every resource on CREATE and UPDATE",
+    )
+    parser.add_argument(
+        "--webhook-name",
+        default=WEBHOOK_NAME,
+        help=f"the webhook of --webhook-config (default: {WEBHOOK_NAME})",
+    )
+    parser.add_argument(
+        "--exempt-namespace",
+        metavar="NS",
+        action="append",
+        default=[],
+        help="namespaces the policies exempt, as the webhook's --exempt-namespace (repeatable; prefix*)",
+    )
     add_engine_option(parser)
     parser.set_defaults(func=run)
+
+
+def _scope(args: argparse.Namespace) -> Scope:
+    webhook = None
+    if args.webhook_config:
+        parsed = files.read(args.webhook_config)
+        if parsed.errors:
+            raise parsed.errors[0]
+        entries = [
+            w
+            for d in parsed.documents
+            if d.kind == "ValidatingWebhookConfiguration"
+            for w in d.data.get("webhooks") or ()
+            if isinstance(w, dict) and w.get("name") == args.webhook_name
+        ]
+        if not entries:
+            raise CelkeeperError(
+                f"{args.webhook_config}: no ValidatingWebhookConfiguration with a webhook named "
+                f"{args.webhook_name}"
+            )
+        webhook = WebhookScope.from_webhook(entries[0])
+    return Scope(webhook=webhook, exempted_namespaces=tuple(sorted(set(args.exempt_namespace))))
 
 
 def _documents(args: argparse.Namespace) -> tuple[list[Document], list[CelkeeperError]]:
@@ -85,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         VapOptions(
             default_generate_vap=args.default_create_vap_for_templates,
             default_generate_binding=args.default_create_vap_binding_for_constraints,
+            scope=_scope(args),
         ),
     )
     problems = [*errors, *policies.errors]

@@ -137,3 +137,30 @@ def test_lint_reports_templates_asking_for_a_policy_they_cannot_be(tmp_path: Pat
         for x in lines
     ), lines
     assert len(lines) == 2
+
+
+def test_the_webhook_s_scope_and_exempt_namespaces(tmp_path: Path) -> None:
+    """--webhook-config takes the scope of celkeeper's webhook (its rules, selectors, matchPolicy, match
+    conditions) as Gatekeeper's --sync-vap-enforcement-scope does; the objects are the golden test's."""
+    from celkeeper.vap import snippets
+
+    webhook = cases.scopes()["celkeeper-webhook"]["webhook"]
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "celkeeper-validating-webhook-configuration"},
+        "webhooks": [{"name": "check-policies.celkeeper.io"}, {"name": "validation.celkeeper.io", **webhook}],
+    }
+    (tmp_path / "vwc.json").write_text(json.dumps(config), encoding="utf-8")
+    args = [str(cases.EXAMPLES / "block-service-types"), "--webhook-config", str(tmp_path / "vwc.json")]
+    proc = celkeeper(*args, "--exempt-namespace", "kube-system", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    policy = json.loads(proc.stdout)["items"][0]
+    match = policy["spec"]["matchConstraints"]
+    assert match["namespaceSelector"] == webhook["namespaceSelector"] and match["matchPolicy"] == "Exact"
+    assert match["resourceRules"] == webhook["rules"]
+    exempted = policy["spec"]["matchConditions"][-1]
+    assert exempted == snippets.global_exempted_namespaces(["kube-system"])
+    proc = celkeeper(*args, "--webhook-name", "nope")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().endswith("no ValidatingWebhookConfiguration with a webhook named nope")

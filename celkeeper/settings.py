@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-ENGINES = ("cel-expr-python", "cel-python")
+ENGINES = ("cel-expr-python", "cel-python", "cel-go")
 DEFAULT_ENGINE = "cel-expr-python"
 
 

@@ -1,4 +1,5 @@
-"""Shared pytest setup for every test dir: the real-Kubernetes fixtures (kube_cluster, kube_namespace)
-and where the Gatekeeper library samples are (tests.support.samples)."""
+"""Shared pytest setup for every test dir: the real-Kubernetes fixtures (kube_cluster, kube_namespace),
+where the Gatekeeper library samples are (tests.support.samples) and whether the cel-go library is
+built (tests.support.celgo)."""
 
-pytest_plugins = ["tests.support.kube_fixtures", "tests.support.samples"]
+pytest_plugins = ["tests.support.kube_fixtures", "tests.support.samples", "tests.support.celgo"]

@@ -31,6 +31,10 @@ __all__ = [
 
 def get_engine(name: str = DEFAULT_ENGINE, limits: CelLimits | None = None) -> Engine:
     """A new engine by name ('cel-expr-python' or 'cel-python')."""
+    if name == "cel-go":
+        from celkeeper.cel.celgo.engine import CelGoEngine
+
+        return CelGoEngine()  # type: ignore[return-value]
     if name == "cel-expr-python":
         from celkeeper.cel.cpp_engine import CelExprPythonEngine
 

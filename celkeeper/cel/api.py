@@ -43,9 +43,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from celkeeper.errors import CelCompileError
+from celkeeper.errors import CelCompileError, CelkeeperError
+
+#: the parts of a K8sNativeValidation source that hold CEL
+Part = Literal["variable", "validation", "messageExpression", "matchCondition"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,94 @@ class CelError:
 
     def __str__(self) -> str:
         return self.message
+
+
+@dataclass(frozen=True)
+class TypeValue:
+    """A CEL type as a value (`type(x)`), by its name as cel-go prints it: 'int', 'map', 'net.IP'."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class LibraryValue:
+    """A Kubernetes library value (quantity, url, ip, cidr, semver, format) returned by the cel-go
+    engine: its kind and its canonical text as Kubernetes prints it (String(); a format's Name)."""
+
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One compile problem of a template part: lint, template status and `verify -v` show it. A
+    template with diagnostics still loads (each broken part fails at request time, as Gatekeeper's
+    does). line/column: 1-based within the part's expression, None when unknown."""
+
+    part: Part
+    index: int  # the part's position in its list (validations[i], variables[i], ...)
+    name: str  # the variable's or match condition's name; "" for validations
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass(frozen=True)
+class ValidationSource:
+    expression: str
+    message: str | None = None
+    message_expression: str | None = None
+
+
+@dataclass(frozen=True)
+class NamedSource:
+    """A variable or a match condition."""
+
+    name: str
+    expression: str
+
+
+@dataclass(frozen=True)
+class TemplateSource:
+    """A template's K8sNativeValidation source: `raw` exactly as written (the map under
+    `code[].source`, which the cel-go engine reads as Gatekeeper does) and its parts as celkeeper
+    reads them (which the cel-python engine compiles)."""
+
+    raw: Mapping[str, Any]
+    validations: tuple[ValidationSource, ...]
+    variables: tuple[NamedSource, ...] = ()
+    match_conditions: tuple[NamedSource, ...] = ()
+    failure_policy: Literal["Fail", "Ignore"] = "Fail"
+
+
+class TemplateRefused(CelkeeperError):
+    """Gatekeeper would refuse this source (e.g. a reserved variable name): no program for it."""
+
+
+@dataclass(frozen=True)
+class RequestInput:
+    """One admission request as an engine receives it.
+
+    `request`: the AdmissionRequest's fields other than object and oldObject (kind, resource,
+    subResource, name, namespace, operation, userInfo, dryRun, options; any extra fields are
+    ignored); `object`/`old_object`: the objects (None: absent; the engine unsets object on DELETE,
+    as Gatekeeper does); `namespace`: the request's Namespace object as stored, or None."""
+
+    request: Mapping[str, Any]
+    object: Any
+    old_object: Any
+    namespace: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class EngineDecision:
+    """A decision of Kubernetes' validator that does not admit: `evaluation` "deny" (a validation
+    is false: `message` is its message) or "error" (`message` is the error); `action` "deny", or
+    "admit" for an error under failurePolicy Ignore (no violation)."""
+
+    action: Literal["deny", "admit"]
+    evaluation: Literal["deny", "error"]
+    message: str
 
 
 class VariableCompileError(CelCompileError):

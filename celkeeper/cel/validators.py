@@ -22,6 +22,9 @@ from celkeeper.cel.limits import position
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 
+#: how Kubernetes' admission compiler (plugin/cel/compile.go) words an error found planning a program
+PROGRAM_ERROR = "program instantiation failed: "
+
 
 def _error(checked: Checked, source: str, node_id: int, message: str) -> CelCompileError:
     line, col = position(source, checked.positions.get(node_id, 0))
@@ -121,11 +124,11 @@ def _literal_calls(checked: Checked, source: str, literal_env: object) -> None:
                 raise _error(checked, source, arg.id, "invalid matches argument") from None
         elif node.function in ("find", "findAll") and node.target is not None and arg.kind == "string":
             # Kubernetes compiles a literal pattern when it plans the program: an error there is a
-            # compile error (Go's regexp message)
+            # compile error (Go's regexp message, as Kubernetes' compiler wraps it)
             try:
                 compile_regex(str(arg.value))
             except RegexCompileError as err:
-                raise _error(checked, source, arg.id, err.message) from None
+                raise _error(checked, source, arg.id, PROGRAM_ERROR + err.message) from None
 
 
 # ----------------------------------------------------------------------------------- format

@@ -3,9 +3,10 @@
     write_results("corpus", request, path)   # tests/cel/golden/regenerate.py
     write_results("k8slib", request, path)   # tests/cel/k8slib/golden/regenerate.py
 
-The generator compiles and evaluates CEL in k8s.io/apiserver v0.34.4's base environment (the one
-Kubernetes 1.34 and Gatekeeper compile in). Needs Go; gen/go.mod pins toolchain go1.24.12 and the
-Kubernetes modules (the go command fetches them from the Go module proxy, or its module cache).
+The generator compiles and evaluates CEL as Gatekeeper v3.23.1 compiles a template variable
+(k8s.io/apiserver v0.36.2, cel-go v0.30.0; see gen/main.go). Needs Go: the local toolchain, the one
+the cel-go engine's library is built with (gen/go.mod pins the modules; the go command fetches
+them from the Go module proxy, or its module cache).
 Not run by the test suite: the tests only read the committed JSON.
 """
 
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 GEN = Path(__file__).parent / "gen"
-TOOLCHAIN = "go1.24.12"
+TOOLCHAIN = "local"
 
 
 def write_results(mode: str, request: object, path: Path) -> int:

@@ -26,7 +26,7 @@ from tests.cel.gaps import corpus_gap
 from tests.cel.k8slib.golden_check import _same, encode
 
 RESULTS = Path(__file__).parent / "golden" / "results.json"
-ENGINE_NAMES = ("cel-expr-python", "cel-python")
+ENGINE_NAMES = ("cel-expr-python", "cel-python", "cel-go")
 _POSITION = re.compile(r"ERROR: <input>:(\d+):(\d+): (.*)")
 
 
@@ -144,8 +144,9 @@ def test_engines_agree(inputs: str, expr: str) -> None:
             answers.append(_encoded(engine, inputs, expr, kind))
         except CelCompileError as err:
             answers.append({"t": "compile_error", "v": (err.line, err.column)})
-    a, b = answers
-    if a["t"] == "error" or b["t"] == "error":
-        assert a["t"] == b["t"], answers
-    else:
-        assert _same(a, b), answers
+    first = answers[0]
+    for other in answers[1:]:
+        if first["t"] == "error" or other["t"] == "error":
+            assert first["t"] == other["t"], answers
+        else:
+            assert _same(first, other), answers

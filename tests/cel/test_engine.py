@@ -63,9 +63,9 @@ PRIVILEGED_VARIABLES = {
 
 
 def test_engines_are_known_and_default_first() -> None:
-    assert ENGINES == ("cel-expr-python", "cel-python")
+    assert ENGINES == ("cel-expr-python", "cel-python", "cel-go")
     with pytest.raises(ValueError, match="unknown CEL engine"):
-        get_engine("cel-go")
+        get_engine("cel-cpp")
 
 
 def test_plain_expression(engine: Engine) -> None:

@@ -1,7 +1,8 @@
 package main
 
-// `gen corpus`: the differential corpus (tests/cel/corpus*.py), in the base environment extended with
-// the admission variables object, oldObject, request, params and namespaceObject (dyn).
+// `gen corpus`: the differential corpus (tests/cel/corpus*.py), compiled as a Gatekeeper template
+// variable (see main.go) and evaluated with the corpus inputs as object, oldObject, request, params
+// and namespaceObject.
 //
 // Input: {"inputs": {name: {variable: JSON}}, "cases": [{"name", "expr", "inputs"}]}.
 // Output: {case name: {"type": output type or "", "result": encoded result}}.
@@ -9,8 +10,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-
-	"github.com/google/cel-go/cel"
 )
 
 type corpusCase struct {
@@ -29,25 +28,17 @@ func corpus(dec *json.Decoder) (any, error) {
 	if err := dec.Decode(&in); err != nil {
 		return nil, err
 	}
-	env, err := baseEnv().Extend(
-		cel.Variable("object", cel.DynType),
-		cel.Variable("oldObject", cel.DynType),
-		cel.Variable("request", cel.DynType),
-		cel.Variable("params", cel.DynType),
-		cel.Variable("namespaceObject", cel.DynType),
-	)
-	if err != nil {
-		return nil, err
-	}
+	c := compiler()
+	var err error
 	results := map[string]out{}
-	for _, c := range in.Cases {
+	for _, k := range in.Cases {
 		vars := map[string]any{"object": nil, "oldObject": nil, "request": nil, "params": nil, "namespaceObject": nil}
-		for name, raw := range in.Inputs[c.Inputs] {
+		for name, raw := range in.Inputs[k.Inputs] {
 			if vars[name], err = fromJSON(raw); err != nil {
 				return nil, err
 			}
 		}
-		results[c.Name] = evaluate(env, c.Expr, vars, "compile_error")
+		results[k.Name] = evaluate(c, k.Expr, vars, "compile_error")
 	}
 	return results, nil
 }

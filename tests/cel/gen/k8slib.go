@@ -1,6 +1,7 @@
 package main
 
-// `gen k8slib`: the Kubernetes library cases of tests/cel/k8slib, in the base environment (no variables).
+// `gen k8slib`: the Kubernetes library cases of tests/cel/k8slib, compiled as a Gatekeeper template
+// variable (see main.go) and evaluated with every input null.
 //
 // Input: a JSON array of requests, each {"expr": "<CEL>"} or {"quantity_string": "<quantity>"} (the
 // latter prints resource.ParseQuantity(s).String(), which CEL cannot reach).
@@ -10,7 +11,6 @@ package main
 import (
 	"encoding/json"
 
-	"github.com/google/cel-go/cel"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -24,12 +24,13 @@ func k8slib(dec *json.Decoder) (any, error) {
 	if err := dec.Decode(&reqs); err != nil {
 		return nil, err
 	}
-	env := baseEnv()
+	c := compiler()
+	none := map[string]any{"object": nil, "oldObject": nil, "request": nil, "params": nil, "namespaceObject": nil}
 	results := map[string]result{}
 	for _, r := range reqs {
 		switch {
 		case r.Expr != nil:
-			results[*r.Expr] = evaluate(env, *r.Expr, cel.NoVars(), "program_error").Result
+			results[*r.Expr] = evaluate(c, *r.Expr, none, "program_error").Result
 		case r.QuantityString != nil:
 			key := "quantity_string:" + *r.QuantityString
 			if q, err := resource.ParseQuantity(*r.QuantityString); err != nil {

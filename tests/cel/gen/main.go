@@ -1,15 +1,19 @@
-// Command gen compiles and evaluates CEL expressions in the Kubernetes 1.34 base CEL environment
-// (k8s.io/apiserver/pkg/cel/environment at v0.34.4, the environment Gatekeeper compiles templates in)
-// and writes one JSON result per case: the golden answers celkeeper's CEL tests compare both engines
-// against. Run through tests/cel/golden/regenerate.py (`gen corpus`) and
-// tests/cel/k8slib/golden/regenerate.py (`gen k8slib`); see corpus.go and k8slib.go for each input.
+// Command gen compiles and evaluates CEL expressions exactly as Gatekeeper v3.23.1 compiles a
+// template variable: k8s.io/apiserver v0.36.2's composited compiler on the base environment at
+// environment.DefaultCompatibilityVersion() (1.35), stored expressions, with `params` declared and
+// Gatekeeper's built-in variables (variables.anyObject, variables.params); cel-go v0.30.0. It writes
+// one JSON result per case: the golden answers celkeeper's CEL tests compare both engines against.
+// Run through tests/cel/golden/regenerate.py (`gen corpus`) and tests/cel/k8slib/golden/regenerate.py
+// (`gen k8slib`); see corpus.go and k8slib.go for each input.
 //
 // A result is {"t": kind, "v": value}: values are encoded by encode() below, a compile error is
 // {"t": "compile_error", "v": message}, an evaluation error {"t": "error", "v": message}.
 package main
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -23,8 +27,10 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/interpreter"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
 
-	"k8s.io/apimachinery/pkg/util/version"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
@@ -117,36 +123,58 @@ func encode(v ref.Val) result {
 	return result{"unknown", fmt.Sprintf("%T %v", v, v.Value())}
 }
 
-// evaluate compiles expr in env and evaluates it with vars (a map or an activation). A failure to
-// plan the program is reported as programError ("compile_error" or "program_error").
-func evaluate(env *cel.Env, expr string, vars any, programError string) (o out) {
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		return out{"", result{"compile_error", iss.Err().Error()}}
-	}
-	o.Type = ast.OutputType().String()
-	prg, err := env.Program(ast)
+// anyExpression accepts every output type, as a template variable does.
+type anyExpression string
+
+func (a anyExpression) GetExpression() string     { return string(a) }
+func (a anyExpression) ReturnTypes() []*cel.Type { return []*cel.Type{cel.AnyType} }
+
+// compiler is Gatekeeper's compiler for a template's variables (driver.go AddTemplate).
+func compiler() *plugincel.CompositedCompiler {
+	c, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	if err != nil {
-		o.Result = result{programError, err.Error()}
+		fail(err)
+	}
+	c.CompileAndStoreVariables(transform.AllVariablesCEL(), plugincel.OptionalVariableDeclarations{HasParams: true}, environment.StoredExpressions)
+	return c
+}
+
+// evaluate compiles expr as a template variable and evaluates it with vars (object, oldObject,
+// request, params, namespaceObject). A failure to plan the program is reported as programError
+// ("compile_error" or "program_error").
+func evaluate(c *plugincel.CompositedCompiler, expr string, vars map[string]any, programError string) (o out) {
+	compiled := c.CompileCELExpression(anyExpression(expr), plugincel.OptionalVariableDeclarations{HasParams: true}, environment.StoredExpressions)
+	if compiled.Error != nil {
+		var compilation *apiservercel.CompilationError
+		if errors.As(compiled.Error, &compilation) {
+			return out{"", result{"compile_error", compilation.Issues.Err().Error()}}
+		}
+		o.Result = result{programError, compiled.Error.Error()}
 		return o
 	}
+	o.Type = compiled.OutputType.String()
 	defer func() {
 		if r := recover(); r != nil {
 			o.Result = result{"panic", fmt.Sprint(r)}
 		}
 	}()
-	val, _, err := prg.Eval(vars)
+	ctx := c.CreateContext(context.Background())
+	bindings := map[string]any{}
+	for k, v := range vars {
+		bindings[k] = v
+	}
+	activation, err := interpreter.NewActivation(bindings)
+	if err != nil {
+		fail(err)
+	}
+	bindings["variables"] = ctx.Variables(activation)
+	val, _, err := compiled.Program.ContextEval(ctx, activation)
 	if err != nil {
 		o.Result = result{"error", err.Error()}
 		return o
 	}
 	o.Result = encode(val)
 	return o
-}
-
-// baseEnv is Kubernetes 1.34's base environment for stored expressions.
-func baseEnv() *cel.Env {
-	return environment.MustBaseEnvSet(version.MajorMinor(1, 34), true).StoredExpressionsEnv()
 }
 
 func fail(err error) {

@@ -1,5 +1,6 @@
-"""Golden results from real Kubernetes: golden/results.json holds what k8s.io/apiserver v0.34.4's CEL base
-environment (built with go1.24.12, the toolchain of Kubernetes 1.34.4) answers for each case expression.
+"""Golden results from real Kubernetes: golden/results.json holds what Gatekeeper v3.23.1's CEL
+environment (k8s.io/apiserver v0.36.2, cel-go v0.30.0, built with Go 1.26) answers for each case
+expression (cases Kubernetes changed since the 1.34 this port follows are listed in unported.py).
 golden/regenerate.py rebuilds it from the CASES of the test modules (needs Go and network access to the
 Go module proxy); the tests themselves only read the JSON.
 
@@ -20,6 +21,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from celkeeper.cel.api import LibraryValue
 from celkeeper.cel.k8slib import LibraryError
 from celkeeper.cel.k8slib.celvalues import Uint
 from celkeeper.cel.k8slib.format import Format
@@ -29,6 +33,8 @@ from celkeeper.cel.k8slib.quantity import Quantity
 from celkeeper.cel.k8slib.regex import RegexCompileError
 from celkeeper.cel.k8slib.semver import Semver
 from celkeeper.cel.k8slib.urls import url_to_string
+from celkeeper.cel.validators import PROGRAM_ERROR
+from tests.cel.k8slib.unported import unported
 
 RESULTS = Path(__file__).parent / "golden" / "results.json"
 
@@ -88,6 +94,8 @@ def encode(v: object) -> dict[str, Any]:
         return {"t": "semver", "v": str(v)}
     if isinstance(v, Format):
         return {"t": "format", "v": v.name}
+    if isinstance(v, LibraryValue):  # the cel-go engine's library values: Kubernetes' own text
+        return {"t": v.kind, "v": v.text}
     raise TypeError(f"cannot encode {type(v).__name__}")
 
 
@@ -107,8 +115,8 @@ def _same(expected: Any, actual: Any) -> bool:
 def run(thunk: Callable[[], object]) -> dict[str, Any]:
     try:
         return encode(thunk())
-    except RegexCompileError as e:
-        return {"t": "program_error", "v": str(e)}
+    except RegexCompileError as e:  # found when Kubernetes plans the program, and worded so
+        return {"t": "program_error", "v": PROGRAM_ERROR + str(e)}
     except LibraryError as e:
         return {"t": "error", "v": str(e)}
 
@@ -119,6 +127,10 @@ def check(key: str, thunk: Callable[[], object]) -> None:
     assert key in golden, f"no golden result for {key!r}: run tests/cel/k8slib/golden/regenerate.py"
     expected = golden[key]
     actual = run(thunk)
+    why = unported(key)
+    if why is not None:  # a strict expected failure: a case that starts to pass fails the run
+        assert not _same(expected, actual), f"{key} now answers as Kubernetes: remove it from unported.py"
+        pytest.xfail(why)
     assert _same(expected, actual), f"{key}\n  kubernetes: {expected}\n  celkeeper:  {actual}"
 
 

@@ -1,0 +1,207 @@
+"""The cel-go engine: Kubernetes' own CEL, exactly as Gatekeeper v3.23.1 runs it, in a Go library.
+
+Templates compile into Gatekeeper's validator (pkg/drivers/k8scel/driver.go AddTemplate:
+Kubernetes' composited compiler, its match-condition matcher and validator) inside the library
+(`go/engine`); constraints are decoded there once; a request crosses once per decision with every
+constraint Python's matching selected and a deadline, and comes back as Kubernetes' validator
+decisions. See go/engine/validate.go for how the validator's work is shared between constraints.
+
+Thread and process safety: the library's handles may be used from any thread (the library locks
+what it shares); the library must be loaded after a fork (celkeeper.cel.celgo.library).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from celkeeper.cel.api import (
+    CelError,
+    Diagnostic,
+    EngineDecision,
+    RequestInput,
+    TemplateRefused,
+    TemplateSource,
+    VariableCompileError,
+)
+from celkeeper.cel.celgo.library import Library, load
+from celkeeper.cel.celgo.values import decode
+from celkeeper.errors import CelCompileError, ReviewError
+
+NAME = "cel-go"
+_NONE = b"null"
+
+
+def _dumps(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS) if value is not None else _NONE
+
+
+@dataclass(eq=False)
+class _Handle:
+    """A library handle, released when the Python object goes away."""
+
+    library: Library
+    handle: int
+    _finalizer: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._finalizer = weakref.finalize(self, self.library.release, self.handle)
+
+
+@dataclass(frozen=True, eq=False)
+class GoProgram:
+    """An expression compiled as a template variable is (any output type)."""
+
+    source: str
+    output_type: str
+    ref: _Handle = field(repr=False)
+
+
+@dataclass(eq=False)
+class GoActivation:
+    """One request's inputs as CEL sees them, serialised once for every evaluation."""
+
+    object: Any
+    old_object: Any
+    request: Mapping[str, Any] | None
+    namespace_object: Any
+    _prefix: bytes | None = None
+
+    def prefix(self) -> bytes:
+        if self._prefix is None:
+            self._prefix = (
+                b'{"object":'
+                + _dumps(self.object)
+                + b',"oldObject":'
+                + _dumps(self.old_object)
+                + b',"request":'
+                + _dumps(dict(self.request) if self.request is not None else None)
+                + b',"namespaceObject":'
+                + _dumps(self.namespace_object)
+                + b',"params":'
+            )
+        return self._prefix
+
+
+@dataclass(frozen=True, eq=False)
+class GoTemplate:
+    """A compiled template (Gatekeeper's validator for it)."""
+
+    ref: _Handle = field(repr=False)
+    failure_policy: str
+    diagnostics: tuple[Diagnostic, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class GoBinding:
+    """A constraint bound to a compiled template."""
+
+    program: GoTemplate
+    ref: _Handle = field(repr=False)
+
+
+class CelGoEngine:
+    """The cel-go engine (see the module docstring). Loading it loads the library (LibraryUnavailable
+    when it cannot be)."""
+
+    name = NAME
+
+    def __init__(self, library: Library | None = None) -> None:
+        self._lib = library or load()
+
+    @property
+    def library(self) -> Library:
+        return self._lib
+
+    # -- templates ------------------------------------------------------------------------------
+    def compile_template(self, source: TemplateSource) -> GoTemplate:
+        handle, reply = self._lib.template(orjson.dumps(source.raw, option=orjson.OPT_NON_STR_KEYS))
+        if handle <= 0:
+            raise TemplateRefused(str(reply.get("error", "the template cannot be compiled")))
+        diagnostics = tuple(
+            Diagnostic(
+                part=d["part"],
+                index=int(d["index"]),
+                name=d.get("name", ""),
+                message=d["message"],
+                line=d.get("line"),
+                column=d.get("column"),
+            )
+            for d in reply.get("diagnostics") or ()
+        )
+        return GoTemplate(_Handle(self._lib, handle), str(reply["failurePolicy"]), diagnostics)
+
+    def bind(self, program: Any, constraint: Mapping[str, Any]) -> GoBinding:
+        assert isinstance(program, GoTemplate)
+        handle, reply = self._lib.constraint(program.ref.handle, _dumps(constraint))
+        if handle <= 0:
+            raise ValueError(str(reply.get("error", "the constraint cannot be bound")))
+        return GoBinding(program, _Handle(self._lib, handle))
+
+    def validate(
+        self, request: RequestInput, bindings: Sequence[Any], timeout: float
+    ) -> list[tuple[EngineDecision, ...]]:
+        if not bindings:
+            return []
+        reply = self._lib.validate(
+            _dumps(dict(request.request)),
+            _dumps(request.object) if request.object is not None else b"",
+            _dumps(request.old_object) if request.old_object is not None else b"",
+            _dumps(request.namespace) if request.namespace is not None else b"",
+            [b.ref.handle for b in bindings],
+            max(int(timeout * 1e9), 1) if timeout > 0 else 0,
+        )
+        if isinstance(reply, dict):
+            raise ReviewError(str(reply.get("error", "the request cannot be evaluated")))
+        return [
+            tuple(EngineDecision(d["action"], d["evaluation"], d["message"]) for d in decisions or ())
+            for decisions in reply
+        ]
+
+    # -- expressions ----------------------------------------------------------------------------
+    def compile(self, source: str, variables: Mapping[str, str] | None = None) -> GoProgram:
+        request = {
+            "source": source,
+            "variables": [{"name": k, "expression": v} for k, v in (variables or {}).items()],
+        }
+        handle, reply = self._lib.expression(orjson.dumps(request))
+        error = reply.get("error")
+        if handle <= 0 or error is not None:
+            if isinstance(error, dict):
+                err = CelCompileError(error["message"], error.get("line") or 1, error.get("column") or 1)
+                if error.get("variable"):
+                    raise VariableCompileError(error["variable"], err)
+                raise err
+            raise CelCompileError(str(error))
+        return GoProgram(source, str(reply["outputType"]), _Handle(self._lib, handle))
+
+    def activation(
+        self,
+        *,
+        object: Any,
+        old_object: Any,
+        request: Mapping[str, Any] | None,
+        namespace_object: Any = None,
+    ) -> GoActivation:
+        return GoActivation(object, old_object, request, namespace_object)
+
+    def evaluate(
+        self,
+        program: Any,
+        activation: Any,
+        params: Any = None,
+        constraint: Any = None,
+        timeout: float = 0.0,
+    ) -> Any:
+        assert isinstance(program, GoProgram) and isinstance(activation, GoActivation)
+        if constraint is None and params is not None:
+            constraint = {"spec": {"parameters": params}}
+        inputs = activation.prefix() + _dumps(constraint) + b"}"
+        encoded = self._lib.evaluate(program.ref.handle, inputs, int(timeout * 1e9))
+        if "error" in encoded and "t" not in encoded:
+            return CelError(str(encoded["error"]))
+        return decode(encoded)

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+)
+
+// Constraint is a constraint object, decoded once (Gatekeeper passes the constraint's
+// *unstructured.Unstructured to validator.Validate as the versioned params).
+type Constraint struct {
+	Object *unstructured.Unstructured
+	params any // objectToResolveVal(constraint): the object's content, computed once
+}
+
+// NewConstraint decodes a constraint object (JSON) as an unstructured object.
+func NewConstraint(data []byte) (*Constraint, error) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return nil, err
+	}
+	return &Constraint{Object: u, params: u.UnstructuredContent()}, nil
+}
+
+// Request is one admission request converted once for every constraint evaluated on it: what
+// validator.Validate and matcher.Match compute again for each constraint (CreateAdmissionRequest,
+// newActivation's conversions) is computed here, with the same functions, once.
+type Request struct {
+	Admission *admissionv1.AdmissionRequest // as Gatekeeper's driver holds it (object unset on DELETE)
+	Attr      *admission.VersionedAttributes
+	Namespace *corev1.Namespace // the request's Namespace as the driver converts it (mapToNamespace), or nil
+
+	object, oldObject any            // objectToResolveVal(versionedAttr.Versioned{Old,}Object)
+	request           map[string]any // convertObjectToUnstructured(CreateAdmissionRequest(...)).Object
+	namespace         any            // objectToResolveVal(CreateNamespaceObject(namespace))
+}
+
+// NewRequest converts an AdmissionRequest: `header` is its JSON without object and oldObject (they
+// may be there; they are replaced), `object`/`oldObject` the raw JSON of those fields (empty: none),
+// `namespace` the JSON of the request's Namespace object (empty: none).
+func NewRequest(header, object, oldObject, namespace []byte) (*Request, error) {
+	req := &admissionv1.AdmissionRequest{}
+	if err := json.Unmarshal(header, req); err != nil {
+		return nil, fmt.Errorf("cannot read the admission request: %w", err)
+	}
+	req.Object = runtime.RawExtension{Raw: object}
+	req.OldObject = runtime.RawExtension{Raw: oldObject}
+	var ns *corev1.Namespace
+	if len(namespace) != 0 && string(namespace) != "null" {
+		// driver.go mapToNamespace: json.Marshal of the map, then json.Unmarshal into a Namespace
+		ns = &corev1.Namespace{}
+		if err := json.Unmarshal(namespace, ns); err != nil {
+			ns = nil // the driver logs the error and continues without the namespace
+		}
+	}
+	return NewRequestFrom(req, ns)
+}
+
+// NewRequestFrom converts a decoded AdmissionRequest as Driver.Query does (it is modified: its object
+// is unset on DELETE).
+func NewRequestFrom(req *admissionv1.AdmissionRequest, ns *corev1.Namespace) (*Request, error) {
+	// driver.go Query: "we must be sure that Object is unset on DELETE"
+	if req.Operation == admissionv1.Delete {
+		req.Object = runtime.RawExtension{}
+	}
+	attr, err := transform.RequestToVersionedAttributes(req)
+	if err != nil {
+		return nil, err
+	}
+	r := &Request{Admission: req, Attr: attr, Namespace: ns}
+	// validator.go Validate: CreateAdmissionRequest(versionedAttr.Attributes, matchedResource,
+	// versionedAttr.VersionedKind) with matchedResource = versionedAttr.GetResource() (driver.go);
+	// matcher.go Match builds the same request from the same values.
+	admissionRequest := plugincel.CreateAdmissionRequest(attr.Attributes,
+		metav1.GroupVersionResource(attr.GetResource()), metav1.GroupVersionKind(attr.VersionedKind))
+	// activation.go newActivation: convertObjectToUnstructured(request)
+	requestVal, err := runtime.DefaultUnstructuredConverter.ToUnstructured(admissionRequest)
+	if err != nil {
+		return nil, fmt.Errorf("failed to prepare request variable for evaluation: %w", err)
+	}
+	r.request = requestVal
+	if r.object, err = objectToResolveVal(attr.VersionedObject); err != nil {
+		return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
+	}
+	if r.oldObject, err = objectToResolveVal(attr.VersionedOldObject); err != nil {
+		return nil, fmt.Errorf("failed to prepare oldObject variable for evaluation: %w", err)
+	}
+	if ns != nil {
+		// validator.go: ns := cel.CreateNamespaceObject(namespace), then newActivation's objectToResolveVal
+		if r.namespace, err = objectToResolveVal(plugincel.CreateNamespaceObject(ns)); err != nil {
+			return nil, fmt.Errorf("failed to prepare namespace variable for evaluation: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// objectToResolveVal is k8s.io/apiserver pkg/admission/plugin/cel/condition.go objectToResolveVal.
+func objectToResolveVal(r runtime.Object) (any, error) {
+	if isNil(r) {
+		return nil, nil
+	}
+	v, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func isNil(r runtime.Object) bool {
+	return r == nil || reflect.ValueOf(r).IsNil()
+}

@@ -1,0 +1,168 @@
+// Package engine evaluates Gatekeeper K8sNativeValidation templates exactly as Gatekeeper v3.23.1's
+// CEL driver does (pkg/drivers/k8scel/driver.go), on Kubernetes' own CEL code (k8s.io/apiserver
+// v0.36.2, cel-go v0.30.0: the versions Gatekeeper v3.23.1 is built with).
+//
+// Templates are compiled once (CompileTemplate, mirroring Driver.AddTemplate), constraints are
+// decoded once (NewConstraint), and a request is converted once (NewRequest) and then validated
+// against any number of (template, constraint) pairs (Validate, mirroring validator.Validate with the
+// per-request conversions done once). reference.go holds Gatekeeper's own path, which the tests
+// compare this one with.
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/cel-go/common"
+	templates "github.com/open-policy-agent/frameworks/constraint/pkg/core/templates"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/schema"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+// Diagnostic is one compile problem of a template part, for lint, template status and verify -v.
+// Line and Column are 1-based positions within the part's expression (0 when unknown).
+type Diagnostic struct {
+	Part    string `json:"part"` // "variable", "validation", "messageExpression", "matchCondition"
+	Index   int    `json:"index"`
+	Name    string `json:"name,omitempty"`
+	Message string `json:"message"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+}
+
+// Template is a compiled K8sNativeValidation source: what Driver.AddTemplate builds, kept as
+// compilation results so that Validate can evaluate them with per-request values computed once.
+type Template struct {
+	compiler      *plugincel.CompositedCompiler
+	failurePolicy *admissionregistrationv1.FailurePolicyType
+	variables     []plugincel.CompilationResult // Gatekeeper's built-in variables first, then the template's
+	conditions    []plugincel.CompilationResult // matchCondition
+	validations   []plugincel.CompilationResult
+	messages      []plugincel.CompilationResult // one per validation; zero value where none is given
+	Diagnostics   []Diagnostic
+}
+
+// Options of the compilers, as Driver.AddTemplate declares them: the template's variables may read
+// `params` (the constraint), nothing else may.
+var (
+	celVars               = plugincel.OptionalVariableDeclarations{}
+	celVarsWithParameters = plugincel.OptionalVariableDeclarations{HasParams: true}
+)
+
+// newCompiler is the compiler Driver.AddTemplate creates for each template.
+func newCompiler() (*plugincel.CompositedCompiler, error) {
+	// StrictCost is enabled by default in MustBaseEnvSet (driver.go says so too).
+	return plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+}
+
+// SourceFromMap reads a K8sNativeValidation `source` as Gatekeeper does (schema.GetSource: decoded
+// without strictness, then validated: reserved names, failure policy).
+func SourceFromMap(source map[string]any) (*schema.Source, error) {
+	return schema.GetSource(templates.Code{Engine: schema.Name, Source: &templates.Anything{Value: source}})
+}
+
+// CompileTemplate compiles a K8sNativeValidation source as Driver.AddTemplate does. An error means
+// Gatekeeper refuses the template; compile errors of its expressions do not: they are kept (and
+// reported per request, as Gatekeeper reports them) and listed in Diagnostics.
+func CompileTemplate(source map[string]any) (*Template, error) {
+	src, err := SourceFromMap(source)
+	if err != nil {
+		return nil, err
+	}
+	vapVars := transform.AllVariablesCEL()
+	vapVarsSuffix, err := src.GetVariables()
+	if err != nil {
+		return nil, err
+	}
+	vapVars = append(vapVars, vapVarsSuffix...)
+	compiler, err := newCompiler()
+	if err != nil {
+		return nil, err
+	}
+	t := &Template{compiler: compiler}
+	// filterCompiler.CompileAndStoreVariables(vapVars, celVarsWithParameters, StoredExpressions),
+	// one variable at a time to keep each result (CompileAndStoreVariables is exactly this loop).
+	builtins := len(vapVars) - len(vapVarsSuffix)
+	for i, v := range vapVars {
+		result := compiler.CompileAndStoreVariable(v, celVarsWithParameters, environment.StoredExpressions)
+		t.variables = append(t.variables, result)
+		if i >= builtins {
+			t.diagnose("variable", i-builtins, v.GetName(), result)
+		}
+	}
+	if t.failurePolicy, err = src.GetFailurePolicy(); err != nil {
+		return nil, err
+	}
+	matchAccessors, err := src.GetMatchConditions()
+	if err != nil {
+		return nil, err
+	}
+	t.conditions = compileCondition(compiler, matchAccessors, celVars)
+	validationAccessors, err := src.GetValidations()
+	if err != nil {
+		return nil, err
+	}
+	t.validations = compileCondition(compiler, validationAccessors, celVars)
+	messageAccessors, err := src.GetMessageExpressions()
+	if err != nil {
+		return nil, err
+	}
+	t.messages = compileCondition(compiler, messageAccessors, celVars)
+	for i, r := range t.conditions {
+		t.diagnose("matchCondition", i, src.MatchConditions[i].Name, r)
+	}
+	for i := range t.validations {
+		t.diagnose("validation", i, "", t.validations[i])
+		t.diagnose("messageExpression", i, "", t.messages[i])
+	}
+	return t, nil
+}
+
+// compileCondition is conditionCompiler.CompileCondition (k8s.io/apiserver
+// pkg/admission/plugin/cel/condition.go) keeping the results: nil accessors stay zero results.
+func compileCondition(compiler *plugincel.CompositedCompiler, accessors []plugincel.ExpressionAccessor, options plugincel.OptionalVariableDeclarations) []plugincel.CompilationResult {
+	results := make([]plugincel.CompilationResult, len(accessors))
+	for i, accessor := range accessors {
+		if accessor == nil {
+			continue
+		}
+		results[i] = compiler.CompileCELExpression(accessor, options, environment.StoredExpressions)
+	}
+	return results
+}
+
+// FailurePolicy is "Fail" or "Ignore".
+func (t *Template) FailurePolicy() string {
+	return string(*t.failurePolicy)
+}
+
+func (t *Template) diagnose(part string, index int, name string, result plugincel.CompilationResult) {
+	if result.Error == nil {
+		return
+	}
+	var compilation *apiservercel.CompilationError
+	if errors.As(result.Error, &compilation) && len(compilation.Issues.Errors()) > 0 {
+		for _, issue := range compilation.Issues.Errors() {
+			t.Diagnostics = append(t.Diagnostics, issueDiagnostic(part, index, name, issue))
+		}
+		return
+	}
+	t.Diagnostics = append(t.Diagnostics, Diagnostic{Part: part, Index: index, Name: name, Message: result.Error.Error()})
+}
+
+func issueDiagnostic(part string, index int, name string, issue *common.Error) Diagnostic {
+	d := Diagnostic{Part: part, Index: index, Name: name, Message: issue.Message}
+	if loc := issue.Location; loc != nil && loc.Line() > 0 {
+		d.Line, d.Column = loc.Line(), loc.Column()+1
+	}
+	return d
+}
+
+// String names the template's parts, for test failures.
+func (t *Template) String() string {
+	return fmt.Sprintf("template(%d variables, %d conditions, %d validations)", len(t.variables), len(t.conditions), len(t.validations))
+}

@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/google/cel-go/interpreter"
+	celtypes "github.com/google/cel-go/common/types"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+)
+
+// Decision is one non-admitting decision of validator.Validate: Action "deny" or "admit" (an error
+// under failurePolicy Ignore), Evaluation "deny" or "error". Gatekeeper reports the decisions whose
+// Action is "deny" as violations, with Message.
+type Decision struct {
+	Action     string `json:"action"`
+	Evaluation string `json:"evaluation"`
+	Message    string `json:"message"`
+}
+
+// PerCallLimit is the budget Gatekeeper's driver gives each constraint (celAPI.PerCallLimit).
+const PerCallLimit = celconfig.PerCallLimit
+
+func policyDecisionActionForError(f admissionregistrationv1.FailurePolicyType) validating.PolicyDecisionAction {
+	if f == admissionregistrationv1.Ignore {
+		return validating.ActionAdmit
+	}
+	return validating.ActionDeny
+}
+
+func errorDecision(f admissionregistrationv1.FailurePolicyType, message string) Decision {
+	return Decision{Action: string(policyDecisionActionForError(f)), Evaluation: string(validating.EvalError), Message: message}
+}
+
+// ErrorDecision is the decision for an error that prevented the evaluation (e.g. the deadline passed
+// before the constraint was evaluated), under the template's failure policy.
+func (t *Template) ErrorDecision(message string) Decision {
+	return errorDecision(*t.failurePolicy, message)
+}
+
+// Validate is validator.Validate (k8s.io/apiserver v0.36.2 pkg/admission/plugin/policy/validating/
+// validator.go) for Gatekeeper's validator (no compile error, a matcher, no audit annotations, no
+// authorizer), with the request's conversions taken from r instead of being recomputed. It returns
+// the decisions that do not admit, in order. budget is the runtime cost budget (PerCallLimit).
+func (t *Template) Validate(ctx context.Context, r *Request, c *Constraint, budget int64) []Decision {
+	var f admissionregistrationv1.FailurePolicyType
+	if t.failurePolicy == nil {
+		f = admissionregistrationv1.Fail
+	} else {
+		f = *t.failurePolicy
+	}
+	// v.celMatcher.Match(...) (matcher.go); Gatekeeper always has a matcher, which without conditions
+	// matches (its ForInput evaluates nothing).
+	if len(t.conditions) > 0 {
+		matches, err := t.match(ctx, r, c, f)
+		if err != nil {
+			return []Decision{errorDecision(f, err.Error())}
+		}
+		if !matches {
+			return nil
+		}
+	}
+	evalResults, remainingBudget, err := t.forInput(ctx, t.validations, r, c, r.namespace, budget)
+	if err != nil {
+		return []Decision{errorDecision(f, err.Error())}
+	}
+	var out []Decision
+	messageResults, _, err := t.forInput(ctx, t.messages, r, c, r.namespace, remainingBudget)
+	for i, evalResult := range evalResults {
+		validation, ok := evalResult.ExpressionAccessor.(*validating.ValidationCondition)
+		if !ok {
+			out = append(out, errorDecision(f, "Invalid type sent to validator, expected ValidationCondition"))
+			continue
+		}
+		var messageResult *plugincel.EvaluationResult
+		if len(messageResults) > i {
+			messageResult = &messageResults[i]
+		}
+		switch {
+		case evalResult.Error != nil:
+			out = append(out, errorDecision(f, evalResult.Error.Error()))
+		case errors.Is(err, apiservercel.ErrInternal) || errors.Is(err, apiservercel.ErrOutOfBudget):
+			out = append(out, errorDecision(f, fmt.Sprintf("failed messageExpression: %s", err)))
+		case evalResult.EvalResult != celtypes.True:
+			out = append(out, Decision{
+				Action:     string(validating.ActionDeny),
+				Evaluation: string(validating.EvalDeny),
+				Message:    denyMessage(validation, messageResult),
+			})
+		}
+	}
+	// The audit annotations filter of Gatekeeper's validator has no expressions: nothing to evaluate.
+	return out
+}
+
+// denyMessage is validator.go's "decide the failure message".
+func denyMessage(validation *validating.ValidationCondition, messageResult *plugincel.EvaluationResult) string {
+	var message string
+	if messageResult != nil && messageResult.Error == nil && messageResult.EvalResult != nil {
+		// also fallback if the eval result is non-string (including null) or whitespaces.
+		if s, ok := messageResult.EvalResult.Value().(string); ok {
+			message = strings.TrimSpace(s)
+			if len(message) > celconfig.MaxEvaluatedMessageExpressionSizeBytes {
+				message = ""
+			}
+			if strings.ContainsAny(message, "\n") {
+				message = ""
+			}
+		}
+	}
+	if message == "" && len(validation.Message) > 0 {
+		message = strings.TrimSpace(validation.Message)
+	}
+	if message == "" {
+		message = fmt.Sprintf("failed expression: %v", strings.TrimSpace(validation.Expression))
+	}
+	return message
+}
+
+// match is matcher.Match (k8s.io/apiserver pkg/admission/plugin/webhook/matchconditions/matcher.go):
+// the conditions are evaluated without a namespace, with the match conditions' budget.
+func (t *Template) match(ctx context.Context, r *Request, c *Constraint, f admissionregistrationv1.FailurePolicyType) (bool, error) {
+	evalResults, _, err := t.forInput(ctx, t.conditions, r, c, nil, celconfig.RuntimeCELCostBudgetMatchConditions)
+	if err != nil {
+		if f == admissionregistrationv1.Fail {
+			return false, err
+		}
+		return false, nil
+	}
+	var errorList []error
+	for _, evalResult := range evalResults {
+		if evalResult.Error != nil {
+			errorList = append(errorList, evalResult.Error)
+		}
+		if evalResult.EvalResult == celtypes.False {
+			return false, nil
+		}
+	}
+	if len(errorList) > 0 {
+		if f == admissionregistrationv1.Fail {
+			return false, utilerrors.NewAggregate(errorList)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// forInput is CompositedConditionEvaluator.ForInput then condition.ForInput (composition.go,
+// condition.go): a new composition context, an activation, every result evaluated in order sharing
+// one budget.
+func (t *Template) forInput(ctx context.Context, results []plugincel.CompilationResult, r *Request, c *Constraint, namespace any, budget int64) ([]plugincel.EvaluationResult, int64, error) {
+	compositionCtx := t.compiler.CreateContext(ctx)
+	a := &activation{object: r.object, oldObject: r.oldObject, request: r.request, namespace: namespace}
+	if c != nil {
+		a.params = c.params
+	}
+	a.variables = compositionCtx.Variables(a)
+	evaluations := make([]plugincel.EvaluationResult, len(results))
+	remainingBudget := budget
+	var err error
+	for i, compilationResult := range results {
+		evaluations[i], remainingBudget, err = evaluate(compositionCtx, a, compilationResult, remainingBudget)
+		if err != nil {
+			return nil, -1, err
+		}
+	}
+	return evaluations, remainingBudget, nil
+}
+
+// activation is activation.go's evaluationActivation (no authorizer: Gatekeeper passes none).
+type activation struct {
+	object, oldObject, params, namespace, variables any
+	request                                         map[string]any
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case plugincel.ObjectVarName:
+		return a.object, true
+	case plugincel.OldObjectVarName:
+		return a.oldObject, true
+	case plugincel.ParamsVarName:
+		return a.params, true // params may be null
+	case plugincel.RequestVarName:
+		return a.request, true
+	case plugincel.NamespaceVarName:
+		return a.namespace, true
+	case plugincel.VariableVarName: // variables always present
+		return a.variables, true
+	default:
+		return nil, false
+	}
+}
+
+func (a *activation) Parent() interpreter.Activation {
+	return nil
+}
+
+// evaluate is evaluationActivation.Evaluate (activation.go), line for line but the timing.
+func evaluate(compositionCtx plugincel.CompositionContext, a *activation, compilationResult plugincel.CompilationResult, remainingBudget int64) (plugincel.EvaluationResult, int64, error) {
+	var evaluation = plugincel.EvaluationResult{}
+	if compilationResult.ExpressionAccessor == nil { // in case of placeholder
+		return evaluation, remainingBudget, nil
+	}
+	evaluation.ExpressionAccessor = compilationResult.ExpressionAccessor
+	if compilationResult.Error != nil {
+		evaluation.Error = &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: fmt.Sprintf("compilation error: %v", compilationResult.Error),
+			Cause:  compilationResult.Error,
+		}
+		return evaluation, remainingBudget, nil
+	}
+	if compilationResult.Program == nil {
+		evaluation.Error = &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInternal,
+			Detail: "unexpected internal error compiling expression",
+		}
+		return evaluation, remainingBudget, nil
+	}
+	evalResult, evalDetails, err := compilationResult.Program.ContextEval(compositionCtx, a)
+	if compositionCtx != nil {
+		compositionCost := compositionCtx.GetAndResetCost()
+		if compositionCost > remainingBudget {
+			return evaluation, -1, &apiservercel.Error{
+				Type:   apiservercel.ErrorTypeInvalid,
+				Detail: "validation failed due to running out of cost budget, no further validation rules will be run",
+				Cause:  apiservercel.ErrOutOfBudget,
+			}
+		}
+		remainingBudget -= compositionCost
+	}
+	if evalDetails == nil {
+		return evaluation, -1, &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInternal,
+			Detail: fmt.Sprintf("runtime cost could not be calculated for expression: %v, no further expression will be run", compilationResult.ExpressionAccessor.GetExpression()),
+		}
+	}
+	rtCost := evalDetails.ActualCost()
+	if rtCost == nil {
+		return evaluation, -1, &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: fmt.Sprintf("runtime cost could not be calculated for expression: %v, no further expression will be run", compilationResult.ExpressionAccessor.GetExpression()),
+			Cause:  apiservercel.ErrOutOfBudget,
+		}
+	}
+	if *rtCost > math.MaxInt64 || int64(*rtCost) > remainingBudget {
+		return evaluation, -1, &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: "validation failed due to running out of cost budget, no further validation rules will be run",
+			Cause:  apiservercel.ErrOutOfBudget,
+		}
+	}
+	remainingBudget -= int64(*rtCost)
+	if err != nil {
+		evaluation.Error = &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: fmt.Sprintf("expression '%v' resulted in error: %v", compilationResult.ExpressionAccessor.GetExpression(), err),
+		}
+	} else {
+		evaluation.EvalResult = evalResult
+	}
+	return evaluation, remainingBudget, nil
+}

@@ -1,0 +1,286 @@
+// Command celgo is celkeeper's cel-go engine as a C shared library (go build -buildmode=c-shared),
+// loaded by celkeeper/cel/celgo/library.py with ctypes. Every call takes and returns JSON (or raw
+// JSON parts); results are malloc'ed buffers the caller frees with celgo_free. Compiled templates,
+// constraints and expressions live here, named by handles (positive integers) until released.
+//
+// The Go runtime does not survive fork(): load this library only in a process that will not fork
+// (celkeeper loads it lazily, in each worker after the fork).
+package main
+
+/*
+#include <stdlib.h>
+#include <stdint.h>
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+	"unsafe"
+
+	"celkeeper.local/celgo/engine"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+func main() {}
+
+var (
+	mu      sync.RWMutex
+	handles = map[int64]any{}
+	next    int64
+)
+
+func register(v any) int64 {
+	mu.Lock()
+	defer mu.Unlock()
+	next++
+	handles[next] = v
+	return next
+}
+
+func lookup(h int64) any {
+	mu.RLock()
+	defer mu.RUnlock()
+	return handles[h]
+}
+
+func bytesOf(p *C.char, n C.int) []byte {
+	if p == nil || n <= 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
+}
+
+func reply(out **C.char, outn *C.int, data []byte) {
+	*out = (*C.char)(C.CBytes(data))
+	*outn = C.int(len(data))
+}
+
+func replyJSON(out **C.char, outn *C.int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(map[string]string{"error": "cannot encode the result: " + err.Error()})
+	}
+	reply(out, outn, data)
+}
+
+// guard turns a panic into an error reply: a bug must not take the Python process down.
+func guard(out **C.char, outn *C.int, result *C.longlong) {
+	if r := recover(); r != nil {
+		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("internal error in the cel-go engine: %v\n%s", r, debug.Stack())})
+		if result != nil {
+			*result = -1
+		}
+	}
+}
+
+//export celgo_free
+func celgo_free(p *C.char) {
+	C.free(unsafe.Pointer(p))
+}
+
+//export celgo_release
+func celgo_release(h C.longlong) {
+	mu.Lock()
+	defer mu.Unlock()
+	delete(handles, int64(h))
+}
+
+//export celgo_info
+func celgo_info(out **C.char, outn *C.int) {
+	info := map[string]any{"compatibilityVersion": environment.DefaultCompatibilityVersion().String()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		info["go"] = bi.GoVersion
+		for _, dep := range bi.Deps {
+			switch dep.Path {
+			case "github.com/google/cel-go", "k8s.io/apiserver", "github.com/open-policy-agent/gatekeeper/v3":
+				info[dep.Path] = dep.Version
+			}
+		}
+	}
+	replyJSON(out, outn, info)
+}
+
+type templateReply struct {
+	Handle        int64               `json:"handle,omitempty"`
+	FailurePolicy string              `json:"failurePolicy,omitempty"`
+	Diagnostics   []engine.Diagnostic `json:"diagnostics"`
+	Error         string              `json:"error,omitempty"`
+}
+
+// celgo_template compiles a K8sNativeValidation source (a JSON object) as Gatekeeper's driver does.
+// Returns the handle (0 when Gatekeeper refuses the template: the reply says why).
+//
+//export celgo_template
+func celgo_template(src *C.char, n C.int, out **C.char, outn *C.int) (result C.longlong) {
+	defer guard(out, outn, &result)
+	var source map[string]any
+	if err := utiljson.Unmarshal(bytesOf(src, n), &source); err != nil {
+		replyJSON(out, outn, templateReply{Error: "the source is not a JSON object: " + err.Error()})
+		return 0
+	}
+	t, err := engine.CompileTemplate(source)
+	if err != nil {
+		replyJSON(out, outn, templateReply{Error: err.Error()})
+		return 0
+	}
+	h := register(t)
+	replyJSON(out, outn, templateReply{Handle: h, FailurePolicy: t.FailurePolicy(), Diagnostics: append([]engine.Diagnostic{}, t.Diagnostics...)})
+	return C.longlong(h)
+}
+
+type boundConstraint struct {
+	template   *engine.Template
+	constraint *engine.Constraint
+}
+
+// celgo_constraint binds a constraint object (JSON) to a compiled template. Returns the handle, or 0
+// with {"error": ...}.
+//
+//export celgo_constraint
+func celgo_constraint(template C.longlong, obj *C.char, n C.int, out **C.char, outn *C.int) (result C.longlong) {
+	defer guard(out, outn, &result)
+	t, ok := lookup(int64(template)).(*engine.Template)
+	if !ok {
+		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no template with handle %d", template)})
+		return 0
+	}
+	c, err := engine.NewConstraint(bytesOf(obj, n))
+	if err != nil {
+		replyJSON(out, outn, map[string]string{"error": "cannot read the constraint: " + err.Error()})
+		return 0
+	}
+	reply(out, outn, []byte("{}"))
+	return C.longlong(register(&boundConstraint{t, c}))
+}
+
+// celgo_validate decides one request for constraints (handles from celgo_constraint, in order): the
+// AdmissionRequest JSON without object/oldObject (header), those objects' JSON (empty: none), the
+// request's Namespace object (empty: none), and a timeout (ns, 0: none). Replies with one list of
+// decisions per constraint (only those that do not admit), or {"error": ...} when the request cannot
+// be read (as Gatekeeper's driver fails the whole query).
+//
+//export celgo_validate
+func celgo_validate(header *C.char, hn C.int, object *C.char, on C.int, oldObject *C.char, oldn C.int,
+	namespace *C.char, nsn C.int, list *C.longlong, count C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
+	var status C.longlong
+	defer func() { result = C.int(status) }()
+	defer guard(out, outn, &status)
+	r, err := engine.NewRequest(bytesOf(header, hn), bytesOf(object, on), bytesOf(oldObject, oldn), bytesOf(namespace, nsn))
+	if err != nil {
+		replyJSON(out, outn, map[string]string{"error": err.Error()})
+		return 1
+	}
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
+		defer cancel()
+	}
+	ids := unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count))
+	decisions := make([][]engine.Decision, len(ids))
+	for i, h := range ids {
+		b, ok := lookup(h).(*boundConstraint)
+		if !ok {
+			replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no constraint with handle %d", h)})
+			return 1
+		}
+		if ctx.Err() != nil {
+			decisions[i] = []engine.Decision{b.template.ErrorDecision(fmt.Sprintf(
+				"not evaluated: the evaluation deadline (%s) passed before this constraint was reached", time.Duration(timeout)))}
+			continue
+		}
+		decisions[i] = b.template.Validate(ctx, r, b.constraint, engine.PerCallLimit)
+	}
+	replyJSON(out, outn, decisions)
+	return 0
+}
+
+type expressionRequest struct {
+	Source    string            `json:"source"`
+	Variables []engine.Variable `json:"variables"`
+}
+
+type expressionReply struct {
+	OutputType string `json:"outputType,omitempty"`
+	Error      *struct {
+		Variable string `json:"variable,omitempty"`
+		Message  string `json:"message"`
+		Line     int    `json:"line,omitempty"`
+		Column   int    `json:"column,omitempty"`
+		Full     string `json:"full"`
+	} `json:"error,omitempty"`
+}
+
+// celgo_expression compiles one expression as a template variable is compiled (see
+// engine.CompileExpression). Returns the handle, or 0 with the compile error.
+//
+//export celgo_expression
+func celgo_expression(in *C.char, n C.int, out **C.char, outn *C.int) (result C.longlong) {
+	defer guard(out, outn, &result)
+	var req expressionRequest
+	if err := json.Unmarshal(bytesOf(in, n), &req); err != nil {
+		replyJSON(out, outn, map[string]string{"error": err.Error()})
+		return -1
+	}
+	e, err := engine.CompileExpression(req.Source, req.Variables)
+	var rep expressionReply
+	if err != nil {
+		ce, ok := err.(*engine.CompileError)
+		if !ok {
+			replyJSON(out, outn, map[string]string{"error": err.Error()})
+			return -1
+		}
+		rep.Error = &struct {
+			Variable string `json:"variable,omitempty"`
+			Message  string `json:"message"`
+			Line     int    `json:"line,omitempty"`
+			Column   int    `json:"column,omitempty"`
+			Full     string `json:"full"`
+		}{ce.Variable, ce.Message, ce.Line, ce.Column, ce.Full}
+		replyJSON(out, outn, rep)
+		return 0
+	}
+	rep.OutputType = e.OutputType
+	replyJSON(out, outn, rep)
+	return C.longlong(register(e))
+}
+
+// celgo_evaluate evaluates an expression (handle) with inputs {object, oldObject, request,
+// namespaceObject, params} (JSON, numbers as Kubernetes decodes them). Replies with the encoded value
+// or {"t": "error", "v": message}.
+//
+//export celgo_evaluate
+func celgo_evaluate(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
+	var status C.longlong
+	defer func() { result = C.int(status) }()
+	defer guard(out, outn, &status)
+	e, ok := lookup(int64(h)).(*engine.Expression)
+	if !ok {
+		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no expression with handle %d", h)})
+		return 1
+	}
+	var inputs engine.Inputs
+	if err := utiljson.Unmarshal(bytesOf(in, n), &inputs); err != nil {
+		replyJSON(out, outn, map[string]string{"error": err.Error()})
+		return 1
+	}
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
+		defer cancel()
+	}
+	value, err := e.Evaluate(ctx, inputs)
+	if err != nil {
+		replyJSON(out, outn, engine.Encoded{T: "error", V: err.Error()})
+		return 0
+	}
+	replyJSON(out, outn, engine.Encode(value))
+	return 0
+}

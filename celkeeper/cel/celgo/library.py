@@ -1,0 +1,184 @@
+"""The cel-go shared library, loaded with ctypes (the only module that loads it).
+
+The Go runtime does not survive `fork`: a process that has loaded the library must not fork and go
+on using it. `load()` therefore loads the library lazily, in the process that evaluates (each
+Gunicorn worker after its fork, the informer), records the process id, and every call checks it:
+a forked child that reaches the library gets `ForkedLibraryError` rather than a hang or a crash
+inside the Go runtime. A fork after loading is also reported on stderr at once (os.register_at_fork).
+
+The library is process-wide state by nature (dlopen): `load()` keeps the one instance of the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from celkeeper.cel.celgo.locate import find_library
+
+
+class LibraryUnavailable(RuntimeError):
+    """The cel-go library cannot be loaded (not built, or not loadable here)."""
+
+
+class ForkedLibraryError(RuntimeError):
+    """The library was loaded in a parent process; the Go runtime does not survive fork."""
+
+
+_c_char_pp = ctypes.POINTER(ctypes.POINTER(ctypes.c_char))
+_c_int_p = ctypes.POINTER(ctypes.c_int)
+
+
+class Library:
+    """The loaded library: thin, typed wrappers of its exported functions."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            dll = ctypes.CDLL(str(path))
+        except OSError as err:
+            raise LibraryUnavailable(f"cannot load the cel-go library {path}: {err}") from None
+        self.path = path
+        self.pid = os.getpid()
+        self._dll = dll
+        ll, i, p, out, outn = ctypes.c_longlong, ctypes.c_int, ctypes.c_char_p, _c_char_pp, _c_int_p
+        self._sig(dll.celgo_free, None, [ctypes.c_void_p])
+        self._sig(dll.celgo_release, None, [ll])
+        self._sig(dll.celgo_info, None, [out, outn])
+        self._sig(dll.celgo_template, ll, [p, i, out, outn])
+        self._sig(dll.celgo_constraint, ll, [ll, p, i, out, outn])
+        self._sig(
+            dll.celgo_validate,
+            i,
+            [p, i, p, i, p, i, p, i, ctypes.POINTER(ll), i, ll, out, outn],
+        )
+        self._sig(dll.celgo_expression, ll, [p, i, out, outn])
+        self._sig(dll.celgo_evaluate, i, [ll, p, i, ll, out, outn])
+
+    @staticmethod
+    def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> None:
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+    def check(self) -> None:
+        if os.getpid() != self.pid:
+            raise ForkedLibraryError(
+                f"the cel-go library was loaded by process {self.pid} before it forked; the Go runtime "
+                "does not survive fork: load it in the child (celkeeper loads engines lazily)"
+            )
+
+    def _take(self, out: Any, n: ctypes.c_int) -> bytes:
+        try:
+            return ctypes.string_at(out, n.value)
+        finally:
+            self._dll.celgo_free(out)
+
+    def _reply(self) -> tuple[Any, ctypes.c_int]:
+        return ctypes.POINTER(ctypes.c_char)(), ctypes.c_int(0)
+
+    def info(self) -> dict[str, Any]:
+        self.check()
+        out, n = self._reply()
+        self._dll.celgo_info(ctypes.byref(out), ctypes.byref(n))
+        data: dict[str, Any] = orjson.loads(self._take(out, n))
+        return data
+
+    def template(self, source: bytes) -> tuple[int, dict[str, Any]]:
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.celgo_template(source, len(source), ctypes.byref(out), ctypes.byref(n))
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def constraint(self, template: int, document: bytes) -> tuple[int, dict[str, Any]]:
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.celgo_constraint(
+            template, document, len(document), ctypes.byref(out), ctypes.byref(n)
+        )
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def validate(  # noqa: PLR0917
+        self,
+        header: bytes,
+        object_json: bytes,
+        old_object_json: bytes,
+        namespace_json: bytes,
+        constraints: Sequence[int],
+        timeout_ns: int,
+    ) -> Any:
+        self.check()
+        out, n = self._reply()
+        ids = (ctypes.c_longlong * len(constraints))(*constraints)
+        self._dll.celgo_validate(
+            header,
+            len(header),
+            object_json,
+            len(object_json),
+            old_object_json,
+            len(old_object_json),
+            namespace_json,
+            len(namespace_json),
+            ids,
+            len(constraints),
+            timeout_ns,
+            ctypes.byref(out),
+            ctypes.byref(n),
+        )
+        return orjson.loads(self._take(out, n))
+
+    def expression(self, request: bytes) -> tuple[int, dict[str, Any]]:
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.celgo_expression(request, len(request), ctypes.byref(out), ctypes.byref(n))
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def evaluate(self, handle: int, inputs: bytes, timeout_ns: int) -> Any:
+        self.check()
+        out, n = self._reply()
+        self._dll.celgo_evaluate(handle, inputs, len(inputs), timeout_ns, ctypes.byref(out), ctypes.byref(n))
+        return orjson.loads(self._take(out, n))
+
+    def release(self, handle: int) -> None:
+        """Free a handle; nothing in a forked child (the parent's runtime is not ours to call)."""
+        if os.getpid() == self.pid:
+            self._dll.celgo_release(handle)
+
+
+_lock = threading.Lock()
+_loaded: Library | None = None
+
+
+def _forked() -> None:
+    if _loaded is not None:
+        sys.stderr.write(
+            f"celkeeper: process {_loaded.pid} forked after loading the cel-go library: the child "
+            "cannot use it (load engines after forking)\n"
+        )
+
+
+def load() -> Library:
+    """The process's library, loaded on first use. Raises LibraryUnavailable."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            path, why = find_library()
+            if path is None:
+                raise LibraryUnavailable(why)
+            _loaded = Library(path)
+            os.register_at_fork(after_in_child=_forked)
+        _loaded.check()
+        return _loaded
+
+
+def available() -> tuple[bool, str]:
+    """Whether `load()` can succeed here (without loading), and why not."""
+    if _loaded is not None:
+        return True, ""
+    path, why = find_library()
+    return path is not None, why

@@ -1,0 +1,109 @@
+"""celkeeper's build step: the cel-go engine's shared library, built from the Go module in
+celkeeper/cel/celgo/go with `go build -buildmode=c-shared` (metadata is in setup.cfg).
+
+The library goes to a cache outside the repository named by the hash of the Go sources and the build
+flags (~/.cache/celkeeper-celgo/<hash>/libcelgo.so, see celkeeper/cel/celgo/locate.py), so
+`pip install -e .` builds it only when the sources changed, and a wheel carries a copy in the package.
+Without Go (or a C compiler, which cgo needs) the build warns and celkeeper falls back to the
+cel-python engine; a Go build that fails is an error.
+
+./dev runs the build step on its own first, so that its progress shows (pip hides it):
+    python -c 'import runpy; runpy.run_path("setup.py", run_name="build")["build_library"]()'
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
+KEEP_BUILDS = 4  # older builds in the cache are removed
+
+
+def _locate() -> Any:
+    spec = importlib.util.spec_from_file_location("_celgo_locate", HERE / "celkeeper/cel/celgo/locate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"celkeeper: WARNING: {message}\n")
+
+
+def _prune(root: Path, keep: Path) -> None:
+    builds = sorted((p for p in root.iterdir() if p.is_dir() and p != keep), key=lambda p: p.stat().st_mtime)
+    for old in builds[: max(len(builds) - (KEEP_BUILDS - 1), 0)]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def build_library() -> Path | None:
+    """The library for the current Go sources: cached, or built now. None without Go."""
+    locate = _locate()
+    target: Path = locate.cached_library()
+    if target.is_file():
+        os.utime(target.parent)  # recently used: kept by _prune
+        return target
+    go = shutil.which("go")
+    if go is None:
+        _warn("no Go toolchain: the cel-go engine is not built; celkeeper will use cel-python")
+        return None
+    if shutil.which(os.environ.get("CC", "cc")) is None and shutil.which("gcc") is None:
+        _warn("no C compiler (cgo needs one): the cel-go engine is not built; celkeeper will use cel-python")
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.parent / f".{target.name}.{os.getpid()}"
+    sys.stderr.write(f"celkeeper: building the cel-go engine into {target} (the first build takes minutes)\n")
+    started = time.monotonic()
+    env = dict(os.environ, CGO_ENABLED="1")
+    done = threading.Event()
+
+    def heartbeat() -> None:  # a line a minute, so that CI logs show the build is alive
+        while not done.wait(60):
+            sys.stderr.write(
+                f"celkeeper: still building the cel-go engine ({time.monotonic() - started:.0f} s)\n"
+            )
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    try:
+        proc = subprocess.run(
+            [go, *locate.BUILD_ARGS, "-o", str(partial), "."], cwd=locate.GO_DIR, env=env, check=False
+        )
+    finally:
+        done.set()
+    for leftover in partial.parent.glob("*.h"):  # the C header go build writes beside the library
+        leftover.unlink()
+    if proc.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise SystemExit(f"celkeeper: building the cel-go engine failed (go exited with {proc.returncode})")
+    os.replace(partial, target)
+    sys.stderr.write(f"celkeeper: cel-go engine built in {time.monotonic() - started:.0f} s\n")
+    _prune(target.parent.parent, target.parent)
+    return target
+
+
+class BuildPy(build_py):
+    """build_py, plus the library: found (or built) in the cache; copied into wheels."""
+
+    def run(self) -> None:
+        library = build_library()
+        super().run()
+        if library is not None and not getattr(self, "editable_mode", False):
+            dest = Path(self.build_lib) / "celkeeper" / "cel" / "celgo" / "_libcelgo.so"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(library, dest)
+
+
+if __name__ == "__main__":  # setuptools runs this file as __main__
+    setup(cmdclass={"build_py": BuildPy})

@@ -14,7 +14,7 @@ violate two constraints):
 Targets (2 cores): >= 5,000 objects/s evaluated in process; a run over 10,000 Pods <= 10 s; peak RSS
 growth <= 100 MiB at 50,000 Pods. Needs the binaries from hack/kube/build.sh (skips otherwise).
 
-    .venv/bin/python bench/audit.py [--pods 10000] [--large 50000] [--engine cel-expr-python]
+    .venv/bin/python bench/audit.py [--pods 10000] [--large 50000] [--engine cel-go|cel-python]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from celkeeper.settings import DEFAULT_ENGINE, ENGINES  # noqa: E402
 from tests.support.binaries import BinariesUnavailable, find_binaries  # noqa: E402
 
 NAMESPACES = 10
@@ -127,7 +128,6 @@ def in_process(cluster: Any, engine: str) -> tuple[Rate, Rate, int]:
     listing = Rate(len(listed), time.perf_counter() - wall, time.process_time() - cpu)
     client.close()
     policies = decision.policy_set(TemplateCompiler(get_engine(engine)), 20)
-    policies.prepare()
     evaluator = Evaluator(policies)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {}}}
     best: Rate | None = None
@@ -235,7 +235,7 @@ def main() -> int:
         metavar="N",
         help="also grow the cluster to N Pods and measure again (e.g. 50000)",
     )
-    parser.add_argument("--engine", default="cel-expr-python", choices=["cel-expr-python", "cel-python"])
+    parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=ENGINES)
     args = parser.parse_args()
     try:
         binaries = find_binaries()

@@ -9,18 +9,11 @@
     policies.errors           -> tuple[CelkeeperError, ...]  every problem found (file, document, field,
                                  line:col); a broken document is reported here and left out, the
                                  rest is still built
-    policies.candidates(group, kind) -> tuple[Candidate, ...]: the (template, constraint, match)
-                                 triples whose match.kinds can select objects of that API group and
-                                 kind (indexed; constraints of other kinds cost nothing)
-    policies.prepare()        -> compiles evaluation plans now (a server does, when it loads a
-                                 policy set; optional, and only for engines that can): the
-                                 validations of each constraint with its parameters folded in, and
-                                 of all the constraints of one template that can select a kind
-                                 together (what does not depend on the parameters computed once)
-    policies.runs(group, kind) -> tuple[Run, ...]: the same candidates in runs of one template
-                                 (memoised), each with the prepared program of all its constraints
-    policies.plan(constraints) -> the engine's prepared program for these constraints (of one
-                                 template, in candidate order), or None
+    policies.candidates(group, kind) -> tuple[Candidate, ...]: the (template, constraint, match,
+                                 binding) of each constraint whose match.kinds can select objects of
+                                 that API group and kind (indexed; constraints of other kinds cost
+                                 nothing); `binding` is the constraint bound to its template's
+                                 program in the engine (made once, when the set is built)
 
 `documents` is an iterable of celkeeper.documents.Document (templates and constraints, in any order,
 celkeeper's and Gatekeeper's API groups). Documents that are neither are ignored. A template whose
@@ -32,11 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import groupby
 from types import MappingProxyType
-from typing import Any
 
-from celkeeper.cel.api import Engine
+from celkeeper.cel.api import Binding, Engine
 from celkeeper.constraints import Constraint, ParameterValidator, is_constraint, parse_constraint
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, ConstraintError, TemplateError
@@ -44,31 +35,21 @@ from celkeeper.match import Match, parse_match
 from celkeeper.templates import CompiledTemplate, TemplateCompiler
 from celkeeper.templates.spec import KIND as TEMPLATE_KIND
 
-__all__ = ["Candidate", "PolicySet", "Run", "TemplateCompiler", "build_policy_set"]
+__all__ = ["Candidate", "PolicySet", "TemplateCompiler", "build_policy_set"]
 
 
 @dataclass(frozen=True, eq=False)
 class Candidate:
-    """A constraint with its template and its parsed spec.match."""
+    """A constraint with its template, its parsed spec.match and its binding in the engine."""
 
     template: CompiledTemplate
     constraint: Constraint
     match: Match
-
-
-@dataclass(frozen=True, eq=False)
-class Run:
-    """Consecutive candidates of one template (in candidate order): evaluated together."""
-
-    template: CompiledTemplate
-    candidates: tuple[Candidate, ...]
-    constraints: tuple[Constraint, ...]
-    plan: Any  # the engine's prepared program for all of `constraints` (None: not prepared)
+    binding: Binding
 
 
 class PolicySet:
-    """Immutable after construction (the per-kind candidate lists are memoised on first use; the
-    evaluation plans are made by `prepare`, before the set is shared)."""
+    """Immutable after construction (the per-kind candidate lists are memoised on first use)."""
 
     def __init__(
         self,
@@ -100,8 +81,6 @@ class PolicySet:
                     bucket.append(candidate)
         self._memo: dict[tuple[str, str], tuple[Candidate, ...]] = {}
         self._position = {id(c): i for i, c in enumerate(self._all)}
-        self._plans: dict[tuple[int, ...], Any] = {}  # constraint ids -> the engine's prepared program
-        self._runs: dict[tuple[str, str], tuple[Run, ...]] = {}
 
     @property
     def engine(self) -> Engine:
@@ -125,56 +104,6 @@ class PolicySet:
 
     def template_for_kind(self, kind: str) -> CompiledTemplate | None:
         return self._templates.get(kind.lower())
-
-    def plan(self, constraints: Sequence[Constraint]) -> Any | None:
-        """The prepared program of these constraints' validations (one template's, in candidate
-        order), if `prepare` made one."""
-        return self._plans.get(tuple(map(id, constraints))) if self._plans else None
-
-    def prepare(self) -> int:
-        """Compile the evaluation plans (see the module docstring) now rather than never; returns how
-        many there are. Call it before sharing the set between threads."""
-        prepare = getattr(self._engine, "prepare", None)  # engines without it: nothing to prepare
-        if prepare is None:
-            return 0
-        runs: dict[tuple[int, ...], tuple[Candidate, ...]] = {(id(c.constraint),): (c,) for c in self._all}
-        lists = [self.candidates(*key) for key in self._exact]  # what requests of a kind meet
-        lists += [self._merge(bucket, self._universal) for bucket in self._any_group.values()]
-        lists += [self._merge(bucket, self._universal) for bucket in self._any_kind.values()]
-        lists.append(tuple(self._universal))
-        for candidates in lists:
-            for _template, run in groupby(candidates, key=lambda c: id(c.template)):
-                together = tuple(run)
-                runs.setdefault(tuple(id(c.constraint) for c in together), together)
-        for ids, together in runs.items():
-            programs = [v.expression.program for v in together[0].template.validations]
-            compiled = [p for p in programs if p is not None]
-            if compiled and len(compiled) == len(programs):
-                bindings = [(c.constraint.parameters, c.constraint.document.data) for c in together]
-                prepared = prepare(compiled, bindings)
-                if prepared is not None:
-                    self._plans[ids] = prepared
-        self._runs.clear()  # made before the plans
-        return len(self._plans)
-
-    def runs(self, group: str, kind: str) -> tuple[Run, ...]:
-        """`candidates(group, kind)` in runs of one template (memoised)."""
-        key = (group, kind)
-        found = self._runs.get(key)
-        if found is None:
-            found = self.runs_of(self.candidates(group, kind))
-            if len(self._runs) < 10_000:  # bounded: kinds come from requests
-                self._runs[key] = found
-        return found
-
-    def runs_of(self, candidates: Sequence[Candidate]) -> tuple[Run, ...]:
-        """Candidates (in order) in runs of consecutive candidates of one template."""
-        out = []
-        for _template, run in groupby(candidates, key=lambda c: id(c.template)):
-            together = tuple(run)
-            constraints = tuple(c.constraint for c in together)
-            out.append(Run(together[0].template, together, constraints, self.plan(constraints)))
-        return tuple(out)
 
     def candidates(self, group: str, kind: str) -> tuple[Candidate, ...]:
         """The constraints that can select objects of this group and kind, ordered by (kind, name)."""
@@ -260,7 +189,14 @@ def build_policy_set(documents: Iterable[Document], compiler: TemplateCompiler) 
             continue
         seen[key] = doc
         template = templates[constraint.kind.lower()]
-        candidates.append(Candidate(template, constraint, interned.setdefault(match, match)))
+        try:
+            binding = compiler.bind(template, doc.data)
+        except ValueError as err:  # the engine cannot read the constraint object
+            errors.append(
+                doc.error(ConstraintError, f"constraint {constraint.kind}/{constraint.name}: {err}", "")
+            )
+            continue
+        candidates.append(Candidate(template, constraint, interned.setdefault(match, match), binding))
 
     errors.sort(key=_error_order)
     return PolicySet(compiler.engine, templates, candidates, errors)

@@ -7,17 +7,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-ENGINES = ("cel-expr-python", "cel-python", "cel-go")
-DEFAULT_ENGINE = "cel-expr-python"
+ENGINES = ("cel-go", "cel-python")
+DEFAULT_ENGINE = "cel-go"  # Kubernetes' own CEL, as Gatekeeper runs it (a Go library built by setup.py)
+FALLBACK_ENGINE = "cel-python"  # pure Python: what runs when the cel-go library is not built
 
 
 @dataclass(frozen=True)
 class CelLimits:
-    """Bounds on CEL sources, checked before anything is evaluated (no engine has a cost budget)."""
+    """Bounds on CEL sources, checked by the cel-python engine's front end before anything is
+    evaluated (the cel-go engine has Kubernetes' own; both bound evaluations by a runtime cost budget,
+    so these limits only refuse what Kubernetes refuses too: a hostile source)."""
 
     max_expression_length: int = 10_000  # characters in one expression
     max_ast_depth: int = 100  # nesting of the parsed expression
-    max_comprehension_depth: int = 3  # comprehensions nested inside comprehensions (all/exists/map/...)
+    max_comprehension_depth: int = 32  # comprehensions nested inside comprehensions (all/exists/map/...)
     max_literal_length: int = 4_096  # characters/bytes in one string or bytes literal
     max_aggregate_literal_size: int = 1_000  # elements in one list or map literal
     max_regex_length: int = 1_000  # characters of a literal regular expression

@@ -266,7 +266,6 @@ class AuditProcess:
             if name is not None:
                 documents.append(Document.from_object(copy.deepcopy(policy_object(obj)), file=name))
         policies = build_policy_set(documents, self.compiler)
-        policies.prepare()
         problems = {str(e) for e in policies.errors}
         for problem in sorted(problems - self._problems):
             log.warning("policy problem (not audited): %s", problem)

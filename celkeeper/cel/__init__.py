@@ -1,46 +1,93 @@
-"""The CEL layer: Kubernetes' CEL environment on two engines behind one interface (see api.py).
+"""The CEL layer: Kubernetes' CEL on two engines behind one contract (see api.py).
 
-    engine = get_engine("cel-expr-python", limits)        # or "cel-python"
-    program = engine.compile(source, variables={...})     # CelCompileError (line:col) if invalid
-    program.output_type                                   # 'bool', 'string', 'list(dyn)', ...
-    act = engine.activation(object=..., old_object=..., request=..., namespace_object=...)
-    engine.evaluate(program, act, params=..., constraint=...)   # a value or a CelError
+    engine = get_engine("cel-go")                        # or "cel-python"
+    program = engine.compile_template(source)            # a template: diagnostics, never refused for
+                                                         # compile errors (TemplateRefused otherwise)
+    binding = engine.bind(program, constraint_object)
+    outcomes = engine.validate(request_input, [binding, ...], timeout=3.0)   # one call per request
 
-Engines are expensive to build (~50 ms, they set up cel-cpp environments): build one per process
-and keep it (the caller holds it: there is no module-level cache).
+    expression level (tests, goldens, explanations):
+    p = engine.compile(source, variables={...})          # CelCompileError (line:col) if invalid
+    engine.evaluate(p, engine.activation(object=..., old_object=..., request=...), params=...)
+
+- `cel-go` (celgo/): Kubernetes' own CEL (cel-go, k8s.io/apiserver) exactly as Gatekeeper v3.23.1
+  runs it, in a Go shared library built by setup.py; the default.
+- `cel-python` (celpython/): a pure-Python engine (celpy's interpreter, with cel-cpp's checker as its
+  front end through cel-expr-python), for machines without Go; cross-checked against cel-go.
+
+Engines are expensive to build: build one per process and keep it (the caller holds it: there is
+no module-level cache). The cel-go library is loaded by the first cel-go engine of a process, which
+must not fork afterwards (celgo/library.py).
 """
 
 from __future__ import annotations
 
-from celkeeper.cel.api import Activation, CelError, Engine, Program, VariableCompileError
-from celkeeper.errors import CelCompileError
+from celkeeper.cel.api import (
+    Activation,
+    Binding,
+    CelError,
+    Diagnostic,
+    Engine,
+    EngineDecision,
+    Outcome,
+    Program,
+    RequestInput,
+    TemplateProgram,
+    TemplateRefused,
+    TemplateSource,
+    VariableCompileError,
+)
+from celkeeper.errors import CelCompileError, CelkeeperError
 from celkeeper.settings import DEFAULT_ENGINE, ENGINES, CelLimits
 
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
     "Activation",
+    "Binding",
     "CelCompileError",
     "CelError",
+    "Diagnostic",
     "Engine",
+    "EngineDecision",
+    "EngineUnavailable",
+    "Outcome",
     "Program",
+    "RequestInput",
+    "TemplateProgram",
+    "TemplateRefused",
+    "TemplateSource",
     "VariableCompileError",
+    "engine_available",
     "get_engine",
 ]
 
 
+class EngineUnavailable(CelkeeperError):
+    """The engine cannot run here (the cel-go library is not built or cannot be loaded)."""
+
+
+def engine_available(name: str) -> tuple[bool, str]:
+    """Whether `get_engine(name)` can work in this installation, and why not (without loading)."""
+    if name == "cel-go":
+        from celkeeper.cel.celgo.library import available
+
+        return available()
+    return name in ENGINES, "" if name in ENGINES else f"unknown CEL engine {name!r}"
+
+
 def get_engine(name: str = DEFAULT_ENGINE, limits: CelLimits | None = None) -> Engine:
-    """A new engine by name ('cel-expr-python' or 'cel-python')."""
+    """A new engine by name ('cel-go' or 'cel-python'); EngineUnavailable when it cannot run here."""
     if name == "cel-go":
         from celkeeper.cel.celgo.engine import CelGoEngine
+        from celkeeper.cel.celgo.library import LibraryUnavailable
 
-        return CelGoEngine()  # type: ignore[return-value]
-    if name == "cel-expr-python":
-        from celkeeper.cel.cpp_engine import CelExprPythonEngine
-
-        return CelExprPythonEngine(limits)
+        try:
+            return CelGoEngine()
+        except LibraryUnavailable as err:
+            raise EngineUnavailable(str(err)) from None
     if name == "cel-python":
-        from celkeeper.cel.py_engine import CelPythonEngine
+        from celkeeper.cel.celpython.engine import CelPythonEngine
 
         return CelPythonEngine(limits)
     raise ValueError(f"unknown CEL engine {name!r}; choose one of {', '.join(ENGINES)}")

@@ -1,42 +1,39 @@
-"""The engine interface every CEL backend implements. Nothing here imports an engine.
+"""The engine contract every CEL engine implements. Nothing here imports an engine.
 
-Contract (the rest of celkeeper relies on exactly this):
+Template level (what deciding uses; Gatekeeper's K8sNativeValidation driver on Kubernetes' validator):
 
-- `Engine.compile(source, variables=...)` compiles once, in the Kubernetes CEL environment, and
-  returns a `Program` or raises `celkeeper.errors.CelCompileError` (1-based line and column within
-  `source`; `limit` set when a safety limit was exceeded). Compiling is the expensive step: callers
-  cache programs by content.
-- `variables` are a template's `spec...source.variables` in order (name -> expression source). Inside
-  `source`, `variables.<name>` refers to them; `variables.params` (the constraint's parameters, or
-  null) and `variables.anyObject` (Gatekeeper's `has(request.operation) && request.operation ==
-  "DELETE" && object == null ? oldObject : object`) are built in. A variable is evaluated only when
-  an expression uses it, at most once per evaluation. Variable expressions may use earlier
-  variables. A variable that does not compile raises `celkeeper.cel.VariableCompileError` (a
-  CelCompileError with `.variable`, the name; line/column within that variable's expression).
-  Compiled variables are cached by the engine, so compiling each validation of a template with
-  the same `variables` mapping is cheap.
-- `Engine.activation(...)` builds the per-request activation; it is shared by every program evaluated
-  for that request and converts request JSON lazily (only what expressions touch).
-- `Engine.evaluate(program, activation, params, constraint)` never raises for CEL errors: it returns
-  the value as plain Python data (bool, int, float, str, bytes, None, list, dict, datetime,
-  timedelta; Kubernetes values such as quantities as celkeeper.cel.k8slib objects) or a `CelError`.
-  `params` is the constraint's `spec.parameters` (`variables.params`); `constraint` is the whole
-  constraint object, which Gatekeeper binds to the top-level `params` variable (null if omitted).
-- `Engine.evaluate_all(programs, activation, params, constraint)` (optional: callers fall back to
-  `evaluate` when an engine lacks it) is `[evaluate(p, ...) for p in programs]`, possibly cheaper:
-  programs compiled with the same `variables` (a template's validations) may be evaluated together,
-  sharing those variables' values; the results are the same as one by one (errors included: an
-  engine falls back to one by one when any fails).
-- `Engine.prepare(programs, bindings)` -> an opaque prepared value or None, and
-  `Engine.evaluate_prepared(prepared, activation)` -> one list of booleans per binding, or None:
-  boolean programs compiled with the same variables (a template's validations) for every
-  (params, constraint) of `bindings` at once (several constraints of one template), compiled ahead
-  of time (slow: call it when policies load). The values are `[evaluate(p, ...) for p in programs]`
-  for each binding; None when any of them errs or is not a boolean (evaluate one by one for the
-  details). An engine that cannot prepare returns None from `prepare`.
-- `Program.output_type` is the checked type of the expression, formatted as cel-go does:
-  'bool', 'string', 'int', 'dyn', 'list(dyn)', 'map(string, dyn)', 'optional_type(string)',
-  'kubernetes.Quantity', ...
+- `Engine.compile_template(source: TemplateSource) -> TemplateProgram`: compiles a template's
+  validations, messageExpressions, variables and match conditions once. Parts that do not compile
+  do not refuse the template: they are listed in `program.diagnostics` (part, index, message,
+  line:col within the expression) and fail at request time as Gatekeeper's do (`compilation
+  error: ...`). Raises `TemplateRefused` only for what Gatekeeper refuses (a reserved variable
+  name, a failurePolicy other than Fail or Ignore, ...). Callers cache programs by content.
+- `Engine.bind(program, constraint) -> Binding`: a constraint object bound to a template program
+  (decoded once; parameters are bound without recompiling).
+- `Engine.validate(request: RequestInput, bindings, timeout) -> list[Outcome]`: one call per
+  request decides every binding given (those Python's matching selected), in order: per binding,
+  the decisions of Kubernetes' validator.Validate that do not admit (a false
+  validation with its message; an evaluation error, whose action follows the template's
+  failurePolicy). Each binding has Gatekeeper's per-constraint cost budget; an error or an
+  exhausted budget affects only its own binding. `timeout` (seconds, 0: none) bounds the call:
+  bindings not reached in time get an evaluation error under their failurePolicy. Raises
+  `celkeeper.errors.ReviewError` when the request itself cannot be read (as Gatekeeper's driver
+  fails the whole query).
+
+Expression level (tests, goldens, explanations):
+
+- `Engine.compile(source, variables=...) -> Program` compiles one expression as a template variable
+  is compiled (Gatekeeper's environment: `object`, `oldObject`, `request`, `namespaceObject`,
+  `params` = the constraint, `variables.params`, `variables.anyObject`, then `variables`, name ->
+  expression, in order), of any type, or raises `CelCompileError` (1-based line:col within
+  `source`; a variable that does not compile raises `VariableCompileError`).
+- `Engine.activation(object=, old_object=, request=, namespace_object=)`: the inputs of one request
+  as CEL sees them; `Engine.evaluate(program, activation, params, constraint)` -> the value as
+  plain Python data (bool, int, `Uint`, float, str, bytes, None, list, dict, datetime, timedelta,
+  `TypeValue`, Kubernetes library values) or a `CelError`; never raises for CEL errors.
+  `constraint` is bound to `params` (`params`, the constraint's spec.parameters, stands for a
+  constraint `{spec: {parameters: params}}` when no constraint is given).
+- `Program.output_type` is the checked type, formatted as cel-go does: 'bool', 'list(dyn)', ...
 """
 
 from __future__ import annotations
@@ -149,6 +146,15 @@ class EngineDecision:
     message: str
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What `Engine.validate` says about one binding: its non-admitting decisions, and the seconds
+    spent on it (for metrics)."""
+
+    decisions: tuple[EngineDecision, ...]
+    seconds: float = 0.0
+
+
 class VariableCompileError(CelCompileError):
     """A template variable's expression does not compile; line/column are within that expression."""
 
@@ -168,13 +174,40 @@ class Program(Protocol):
 
 
 class Activation(Protocol):
-    """Per-request inputs (object, oldObject, request, namespaceObject), converted lazily."""
+    """Per-request inputs (object, oldObject, request, namespaceObject) of expression evaluation."""
+
+
+class TemplateProgram(Protocol):
+    """A compiled template."""
+
+    @property
+    def failure_policy(self) -> str:
+        """'Fail' or 'Ignore'."""
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """The compile problems of its parts (each fails at request time)."""
+
+
+class Binding(Protocol):
+    """A constraint bound to a template program."""
+
+    @property
+    def program(self) -> TemplateProgram: ...
 
 
 class Engine(Protocol):
     @property
     def name(self) -> str:
-        """'cel-expr-python' or 'cel-python'."""
+        """'cel-go' or 'cel-python'."""
+
+    def compile_template(self, source: TemplateSource) -> TemplateProgram: ...
+
+    def bind(self, program: TemplateProgram, constraint: Mapping[str, Any]) -> Binding: ...
+
+    def validate(
+        self, request: RequestInput, bindings: Sequence[Binding], timeout: float
+    ) -> list[Outcome]: ...
 
     def compile(self, source: str, variables: Mapping[str, str] | None = None) -> Program: ...
 
@@ -183,22 +216,10 @@ class Engine(Protocol):
         *,
         object: Any,
         old_object: Any,
-        request: Mapping[str, Any],
+        request: Mapping[str, Any] | None,
         namespace_object: Any = None,
     ) -> Activation: ...
 
     def evaluate(
         self, program: Program, activation: Activation, params: Any = None, constraint: Any = None
-    ) -> Any | CelError: ...
-
-    def evaluate_all(
-        self,
-        programs: Sequence[Program],
-        activation: Activation,
-        params: Any = None,
-        constraint: Any = None,
-    ) -> list[Any | CelError]: ...
-
-    def prepare(self, programs: Sequence[Program], bindings: Sequence[tuple[Any, Any]]) -> Any | None: ...
-
-    def evaluate_prepared(self, prepared: Any, activation: Activation) -> list[list[bool]] | None: ...
+    ) -> Any: ...

@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from celkeeper.cli import files
-from celkeeper.cli.options import add_engine_option, add_filename_option
+from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
 
 DEFAULT_NAMESPACE = "celkeeper-system"
 EXAMPLES = """examples:
@@ -175,7 +175,7 @@ def _cluster(args: argparse.Namespace) -> int:
             excluded_resources=frozenset(args.excluded_resource),
         ),
         interval=args.audit_interval,
-        settings=Settings(engine=args.engine),
+        settings=Settings(engine=engine_name(args)),
         namespace=args.pod_namespace,
         emit_events=args.emit_audit_events,
         events_in_involved_namespace=args.audit_events_involved_namespace,
@@ -230,7 +230,7 @@ def _offline(args: argparse.Namespace) -> int:
     problems = [str(e) for e in policy_docs.errors]
     if args.objects:
         problems.extend(str(e) for e in object_docs.errors)
-    backend = PolicyBackend(args.engine, EnforcementPoint.AUDIT)
+    backend = PolicyBackend(engine_name(args), EnforcementPoint.AUDIT)
     loaded = backend.build([d for d in policy_docs.documents if is_policy_document(d)])
     problems.extend(str(e) for e in loaded.errors)
     objects: list[dict[str, Any]] = []

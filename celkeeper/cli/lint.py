@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from celkeeper.cli import files
-from celkeeper.cli.options import add_engine_option
+from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, DocumentError
 from celkeeper.gator import SuiteError, is_suite, parse_suite
@@ -92,7 +92,7 @@ def _sorted(problems: list[CelkeeperError]) -> list[CelkeeperError]:
 
 
 def run(args: argparse.Namespace) -> int:
-    problems, counts = lint(args.paths, args.engine)
+    problems, counts = lint(args.paths, engine_name(args))
     for problem in problems:
         print(problem)
     checked = (

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from celkeeper.settings import DEFAULT_ENGINE, ENGINES
+from celkeeper.cel import engine_available
+from celkeeper.settings import DEFAULT_ENGINE, ENGINES, FALLBACK_ENGINE
 
 
 def add_engine_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -12,8 +14,9 @@ def add_engine_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
     parser.add_argument(
         "--engine",
         choices=ENGINES,
-        default=DEFAULT_ENGINE,
-        help="CEL engine (default: %(default)s)",
+        default=None,
+        help=f"CEL engine (default: {DEFAULT_ENGINE}; {FALLBACK_ENGINE} when the {DEFAULT_ENGINE} "
+        "library is not built, with a warning)",
     )
 
 
@@ -22,3 +25,17 @@ def add_filename_option(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     parser.add_argument(
         "-f", "--filename", action="append", default=[], metavar="FILE|DIR", dest="filenames", help=help
     )
+
+
+def engine_name(args: argparse.Namespace) -> str:
+    """The engine the options ask for; without --engine, the default when this installation has it,
+    else the fallback (with a warning on stderr). Loads nothing."""
+    if args.engine:
+        return str(args.engine)
+    ok, why = engine_available(DEFAULT_ENGINE)
+    if ok:
+        return DEFAULT_ENGINE
+    sys.stderr.write(
+        f"celkeeper: warning: the {DEFAULT_ENGINE} engine is not available ({why}); using {FALLBACK_ENGINE}\n"
+    )
+    return FALLBACK_ENGINE

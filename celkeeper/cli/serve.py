@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from celkeeper.cli.options import add_engine_option
+from celkeeper.cli.options import add_engine_option, engine_name
 
 SOURCES = ("folder", "kubernetes")
 DEFAULT_NAMESPACE = "celkeeper-system"
@@ -106,7 +106,9 @@ def _settings(args: argparse.Namespace) -> Any:
     from celkeeper.settings import Settings
 
     settings = Settings(
-        engine=args.engine, failure_mode=args.failure_mode, exempt_namespaces=frozenset(args.exempt_namespace)
+        engine=engine_name(args),
+        failure_mode=args.failure_mode,
+        exempt_namespaces=frozenset(args.exempt_namespace),
     )
     if args.max_request_bytes is not None:
         settings = settings.with_(max_request_bytes=args.max_request_bytes)

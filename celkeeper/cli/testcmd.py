@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from celkeeper.cli import files
-from celkeeper.cli.options import add_engine_option, add_filename_option
+from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
 from celkeeper.gator.admission import is_admission_review
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     problems = [str(e) for e in parsed.errors]
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
 
-    backend = PolicyBackend(args.engine)
+    backend = PolicyBackend(engine_name(args))
     loaded = backend.build([d for d in parsed.documents if is_policy_document(d)])
     problems.extend(str(e) for e in loaded.errors)
     objects = [d for d in parsed.documents if not is_policy_document(d)]

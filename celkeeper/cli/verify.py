@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from celkeeper.cli import files
-from celkeeper.cli.options import add_engine_option
+from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError
 from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"celkeeper verify: no Suite files found in {' '.join(args.paths)}", file=sys.stderr)
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
 
-    runner = Runner(files.read, PolicyBackend(args.engine))
+    runner = Runner(files.read, PolicyBackend(engine_name(args)))
     results: list[SuiteResult] = []
     for suite in suites:
         if isinstance(suite, SuiteResult):  # a Suite file that could not be parsed

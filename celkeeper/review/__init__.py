@@ -6,22 +6,24 @@
     request = request_for_object(obj, ...) -> AdmissionRequest
         a review of a plain object (audit, CLI), built as gator builds it: kind, name and namespace
         from the object, no operation unless given.
-    decide(request, policies, namespaces, point, clock=None) -> celkeeper.model.Decision
+    decide(request, policies, namespaces, point, clock=None, *, deadline=3.0) -> celkeeper.model.Decision
         request:    AdmissionRequest
         policies:   celkeeper.policy.PolicySet
         namespaces: Callable[[str], Mapping | None]  the Namespace object by name (None: unknown)
         point:      celkeeper.model.EnforcementPoint (scoped enforcement actions resolve with it)
         clock:      Callable[[], float] | None; when given, Decision.timings holds seconds per
                     constraint kind
+        deadline:   seconds the engine may spend (constraints not reached in time fail under their
+                    failurePolicy)
 
-Semantics are Gatekeeper's K8sNativeValidation driver on Kubernetes' CEL validator
+Semantics: which constraints apply is Gatekeeper's target handler (matching, here in Python); what
+each decides is Kubernetes' CEL validator as Gatekeeper's K8sNativeValidation driver runs it
 (gatekeeper pkg/drivers/k8scel/driver.go, k8s.io/apiserver admission/plugin/policy/validating/
-validator.go, webhook/matchconditions/matcher.go): see design.md §2. The request's data is converted
-for CEL once and shared by every expression (one engine activation per request); variables are
-evaluated lazily by the engine. No I/O, no clock (unless passed in), no globals.
+validator.go), in the engine: one engine call per request for every selected constraint. No I/O,
+no clock (unless passed in), no globals.
 """
 
-from celkeeper.review.decide import MAX_MESSAGE_BYTES, NamespaceLookup, decide
+from celkeeper.review.decide import DEFAULT_DEADLINE, NamespaceLookup, decide
 from celkeeper.review.request import (
     API_VERSION,
     AdmissionRequest,
@@ -32,7 +34,7 @@ from celkeeper.review.request import (
 
 __all__ = [
     "API_VERSION",
-    "MAX_MESSAGE_BYTES",
+    "DEFAULT_DEADLINE",
     "AdmissionRequest",
     "NamespaceLookup",
     "decide",

@@ -4,25 +4,16 @@
     template, errors = compiler.load(document)   # template is None when it is structurally invalid
 
 A template whose expressions do not compile is still returned (with `errors`): at request time its
-broken expressions fail as Gatekeeper's do.
+broken expressions fail as Gatekeeper's do. `compiler.bind(template, constraint)` binds a constraint.
 """
 
-from celkeeper.templates.compiler import (
-    CompiledExpression,
-    CompiledMatchCondition,
-    CompiledTemplate,
-    CompiledValidation,
-    TemplateCompiler,
-)
+from celkeeper.templates.compiler import CompiledTemplate, TemplateCompiler, template_source
 from celkeeper.templates.parameters import ParameterSchema, SchemaProblem
 from celkeeper.templates.source import Expression, NamedExpression, ValidationSpec
 from celkeeper.templates.spec import TemplateSpec, is_template, parse_template
 
 __all__ = [
-    "CompiledExpression",
-    "CompiledMatchCondition",
     "CompiledTemplate",
-    "CompiledValidation",
     "Expression",
     "NamedExpression",
     "ParameterSchema",
@@ -32,4 +23,5 @@ __all__ = [
     "ValidationSpec",
     "is_template",
     "parse_template",
+    "template_source",
 ]

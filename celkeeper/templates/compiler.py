@@ -1,83 +1,70 @@
-"""Compiling templates: every CEL expression compiled once, every error reported and located.
+"""Compiling templates: each template's CEL compiled once by the engine, every problem located.
 
 `TemplateCompiler(engine)` is long-lived (one per process or worker). It caches what compiling
 produced by content hash (the K8sNativeValidation source, its place in the document and the engine),
 so loading unchanged content again - from another file, after a reload, or a new revision of the
-object with only metadata changed - does not compile again. The cache lives in the object (no module
-globals); it is bounded and safe to share between threads.
+object with only metadata changed - does not compile again; it also keeps the constraints bound to
+them (`bind`), by content. The caches live in the object (no module globals); they are bounded and
+safe to share between threads.
 
-Type rules (Kubernetes' CEL admission compiler, plugin/cel/compile.go, as Gatekeeper uses it): a
-validation and a match condition must be of type bool, a messageExpression of type string; `dyn` is
-not accepted. An expression that does not compile still belongs to the template: at request time it
-fails as Gatekeeper fails (`compilation error: ...`, a violation under failurePolicy Fail).
+A part that does not compile does not refuse the template (Gatekeeper loads it): at request time it
+fails as Gatekeeper's does (`compilation error: ...`, a violation under failurePolicy Fail), and its
+problem is reported here with its field path and line:col (lint, template status, `verify -v`).
+Only what Gatekeeper itself refuses (the engine's TemplateRefused) leaves the template out.
 """
 
 from __future__ import annotations
 
-import re
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from celkeeper.cel.api import Engine, Program
-from celkeeper.documents import Document
-from celkeeper.errors import CelCompileError, CelkeeperError, Location, TemplateError
+import orjson
+
+from celkeeper.cel.api import (
+    Binding,
+    Diagnostic,
+    Engine,
+    NamedSource,
+    TemplateProgram,
+    TemplateRefused,
+    TemplateSource,
+    ValidationSource,
+)
+from celkeeper.documents import Document, index_path, key_path
+from celkeeper.errors import CelkeeperError, Location, TemplateError
 from celkeeper.model import FailurePolicy
 from celkeeper.templates.parameters import ParameterSchema
-from celkeeper.templates.source import Expression
 from celkeeper.templates.spec import TemplateSpec, parse_template
 
-
-@dataclass(frozen=True)
-class CompiledExpression:
-    """A compiled expression, or the error text Gatekeeper reports when it is evaluated."""
-
-    source: str
-    path: str
-    program: Program | None
-    error: str | None = None  # set exactly when program is None
-
-
-@dataclass(frozen=True)
-class CompiledValidation:
-    expression: CompiledExpression
-    message: str | None
-    message_expression: CompiledExpression | None
-
-
-@dataclass(frozen=True)
-class CompiledMatchCondition:
-    name: str
-    expression: CompiledExpression
-
-
-@dataclass(frozen=True)
-class _Problem:
-    """A compile problem relative to the document (located per document when a template is built)."""
-
-    path: str
-    message: str
-    line: int | None = None  # position inside the expression, when known
-    column: int | None = None
-
-
-@dataclass(frozen=True)
-class _CompiledCode:
-    validations: tuple[CompiledValidation, ...]
-    match_conditions: tuple[CompiledMatchCondition, ...]
-    problems: tuple[_Problem, ...]
+_WHAT = {
+    "variable": "variable {name!r}",
+    "validation": "validation",
+    "messageExpression": "messageExpression",
+    "matchCondition": "match condition {name!r}",
+}
+_LIST_KEY = {
+    "variable": "variables",
+    "validation": "validations",
+    "messageExpression": "validations",
+    "matchCondition": "matchCondition",
+}
+_NOTE = {
+    "messageExpression": " (the message falls back to `message`)",
+}
 
 
 @dataclass(frozen=True, eq=False)
 class CompiledTemplate:
-    """A template ready to evaluate. `errors` lists its compile errors (it is still usable)."""
+    """A template ready to evaluate. `errors` lists its compile problems (it is still enforced)."""
 
     name: str
     kind: str
     failure_policy: FailurePolicy
-    validations: tuple[CompiledValidation, ...]
-    match_conditions: tuple[CompiledMatchCondition, ...]
+    program: TemplateProgram
     operations: frozenset[str] | None  # None: every operation
     parameters: ParameterSchema
     document: Document
@@ -92,13 +79,33 @@ class CompiledTemplate:
         return self.operations is None or operation in self.operations
 
 
-class TemplateCompiler:
-    """Compiles templates with one engine, caching by content. Thread-safe."""
+def template_source(spec: TemplateSpec) -> TemplateSource:
+    """What the engine compiles: the source as written and its parts as celkeeper read them."""
+    return TemplateSource(
+        raw=spec.source,
+        validations=tuple(
+            ValidationSource(
+                v.expression.source,
+                v.message,
+                v.message_expression.source if v.message_expression is not None else None,
+            )
+            for v in spec.validations
+        ),
+        variables=tuple(NamedSource(v.name, v.expression.source) for v in spec.variables),
+        match_conditions=tuple(NamedSource(c.name, c.expression.source) for c in spec.match_conditions),
+        failure_policy="Ignore" if spec.failure_policy is FailurePolicy.IGNORE else "Fail",
+    )
 
-    def __init__(self, engine: Engine, max_entries: int = 4096) -> None:
+
+class TemplateCompiler:
+    """Compiles templates with one engine, caching programs and bindings by content. Thread-safe."""
+
+    def __init__(self, engine: Engine, max_entries: int = 4096, max_bindings: int = 65536) -> None:
         self._engine = engine
         self._max_entries = max_entries
-        self._cache: OrderedDict[str, _CompiledCode] = OrderedDict()
+        self._max_bindings = max_bindings
+        self._cache: OrderedDict[str, TemplateProgram | TemplateRefused] = OrderedDict()
+        self._bindings: OrderedDict[tuple[int, bytes], Binding] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -110,134 +117,90 @@ class TemplateCompiler:
     def load(self, document: Document) -> tuple[CompiledTemplate | None, list[CelkeeperError]]:
         """Read, check and compile a ConstraintTemplate document.
 
-        Returns the template (None when it is structurally invalid) and every problem found:
-        structural errors, or the compile errors of a template that is still returned.
+        Returns the template (None when it is structurally invalid or Gatekeeper would refuse it)
+        and every problem found: structural errors, or the compile problems of a template that is
+        still returned.
         """
         spec, errors = parse_template(document)
         if spec is None:
             return None, list(errors)
-        template = self.compile(spec)
+        try:
+            template = self.compile(spec)
+        except TemplateRefused as err:
+            return None, [
+                spec.document.error(TemplateError, f"template {spec.name}: {err.message}", spec.source_path)
+            ]
         return template, list(template.errors)
 
     def compile(self, spec: TemplateSpec) -> CompiledTemplate:
+        """The compiled template; raises TemplateRefused when Gatekeeper would refuse it."""
         key = f"{self._engine.name}:{spec.code_hash}"
         with self._lock:
-            code = self._cache.get(key)
-            if code is not None:
+            program = self._cache.get(key)
+            if program is not None:
                 self._cache.move_to_end(key)
                 self.hits += 1
-        if code is None:
-            code = self._compile_code(spec)
+        if program is None:
+            try:
+                program = self._engine.compile_template(template_source(spec))
+            except TemplateRefused as err:
+                program = err
             with self._lock:
                 self.misses += 1
-                self._cache[key] = code
+                self._cache[key] = program
                 while len(self._cache) > self._max_entries:
                     self._cache.popitem(last=False)
+        if isinstance(program, TemplateRefused):
+            raise program
         return CompiledTemplate(
             name=spec.name,
             kind=spec.kind,
             failure_policy=spec.failure_policy,
-            validations=code.validations,
-            match_conditions=code.match_conditions,
+            program=program,
             operations=spec.operations,
             parameters=spec.parameters,
             document=spec.document,
-            errors=tuple(_locate(spec, problem) for problem in code.problems),
+            errors=tuple(
+                sorted(
+                    (_locate(spec, d) for d in program.diagnostics),
+                    key=lambda e: (e.location.line or 0, e.location.column or 0),
+                )
+            ),
             code_hash=spec.code_hash,
         )
 
-    # -- compiling --------------------------------------------------------------------------------
-    def _compile_code(self, spec: TemplateSpec) -> _CompiledCode:
-        problems: list[_Problem] = []
-        good: dict[str, str] = {}
-        broken: dict[str, str] = {}  # variable name -> why it does not compile
-        for var in spec.variables:
-            compiled = self._compile(var.expression, good, broken, None, f"variable {var.name!r}", problems)
-            if compiled.program is not None:
-                good[var.name] = var.expression.source
-            else:
-                broken[var.name] = compiled.error or "does not compile"
-        validations = []
-        for validation in spec.validations:
-            expression = self._compile(validation.expression, good, broken, "bool", "validation", problems)
-            message_expression = None
-            if validation.message_expression is not None:
-                message_expression = self._compile(
-                    validation.message_expression, good, broken, "string", "messageExpression", problems
-                )
-            validations.append(CompiledValidation(expression, validation.message, message_expression))
-        conditions = [
-            CompiledMatchCondition(
-                condition.name,
-                self._compile(
-                    condition.expression,
-                    good,
-                    broken,
-                    "bool",
-                    f"match condition {condition.name!r}",
-                    problems,
-                ),
-            )
-            for condition in spec.match_conditions
-        ]
-        return _CompiledCode(tuple(validations), tuple(conditions), tuple(problems))
-
-    def _compile(  # noqa: PLR0917
-        self,
-        expression: Expression,
-        variables: Mapping[str, str],
-        broken: Mapping[str, str],
-        want: str | None,
-        what: str,
-        problems: list[_Problem],
-    ) -> CompiledExpression:
-        for name, why in broken.items():
-            if re.search(rf"\bvariables\s*\.\s*{re.escape(name)}\b", expression.source):
-                # the variable's own error is reported; this expression fails as Kubernetes' does
-                return CompiledExpression(
-                    expression.source,
-                    expression.path,
-                    None,
-                    f"composited variable {name!r} fails to compile: {why}",
-                )
-        try:
-            program = self._engine.compile(expression.source, variables=dict(variables))
-        except CelCompileError as err:
-            problems.append(
-                _Problem(expression.path, f"{what} does not compile: {err.message}", err.line, err.column)
-            )
-            return CompiledExpression(
-                expression.source,
-                expression.path,
-                None,
-                f"compilation error: compilation failed: {err.message}",
-            )
-        if want is not None and program.output_type != want:
-            problems.append(
-                _Problem(
-                    expression.path,
-                    f"{what} must evaluate to {want}, but its type is {program.output_type}"
-                    + (
-                        " (convert it, e.g. with string(...) or a comparison)"
-                        if program.output_type == "dyn"
-                        else ""
-                    ),
-                )
-            )
-            return CompiledExpression(
-                expression.source, expression.path, None, f"compilation error: must evaluate to {want}"
-            )
-        return CompiledExpression(expression.source, expression.path, program)
+    def bind(self, template: CompiledTemplate, constraint: Mapping[str, Any]) -> Binding:
+        """The constraint object bound to the template's program (cached by content)."""
+        content = hashlib.sha256(orjson.dumps(constraint, option=orjson.OPT_SORT_KEYS)).digest()
+        key = (id(template.program), content)
+        with self._lock:
+            found = self._bindings.get(key)
+            if found is not None and found.program is template.program:
+                self._bindings.move_to_end(key)
+                return found
+        binding = self._engine.bind(template.program, constraint)
+        with self._lock:
+            self._bindings[key] = binding
+            while len(self._bindings) > self._max_bindings:
+                self._bindings.popitem(last=False)
+        return binding
 
 
-def _locate(spec: TemplateSpec, problem: _Problem) -> TemplateError:
+def _path(spec: TemplateSpec, d: Diagnostic) -> str:
+    item = index_path(key_path(spec.source_path, _LIST_KEY[d.part]), d.index)
+    return key_path(item, "messageExpression" if d.part == "messageExpression" else "expression")
+
+
+def _locate(spec: TemplateSpec, d: Diagnostic) -> TemplateError:
     document = spec.document
-    message = f"template {spec.name}: {problem.message}"
-    base = document.location(problem.path)
-    if problem.line is None or problem.column is None:
+    what = _WHAT[d.part].format(name=d.name)
+    message = f"template {spec.name}: {what} does not compile: {d.message}{_NOTE.get(d.part, '')}"
+    path = _path(spec, d)
+    base = document.location(path)
+    if d.line is None or d.column is None:
         return TemplateError(message, base)
-    inner = f" (at {problem.line}:{problem.column} in the expression)"
-    position = document.expression_position(problem.path, problem.line, problem.column)
+    inner = f" (at {d.line}:{d.column} in the expression)"
+    position = document.expression_position(path, d.line, d.column)
     if position is None:
         return TemplateError(message + inner, base)
     return TemplateError(

@@ -56,6 +56,7 @@ class TemplateSpec:
     kind: str
     document: Document
     source_path: str  # spec.targets[0].code[i].source
+    source: dict[str, Any]  # the K8sNativeValidation source as written
     validations: tuple[ValidationSpec, ...]
     variables: tuple[NamedExpression, ...]
     match_conditions: tuple[NamedExpression, ...]
@@ -108,6 +109,7 @@ def parse_template(document: Document) -> tuple[TemplateSpec | None, list[Templa
         kind=kind,
         document=document,
         source_path=source_path,
+        source=source,
         validations=read.validations,
         variables=read.variables,
         match_conditions=read.match_conditions,

@@ -136,11 +136,6 @@ class LivePolicies:
             log.exception("worker %d could not build the policies of snapshot generation %d",
                           self.pid, snapshot.generation)
             return self._failed(stamp, f"cannot build generation {snapshot.generation}: {err}")
-        try:
-            policies.prepare()  # compile the evaluation plans now, not on the first requests
-        except Exception:  # the policies are still right, evaluated one by one
-            log.exception("worker %d could not prepare the evaluation plans of snapshot generation %d",
-                          self.pid, snapshot.generation)
         problems = (
             *snapshot.problems,
             *(str(e) for e in parsed.errors),

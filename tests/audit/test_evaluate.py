@@ -11,7 +11,7 @@ import pytest
 
 from celkeeper.audit import Evaluator, RunResults, Silent, audit_objects
 from celkeeper.audit.evaluate import MAX_DEPTH
-from celkeeper.cel import get_engine
+from celkeeper.cel import DEFAULT_ENGINE, get_engine
 from celkeeper.cel.api import Activation, Engine, Program
 from celkeeper.documents import Document
 from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
@@ -49,7 +49,7 @@ _ENGINE: list[Engine] = []
 
 def engine() -> Engine:
     if not _ENGINE:
-        _ENGINE.append(get_engine("cel-expr-python"))
+        _ENGINE.append(get_engine(DEFAULT_ENGINE))
     return _ENGINE[0]
 
 
@@ -57,7 +57,6 @@ def policies(*data: dict[str, Any], use: Engine | None = None) -> PolicySet:
     documents = [Document.from_object(d, file=f"{d['metadata']['name']}.yaml") for d in data]
     built = build_policy_set(documents, TemplateCompiler(use or engine()))
     assert not built.errors, [str(e) for e in built.errors]
-    built.prepare()
     return built
 
 

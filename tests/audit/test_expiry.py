@@ -13,7 +13,7 @@ import pytest
 
 from celkeeper.audit import AuditOptions, Evaluator, Silent, audit_cluster
 from celkeeper.audit.results import Violation
-from celkeeper.cel import get_engine
+from celkeeper.cel import DEFAULT_ENGINE, get_engine
 from celkeeper.documents import Document
 from celkeeper.kube import KubeClient
 from celkeeper.kube.discovery import ApiResource
@@ -77,7 +77,7 @@ def test_a_list_that_expires_mid_way_is_listed_again_and_counted_once(
             )
         ),
     ]
-    policies = build_policy_set(documents, TemplateCompiler(get_engine("cel-expr-python")))
+    policies = build_policy_set(documents, TemplateCompiler(get_engine(DEFAULT_ENGINE)))
     assert not policies.errors
 
     def namespace(name: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from celkeeper.cel import get_engine
+from celkeeper.cel import ENGINES, get_engine
 from celkeeper.cel.api import Engine
 from tests.support.celgo import require_celgo
 
@@ -21,9 +21,9 @@ def engine_named(name: str) -> Engine:
     return _ENGINES[name]
 
 
-@pytest.fixture(params=("cel-expr-python", "cel-python"))
+@pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> Engine:
-    """Each test runs on both Python backends (cel-go: the golden and corpus tests, for now)."""
+    """Each test runs on every engine."""
     return engine_named(request.param)
 
 

@@ -26,7 +26,7 @@ from tests.cel.gaps import corpus_gap
 from tests.cel.k8slib.golden_check import _same, encode
 
 RESULTS = Path(__file__).parent / "golden" / "results.json"
-ENGINE_NAMES = ("cel-expr-python", "cel-python", "cel-go")
+ENGINE_NAMES = ("cel-go", "cel-python")
 _POSITION = re.compile(r"ERROR: <input>:(\d+):(\d+): (.*)")
 
 

@@ -38,7 +38,7 @@ def observe_objects(*objects: dict[str, Any]) -> dict[tuple[str, str], Observati
         assert name is not None
         items[name] = policy_object(obj)
     documents = [Document.from_object(o, file=n) for n, o in items.items()]
-    policies = build_policy_set(documents, TemplateCompiler(get_engine("cel-expr-python")))
+    policies = build_policy_set(documents, TemplateCompiler(get_engine("cel-python")))
     return observe(items, policies, policies.errors)
 
 

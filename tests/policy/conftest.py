@@ -6,17 +6,17 @@ import pytest
 
 from celkeeper.cel import get_engine
 from celkeeper.cel.api import Engine
-from celkeeper.settings import ENGINES
+from celkeeper.settings import DEFAULT_ENGINE, ENGINES
+from tests.support.celgo import require_celgo
 
 _ENGINES: dict[str, Engine] = {}  # engines are expensive to build: one per test session
 
 
 def _engine(name: str) -> Engine:
+    if name == "cel-go":
+        require_celgo()
     if name not in _ENGINES:
-        try:
-            _ENGINES[name] = get_engine(name)
-        except ImportError as err:  # an engine the CEL work has not delivered yet
-            pytest.skip(f"CEL engine {name} is not available: {err}")
+        _ENGINES[name] = get_engine(name)
     return _ENGINES[name]
 
 
@@ -27,6 +27,6 @@ def engine(request: pytest.FixtureRequest) -> Engine:
 
 
 @pytest.fixture
-def cpp_engine() -> Engine:
+def default_engine() -> Engine:
     """The default engine, for tests about the policy model rather than about CEL."""
-    return _engine("cel-expr-python")
+    return _engine(DEFAULT_ENGINE)

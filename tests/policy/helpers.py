@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from celkeeper.cel.api import Activation, Engine, Program
+from celkeeper.cel.api import (
+    Activation,
+    Binding,
+    Engine,
+    Outcome,
+    Program,
+    RequestInput,
+    TemplateProgram,
+    TemplateSource,
+)
 from celkeeper.documents import Document, parse_documents
 
 
@@ -38,7 +47,7 @@ def template_data(
     if variables is not None:
         source["variables"] = variables
     if conditions is not None:
-        source["matchConditions"] = conditions
+        source["matchCondition"] = conditions  # Gatekeeper's key (it ignores the plural)
     if failure_policy is not None:
         source["failurePolicy"] = failure_policy
     target: dict[str, Any] = {
@@ -142,18 +151,29 @@ def admission_review(
 
 
 class CountingEngine:
-    """Our Engine interface around a real engine, counting compile calls."""
+    """Our Engine interface around a real engine, counting template compiles and validate calls."""
 
     def __init__(self, inner: Engine) -> None:
         self.inner = inner
-        self.compiled: list[str] = []
+        self.compiled: list[TemplateSource] = []
+        self.validated: list[int] = []  # the number of bindings of each validate call
 
     @property
     def name(self) -> str:
         return self.inner.name
 
-    def compile(self, source: str, variables: Mapping[str, str] | None = None) -> Program:
+    def compile_template(self, source: TemplateSource) -> TemplateProgram:
         self.compiled.append(source)
+        return self.inner.compile_template(source)
+
+    def bind(self, program: TemplateProgram, constraint: Mapping[str, Any]) -> Binding:
+        return self.inner.bind(program, constraint)
+
+    def validate(self, request: RequestInput, bindings: Sequence[Binding], timeout: float) -> list[Outcome]:
+        self.validated.append(len(bindings))
+        return self.inner.validate(request, bindings, timeout)
+
+    def compile(self, source: str, variables: Mapping[str, str] | None = None) -> Program:
         return self.inner.compile(source, variables)
 
     def activation(
@@ -161,7 +181,7 @@ class CountingEngine:
         *,
         object: Any,
         old_object: Any,
-        request: Mapping[str, Any],
+        request: Mapping[str, Any] | None,
         namespace_object: Any = None,
     ) -> Activation:
         return self.inner.activation(

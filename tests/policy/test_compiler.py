@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from celkeeper.cel.api import Engine
 from celkeeper.documents import Document
+from celkeeper.policy import build_policy_set
+from celkeeper.review import decide, parse_admission_review
 from celkeeper.templates import TemplateCompiler
 from tests.support.samples import library, read_documents, templates
 
-from .helpers import CountingEngine, doc, template_data
+from .helpers import CountingEngine, admission_review, constraint_doc, doc, pod, template_data
 
 BROKEN = """
 apiVersion: templates.gatekeeper.sh/v1
@@ -41,14 +43,14 @@ spec:
               - expression: size(variables.bad) > 0
               - expression: "true"
                 messageExpression: object.metadata.labels
-            matchConditions:
+            matchCondition:
               - name: typed
                 expression: "1 + 1"
 """
 
 
-def test_every_compile_error_is_reported_with_its_place(cpp_engine: Engine) -> None:
-    template, errors = TemplateCompiler(cpp_engine).load(doc(BROKEN, "broken.yaml"))
+def test_every_compile_error_is_reported_with_its_place(default_engine: Engine) -> None:
+    template, errors = TemplateCompiler(default_engine).load(doc(BROKEN, "broken.yaml"))
     assert template is not None  # it still exists: broken expressions fail at request time
     assert not template.compiles
     assert [str(e) for e in errors] == [str(e) for e in template.errors]
@@ -60,40 +62,52 @@ def test_every_compile_error_is_reported_with_its_place(cpp_engine: Engine) -> N
     assert messages[0].endswith("(at 1:19 in the expression)")
     assert messages[1:] == [
         "broken.yaml:25:21: document 1: spec.targets[0].code[0].source.validations[1].expression: template "
-        "k8sbroken: validation does not compile: undeclared reference to 'undefinedThing' "
+        "k8sbroken: validation does not compile: undeclared reference to 'undefinedThing' (in container '') "
         "(at 2:3 in the expression)",
         "broken.yaml:27:29: document 1: spec.targets[0].code[0].source.validations[2].expression: template "
-        "k8sbroken: validation must evaluate to bool, but its type is dyn (convert it, e.g. with string(...) "
-        "or a comparison)",
+        "k8sbroken: validation does not compile: must evaluate to bool but got dyn",
         "broken.yaml:30:36: document 1: spec.targets[0].code[0].source.validations[4].messageExpression: "
-        "template k8sbroken: messageExpression must evaluate to string, but its type is dyn (convert it, "
-        "e.g. "
-        "with string(...) or a comparison)",
-        "broken.yaml:33:29: document 1: spec.targets[0].code[0].source.matchConditions[0].expression: "
-        "template "
-        "k8sbroken: match condition 'typed' must evaluate to bool, but its type is int",
+        "template k8sbroken: messageExpression does not compile: must evaluate to string but got dyn (the "
+        "message falls back to `message`)",
+        "broken.yaml:33:29: document 1: spec.targets[0].code[0].source.matchCondition[0].expression: "
+        "template k8sbroken: match condition 'typed' does not compile: must evaluate to bool but got int",
     ]
     # the source line really holds what the error points at
     source = BROKEN.lstrip("\n").splitlines()
     assert source[24].startswith("undefinedThing", 20)
     assert len(source[18]) == 46  # the syntax error is at the end of the expression
-    # at request time the broken parts fail as Kubernetes words it
-    first, multi, dyn, uses_bad, typed_message = template.validations
-    assert first.expression.program is not None and first.message_expression is not None
-    assert first.message_expression.program is not None
-    assert multi.expression.error == (
-        "compilation error: compilation failed: undeclared reference to 'undefinedThing'"
+    # at request time the match condition fails as Kubernetes words it (matcher.go, activation.go)
+    policies = build_policy_set(
+        [doc(BROKEN, "broken.yaml"), constraint_doc("K8sBroken", "c")], TemplateCompiler(default_engine)
     )
-    assert dyn.expression.error == "compilation error: must evaluate to bool"
-    assert uses_bad.expression.error is not None
-    assert uses_bad.expression.error.startswith("composited variable 'bad' fails to compile: ")
-    assert typed_message.expression.program is not None and typed_message.message_expression is not None
-    assert typed_message.message_expression.error == "compilation error: must evaluate to string"
-    assert template.match_conditions[0].expression.error == "compilation error: must evaluate to bool"
+    decision = decide(
+        parse_admission_review(admission_review(pod())), policies, lambda _: None, "validation.gatekeeper.sh"
+    )
+    assert [r.message for r in decision.results] == ["compilation error: must evaluate to bool but got int"]
+    # and without the condition, each broken part fails (or falls back) as Kubernetes words it
+    policies = build_policy_set(
+        [
+            doc(BROKEN.split("            matchCondition:", maxsplit=1)[0], "broken.yaml"),
+            constraint_doc("K8sBroken", "c"),
+        ],
+        TemplateCompiler(default_engine),
+    )
+    decision = decide(
+        parse_admission_review(admission_review(pod())), policies, lambda _: None, "validation.gatekeeper.sh"
+    )
+    assert [r.message for r in decision.results] == [
+        "compilation error: compilation failed: ERROR: <input>:2:3: undeclared reference to 'undefinedThing' "
+        "(in container '')\n |   undefinedThing\n | ..^",
+        "compilation error: must evaluate to bool but got dyn",
+        "expression 'size(variables.bad) > 0' resulted in error: composited variable \"bad\" fails to "
+        "compile: compilation failed: ERROR: <input>:1:19: Syntax error: mismatched input '<EOF>' expecting "
+        "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, "
+        "BYTES, IDENTIFIER}\n | object.spec.nope +\n | ..................^",
+    ]
 
 
-def test_unchanged_content_is_not_compiled_again(cpp_engine: Engine) -> None:
-    counting = CountingEngine(cpp_engine)
+def test_unchanged_content_is_not_compiled_again(default_engine: Engine) -> None:
+    counting = CountingEngine(default_engine)
     compiler = TemplateCompiler(counting)
     data = template_data(
         "K8sCached",
@@ -104,12 +118,12 @@ def test_unchanged_content_is_not_compiled_again(cpp_engine: Engine) -> None:
     first, _ = compiler.load(Document.from_object(data, file="a.yaml"))
     assert first is not None and first.compiles
     compiled_once = len(counting.compiled)
-    assert compiled_once == 4  # the variable, the validation, its message, the match condition
+    assert compiled_once == 1  # the whole template, once
     # the same content again, from another file and with other metadata: no compiling at all
     data2 = {**data, "metadata": {"name": "k8scached", "labels": {"changed": "yes"}}}
     second, _ = compiler.load(Document.from_object(data2, file="b.yaml"))
     assert second is not None and len(counting.compiled) == compiled_once
-    assert second.validations[0].expression.program is first.validations[0].expression.program
+    assert second.program is first.program
     assert second.document.file == "b.yaml"
     assert (compiler.hits, compiler.misses) == (1, 1)
     # changed code compiles again
@@ -119,11 +133,11 @@ def test_unchanged_content_is_not_compiled_again(cpp_engine: Engine) -> None:
         variables=[{"name": "n", "expression": "size(object.metadata.name)"}],
     )
     compiler.load(Document.from_object(data3))
-    assert len(counting.compiled) == compiled_once + 2
+    assert len(counting.compiled) == compiled_once + 1
 
 
-def test_compile_errors_of_cached_templates_are_located_per_document(cpp_engine: Engine) -> None:
-    compiler = TemplateCompiler(cpp_engine)
+def test_compile_errors_of_cached_templates_are_located_per_document(default_engine: Engine) -> None:
+    compiler = TemplateCompiler(default_engine)
     _, first = compiler.load(doc(BROKEN, "one.yaml"))
     _, second = compiler.load(doc("# moved down\n\n" + BROKEN.lstrip("\n"), "two.yaml"))
     assert compiler.hits == 1
@@ -131,8 +145,8 @@ def test_compile_errors_of_cached_templates_are_located_per_document(cpp_engine:
     assert [e.location.line for e in second] == [e.location.line + 2 for e in first if e.location.line]
 
 
-def test_cache_is_bounded(cpp_engine: Engine) -> None:
-    compiler = TemplateCompiler(cpp_engine, max_entries=2)
+def test_cache_is_bounded(default_engine: Engine) -> None:
+    compiler = TemplateCompiler(default_engine, max_entries=2)
     for n in range(3):
         compiler.load(Document.from_object(template_data("K8sB", [{"expression": f"{n} == {n}"}])))
     compiler.load(Document.from_object(template_data("K8sB", [{"expression": "0 == 0"}])))

@@ -16,9 +16,9 @@ def build(engine: Engine, documents: list[Document]) -> PolicySet:
     return build_policy_set(documents, TemplateCompiler(engine))
 
 
-def test_documents_in_any_order(cpp_engine: Engine) -> None:
+def test_documents_in_any_order(default_engine: Engine) -> None:
     policies = build(
-        cpp_engine,
+        default_engine,
         [
             constraint_doc("K8sA", "a1"),
             template_doc("K8sA", ALWAYS),
@@ -29,11 +29,11 @@ def test_documents_in_any_order(cpp_engine: Engine) -> None:
     assert policies.errors == ()
     assert list(policies.templates) == ["k8sa"]
     assert [(c.kind, c.name) for c in policies.constraints] == [("K8sA", "a0"), ("K8sA", "a1")]
-    assert policies.engine is cpp_engine
+    assert policies.engine is default_engine
     assert policies.template_for_kind("K8sA") is policies.templates["k8sa"]
 
 
-def test_broken_documents_are_reported_and_left_out(cpp_engine: Engine) -> None:
+def test_broken_documents_are_reported_and_left_out(default_engine: Engine) -> None:
     found = docs(
         """
         apiVersion: templates.gatekeeper.sh/v1
@@ -77,7 +77,7 @@ def test_broken_documents_are_reported_and_left_out(cpp_engine: Engine) -> None:
         """,
         "all.yaml",
     )
-    policies = build(cpp_engine, found)
+    policies = build(default_engine, found)
     assert [str(e) for e in policies.errors] == [
         "all.yaml:19:7: document 2: spec.targets[0]: template k8sbad: Rego is not supported; add "
         "K8sNativeValidation code",
@@ -95,9 +95,9 @@ def test_broken_documents_are_reported_and_left_out(cpp_engine: Engine) -> None:
     assert policies.constraints[0].document.index == 4
 
 
-def test_a_template_that_does_not_compile_is_kept(cpp_engine: Engine) -> None:
+def test_a_template_that_does_not_compile_is_kept(default_engine: Engine) -> None:
     policies = build(
-        cpp_engine,
+        default_engine,
         [
             template_doc("K8sC", [{"expression": "nope"}]),
             constraint_doc("K8sC", "c"),
@@ -108,15 +108,15 @@ def test_a_template_that_does_not_compile_is_kept(cpp_engine: Engine) -> None:
     assert [c.name for c in policies.constraints] == ["c"]
 
 
-def test_duplicate_templates(cpp_engine: Engine) -> None:
-    policies = build(cpp_engine, [template_doc("K8sA", ALWAYS), template_doc("K8sA", ALWAYS)])
+def test_duplicate_templates(default_engine: Engine) -> None:
+    policies = build(default_engine, [template_doc("K8sA", ALWAYS), template_doc("K8sA", ALWAYS)])
     assert [str(e) for e in policies.errors] == [
         "k8sa.yaml: document 1: metadata.name: template k8sa: defined twice (first at k8sa.yaml: document 1: "
         "metadata.name); this one is ignored"
     ]
 
 
-def test_candidates_are_indexed_by_group_and_kind(cpp_engine: Engine) -> None:
+def test_candidates_are_indexed_by_group_and_kind(default_engine: Engine) -> None:
     kinds = {
         "pods": {"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}]},
         "deployments": {"kinds": [{"apiGroups": ["apps"], "kinds": ["Deployment"]}]},
@@ -133,7 +133,7 @@ def test_candidates_are_indexed_by_group_and_kind(cpp_engine: Engine) -> None:
     }
     documents = [template_doc("K8sA", ALWAYS)]
     documents += [constraint_doc("K8sA", name, match=match) for name, match in kinds.items()]
-    policies = build(cpp_engine, documents)
+    policies = build(default_engine, documents)
     assert policies.errors == ()
 
     def names(group: str, kind: str) -> list[str]:
@@ -148,24 +148,24 @@ def test_candidates_are_indexed_by_group_and_kind(cpp_engine: Engine) -> None:
     assert policies.candidates("", "Pod") is policies.candidates("", "Pod")
 
 
-def test_non_matching_constraints_are_not_candidates(cpp_engine: Engine) -> None:
+def test_non_matching_constraints_are_not_candidates(default_engine: Engine) -> None:
     documents = [template_doc("K8sA", ALWAYS)]
     documents += [
         constraint_doc("K8sA", f"svc-{i}", match={"kinds": [{"apiGroups": [""], "kinds": [f"Kind{i}"]}]})
         for i in range(200)
     ]
     documents.append(constraint_doc("K8sA", "pods", match={"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}]}))
-    policies = build(cpp_engine, documents)
+    policies = build(default_engine, documents)
     assert len(policies.constraints) == 201
     assert [c.constraint.name for c in policies.candidates("", "Pod")] == ["pods"]
 
 
-def test_library_samples_build(cpp_engine: Engine) -> None:
+def test_library_samples_build(default_engine: Engine) -> None:
     files = sorted(
         p for p in library().glob("**/*.yaml") if p.name == "template.yaml" or p.name == "constraint.yaml"
     )
     documents = [d for p in files for d in read_documents(p)]
-    policies = build(cpp_engine, documents)
+    policies = build(default_engine, documents)
     assert policies.errors == (), [str(e) for e in policies.errors]
     assert len(policies.templates) == len([p for p in files if p.name == "template.yaml"])
     assert len(policies.constraints) == len([p for p in files if p.name == "constraint.yaml"])

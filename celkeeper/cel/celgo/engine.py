@@ -23,6 +23,7 @@ from celkeeper.cel.api import (
     CelError,
     Diagnostic,
     EngineDecision,
+    Outcome,
     RequestInput,
     TemplateRefused,
     TemplateSource,
@@ -142,9 +143,7 @@ class CelGoEngine:
             raise ValueError(str(reply.get("error", "the constraint cannot be bound")))
         return GoBinding(program, _Handle(self._lib, handle))
 
-    def validate(
-        self, request: RequestInput, bindings: Sequence[Any], timeout: float
-    ) -> list[tuple[EngineDecision, ...]]:
+    def validate(self, request: RequestInput, bindings: Sequence[Any], timeout: float) -> list[Outcome]:
         if not bindings:
             return []
         reply = self._lib.validate(
@@ -155,11 +154,14 @@ class CelGoEngine:
             [b.ref.handle for b in bindings],
             max(int(timeout * 1e9), 1) if timeout > 0 else 0,
         )
-        if isinstance(reply, dict):
-            raise ReviewError(str(reply.get("error", "the request cannot be evaluated")))
+        if "error" in reply:
+            raise ReviewError(str(reply["error"]))
         return [
-            tuple(EngineDecision(d["action"], d["evaluation"], d["message"]) for d in decisions or ())
-            for decisions in reply
+            Outcome(
+                tuple(EngineDecision(d["action"], d["evaluation"], d["message"]) for d in decisions or ()),
+                ns / 1e9,
+            )
+            for decisions, ns in zip(reply["d"], reply["ns"], strict=True)
         ]
 
     # -- expressions ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from celkeeper.cel.api import LibraryValue
+from celkeeper.cel.celpython.validators import PROGRAM_ERROR
 from celkeeper.cel.k8slib import LibraryError
 from celkeeper.cel.k8slib.celvalues import Uint
 from celkeeper.cel.k8slib.format import Format
@@ -33,7 +34,6 @@ from celkeeper.cel.k8slib.quantity import Quantity
 from celkeeper.cel.k8slib.regex import RegexCompileError
 from celkeeper.cel.k8slib.semver import Semver
 from celkeeper.cel.k8slib.urls import url_to_string
-from celkeeper.cel.validators import PROGRAM_ERROR
 from tests.cel.k8slib.unported import unported
 
 RESULTS = Path(__file__).parent / "golden" / "results.json"

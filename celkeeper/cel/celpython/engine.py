@@ -1,11 +1,14 @@
-"""The cel-python backend: celpy's interpreted runner (never its CompiledRunner).
+"""The cel-python engine: celpy's interpreted runner (never its CompiledRunner), for machines without
+Go; the cel-go engine is the reference it is cross-checked against.
 
-Compiling goes through the shared front end (cel-cpp parses, type-checks and validates, so both
-engines accept the same sources with the same errors and types); the bound tree is then lowered to
-CEL text cel-python can parse (`celkeeper.cel.lowering`) and run by celpy's InterpretedRunner with
-one addition to its evaluator: the `__ck_fold` macro, a general CEL comprehension (cel-python's own
-macros follow neither CEL's error semantics nor two-variable comprehensions). Functions cel-python
-lacks or gets wrong are in `celkeeper.cel.py_functions` / `py_extensions`.
+Compiling goes through the front end (cel-cpp, through cel-expr-python, parses, type-checks and
+validates against a declared copy of Kubernetes' environment: `frontend`, `environment`,
+`validators`); the bound tree is then lowered to CEL text cel-python can parse (`lowering`) and run
+by celpy's InterpretedRunner with one addition to its evaluator: the `__ck_fold` macro, a general CEL
+comprehension (cel-python's own macros follow neither CEL's error semantics nor two-variable
+comprehensions), which also counts the cost budget (`validator.CostBudget`). Functions cel-python
+lacks or gets wrong are in `functions` / `extensions`; templates are decided by `validator`, a port
+of Kubernetes' validator.
 
 Variables (`cel.@block` slots) are separate celpy programs, evaluated on first use and memoised
 for the evaluation in progress.
@@ -19,6 +22,7 @@ Nothing is shared across processes.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,15 +32,16 @@ import celpy
 import lark
 from celpy.evaluation import CELEvalError, Evaluator
 
-from celkeeper.cel import binding, library
-from celkeeper.cel.api import Activation, CelError, Program
-from celkeeper.cel.ast import Checked, Ident, walk
-from celkeeper.cel.environment import VARIABLES
-from celkeeper.cel.frontend import Frontend
-from celkeeper.cel.library import LibraryRuntime
-from celkeeper.cel.lowering import function_name, lower
-from celkeeper.cel.py_functions import function_table
-from celkeeper.cel.py_values import Optional, to_cel, to_python
+from celkeeper.cel.api import Activation, CelError, Outcome, Program, RequestInput, TemplateSource
+from celkeeper.cel.celpython import binding, library, validator
+from celkeeper.cel.celpython.ast import Checked, Ident, walk
+from celkeeper.cel.celpython.environment import VARIABLES
+from celkeeper.cel.celpython.frontend import Frontend
+from celkeeper.cel.celpython.functions import function_table
+from celkeeper.cel.celpython.library import LibraryRuntime
+from celkeeper.cel.celpython.lowering import function_name, lower
+from celkeeper.cel.celpython.validator import PyBinding, PyTemplate
+from celkeeper.cel.celpython.values import Optional, to_cel, to_python
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 
@@ -44,10 +49,13 @@ NAME = "cel-python"
 
 
 class _Evaluator(Evaluator):
-    """celpy's interpreter plus `range.__ck_fold(iter, iter2, accu, init, cond, step, result)`."""
+    """celpy's interpreter plus `range.__ck_fold(iter, iter2, accu, init, cond, step, result)`.
+    `state` is the engine's thread-local state (`budget`: the CostBudget in force, or None)."""
+
+    state: Any = None
 
     def sub_evaluator(self, ast: lark.Tree) -> Evaluator:
-        return _Evaluator(ast, activation=self.activation)
+        return type(self)(ast, activation=self.activation)
 
     def member_dot_arg(self, tree: lark.Tree) -> Any:
         if tree.children[1] == "__ck_fold":
@@ -55,7 +63,7 @@ class _Evaluator(Evaluator):
         return super().member_dot_arg(tree)
 
     def _eval(self, tree: lark.Tree, bindings: dict[str, Any]) -> Any:
-        sub = _Evaluator(tree, activation=self.activation)
+        sub = type(self)(tree, activation=self.activation)
         sub.set_activation(bindings)
         try:
             return sub.visit(tree)
@@ -83,7 +91,11 @@ class _Evaluator(Evaluator):
             )
         accu = self.visit(init)
         two = iter_var2 != "__ck_none"
+        budget = getattr(self.state, "budget", None)
+        step_cost = 1 + _size(cond) + _size(step) if budget is not None else 0
         for key, value in items:
+            if budget is not None:
+                budget.spend(step_cost)
             if two:
                 bindings = {iter_var: key, iter_var2: value, accu_var: accu}
             else:
@@ -95,9 +107,16 @@ class _Evaluator(Evaluator):
         return self._eval(result, {accu_var: accu})
 
 
+def _size(tree: Any) -> int:
+    """Syntax nodes of a lark tree (a comprehension step's cost in the budget)."""
+    return sum(1 for _ in tree.iter_subtrees()) if isinstance(tree, lark.Tree) else 1
+
+
 class _Runner(celpy.InterpretedRunner):
+    evaluator: type[_Evaluator] = _Evaluator
+
     def evaluate(self, context: Any) -> Any:
-        return _Evaluator(ast=self.ast, activation=self.new_activation()).evaluate(context)
+        return self.evaluator(ast=self.ast, activation=self.new_activation()).evaluate(context)
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,7 @@ class PyProgram:
     output_type: str
     runner: Any
     slots: tuple[Any, ...]
+    slot_names: tuple[str, ...]  # what each slot holds: a variable's name, "params", "@constraint"
     inputs: tuple[str, ...]  # the request variables the program reads
     text: str  # the lowered expression (for debugging)
 
@@ -147,8 +167,10 @@ class CelPythonEngine:
 
     def __init__(self, limits: CelLimits | None = None, frontend: Frontend | None = None) -> None:
         self.frontend = frontend or Frontend(limits)
-        self._env = celpy.Environment(runner_class=_Runner)
         self._state = threading.local()
+        evaluator = type("_EngineEvaluator", (_Evaluator,), {"state": self._state})
+        runner = type("_EngineRunner", (_Runner,), {"evaluator": evaluator})
+        self._env = celpy.Environment(runner_class=runner)
         self._runtime = LibraryRuntime()
         self._functions = function_table(self._runtime)
         self._functions.update(
@@ -168,9 +190,13 @@ class CelPythonEngine:
         index = int(n)
         if index not in ev.memo:
             try:
-                ev.memo[index] = ev.program.slots[index].evaluate(ev.context)
+                value = ev.program.slots[index].evaluate(ev.context)
             except CELEvalError as err:
-                ev.memo[index] = err
+                value = err
+            if isinstance(value, CELEvalError):  # worded as composition.go's variableAccessor does
+                name = ev.program.slot_names[index]
+                value = CELEvalError(f'composited variable "{name}" fails to evaluate: {_message(value)}')
+            ev.memo[index] = value
         return ev.memo[index]
 
     def _parse(self, text: str, source: str) -> Any:
@@ -187,14 +213,16 @@ class CelPythonEngine:
         text, slot_texts = lower(checked)
         runner = self._parse(text, source)
         slots = tuple(self._parse(t, source) for t in slot_texts)
-        return PyProgram(source, str(compiled.output_type), runner, slots, _inputs(checked), text)
+        return PyProgram(
+            source, str(compiled.output_type), runner, slots, compiled.slots, _inputs(checked), text
+        )
 
     def activation(
         self,
         *,
         object: Any,
         old_object: Any,
-        request: Mapping[str, Any],
+        request: Mapping[str, Any] | None,
         namespace_object: Any = None,
     ) -> PyActivation:
         return PyActivation(
@@ -207,21 +235,16 @@ class CelPythonEngine:
             }
         )
 
-    def evaluate_all(
-        self,
-        programs: Sequence[Program],
-        activation: Activation,
-        params: Any = None,
-        constraint: Any = None,
-    ) -> list[Any | CelError]:
-        """One by one (see `celkeeper.cel.api`)."""
-        return [self.evaluate(p, activation, params, constraint) for p in programs]
+    # -- templates ------------------------------------------------------------------------------
+    def compile_template(self, source: TemplateSource) -> PyTemplate:
+        return validator.compile_template(self.compile, self.frontend.undeclared_params, source)
 
-    def prepare(self, programs: Sequence[Program], bindings: Sequence[tuple[Any, Any]]) -> None:
-        """Nothing to prepare: this engine evaluates one program at a time (see `celkeeper.cel.api`)."""
+    def bind(self, program: Any, constraint: Mapping[str, Any]) -> PyBinding:
+        assert isinstance(program, PyTemplate)
+        return validator.bind(program, constraint)
 
-    def evaluate_prepared(self, prepared: Any, activation: Activation) -> None:
-        """Never called: `prepare` prepares nothing."""
+    def validate(self, request: RequestInput, bindings: Sequence[Any], timeout: float) -> list[Outcome]:
+        return validator.Validator(self, request, self._state, timeout).run(bindings)
 
     def evaluate(
         self, program: Program, activation: Activation, params: Any = None, constraint: Any = None
@@ -247,8 +270,31 @@ class CelPythonEngine:
         return self._runtime.codec.decode_result(to_python(value))
 
 
+#: celpy's wording of runtime errors -> cel-go's (users see these texts in denial messages)
+_CEL_GO_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^no such member in mapping: '(.*)'$", re.S), r"no such key: \1"),
+    (re.compile(r"^found no matching overload for .*", re.S), "no such overload"),
+    (re.compile(r"^return error for overflow$"), "integer overflow"),
+    (re.compile(r"^invalid literal for int\(\).*", re.S), "type conversion error from 'string' to 'int'"),
+    (
+        re.compile(r"^could not convert string to float.*", re.S),
+        "type conversion error from 'string' to 'double'",
+    ),
+    (
+        re.compile(r"^Invalid duration .*", re.S),
+        "type conversion error from 'string' to 'google.protobuf.Duration'",
+    ),
+    (re.compile(r"^invalid regular expression: (error parsing regexp: .*)$", re.S), r"\1"),
+    (re.compile(r"^None with type: .* does not support field selection$", re.S), "no such key"),
+)
+
+
 def _message(err: CELEvalError) -> str:
-    return library.clean_error(str(err.args[0]) if err.args else "evaluation error")
+    text = library.clean_error(str(err.args[0]) if err.args else "evaluation error")
+    for pattern, words in _CEL_GO_WORDS:
+        if pattern.match(text):
+            return pattern.sub(words, text)
+    return text
 
 
 def _copy(checked: Checked) -> Checked:

@@ -5,7 +5,7 @@ two-variable comprehensions; cel-cpp (the shared front end) already parsed, chec
 the macros, so the lowering only has to print the tree in a dialect celpy understands:
 
 - operators print as CEL operators (fully parenthesised); cel-python resolves them through its
-  function table (`_==_`, `_<_`, ...), which `celkeeper.cel.py_functions` overrides where
+  function table (`_==_`, `_<_`, ...), which `celkeeper.cel.celpython.functions` overrides where
   cel-python departs from CEL (heterogeneous equality, cross-type numeric comparisons, ...);
 - every other call prints as a global call of an internal name: `__ck_g_<name>(args)` for a
   global function, `__ck_m_<name>(receiver, args)` for a member one;
@@ -23,7 +23,17 @@ from __future__ import annotations
 import math
 import re
 
-from celkeeper.cel.ast import Call, Checked, Comprehension, Const, Expr, Ident, ListExpr, Select, StructExpr
+from celkeeper.cel.celpython.ast import (
+    Call,
+    Checked,
+    Comprehension,
+    Const,
+    Expr,
+    Ident,
+    ListExpr,
+    Select,
+    StructExpr,
+)
 
 _BINARY = {
     "_+_": "+",

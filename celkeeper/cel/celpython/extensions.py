@@ -1,7 +1,7 @@
 """cel-go's extensions (strings v2, lists, sets, optional types) for cel-python, which lacks them.
 
 Plain functions over celpy values; errors are raised as LibraryError and become CEL errors.
-Behaviour and error cases follow cel-go's ext package (`format` is celkeeper.cel.formatting, which
+Behaviour and error cases follow cel-go's ext package (`format` is celkeeper.cel.celpython.formatting, which
 both engines use).
 """
 
@@ -11,9 +11,9 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
-from celkeeper.cel.formatting import string_format
+from celkeeper.cel.celpython.formatting import string_format
+from celkeeper.cel.celpython.values import NONE, Optional, compare, equal, is_number, type_name
 from celkeeper.cel.k8slib import LibraryError
-from celkeeper.cel.py_values import NONE, Optional, compare, equal, is_number, type_name
 
 # Go's unicode.IsSpace, which strings.TrimSpace (cel-go's trim) uses
 _SPACE = (

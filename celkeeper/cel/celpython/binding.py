@@ -1,4 +1,4 @@
-"""Binding the Kubernetes libraries into both engines: the rewriting of checked trees.
+"""Binding the Kubernetes libraries into the cel-python engine: the rewriting of checked trees.
 
 `bind(checked)` rewrites a checked tree so that engines only run plain calls:
 
@@ -12,36 +12,30 @@
   `optional.ofNonZeroValue(@k8s.<id>(...))` around an internal call returning the value or null;
 - `==` / `!=` between Kubernetes values go to the library's equality (Kubernetes' own semantics,
   e.g. quantities compare numerically);
-- `cel.@mapInsert` (two-variable comprehensions) becomes `@ck.mapInsert`;
+- `cel.@mapInsert` (which cel-cpp's parser, the engine's front end, writes for `transformMap` and
+  `transformMapEntry`) becomes `@ck.mapInsert`;
 - `<string>.format(<list>)` and `string(<duration>)` become `@ck.format` / `@ck.durationString`
-  (`celkeeper.cel.formatting`: cel-go's output, which cel-cpp's own implementations do not match).
+  (`celkeeper.cel.celpython.formatting`: cel-go's output, which cel-cpp's own implementations do not match).
 
-The functions these names stand for are `celkeeper.cel.library.LibraryRuntime.internal_functions()`.
-Opaque values (Quantity, URL, IP, CIDR, Semver, Format) travel through the engines as one-entry
-maps (`celkeeper.cel.opaque`). The checker keeps the types honest (a Quantity is never a map to the
-checker); what differs at run time is only visible through `dyn` (e.g. `type(dyn(quantity("1")))`
-is map here, kubernetes.Quantity in Kubernetes, and lists of quantities compare by token rather
-than numerically).
+The functions these names stand for are `celkeeper.cel.celpython.library.LibraryRuntime.internal_functions()`.
+Library values (Quantity, URL, IP, CIDR, Semver, Format) are the k8slib objects themselves in
+celpy (`library.ObjectCodec`).
 """
 
 from __future__ import annotations
 
-from celkeeper.cel import ast
-from celkeeper.cel.ast import Call, Checked, Expr
-from celkeeper.cel.environment import FUNCTIONS, OPAQUE_TYPES
-from celkeeper.cel.rewrite_util import Fresh
+from celkeeper.cel.celpython import ast
+from celkeeper.cel.celpython.ast import Call, Checked, Expr
+from celkeeper.cel.celpython.environment import FUNCTIONS, OPAQUE_TYPES
+from celkeeper.cel.celpython.rewrite_util import Fresh
 
 MAP_INSERT = "@ck.mapInsert"
 FORMAT = "@ck.format"
 DURATION_STRING = "@ck.durationString"
 #: internal functions besides the Kubernetes ones: name -> (arity, result type)
-#: the map of a list of entries ([key, value] lists, or maps), as `cel.@mapInsert` would build it
-#: entry by entry (celkeeper.cel.appends)
-MAP_OF_ENTRIES = "@ck.mapOfEntries"
 INTERNAL_SIGNATURES = {
     FORMAT: (2, "string"),
     DURATION_STRING: (1, "string"),
-    MAP_OF_ENTRIES: (1, "map(dyn, dyn)"),
 }
 SHARED_NAMES = ("string", "indexOf", "lastIndexOf")
 OPTIONAL_RESULTS = ("format-named", "format-validate")

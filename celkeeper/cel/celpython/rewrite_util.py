@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
-from celkeeper.cel import ast
-from celkeeper.cel.ast import Checked, Comprehension, Const, Expr, Ident, ListExpr, Select
+from celkeeper.cel.celpython import ast
+from celkeeper.cel.celpython.ast import Checked, Comprehension, Const, Expr, Ident, ListExpr, Select
 
 #: yields a fresh reference to a bound value
 Ref = Callable[[], Expr]

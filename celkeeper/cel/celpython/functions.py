@@ -1,29 +1,29 @@
-"""The function table cel-python evaluates lowered programs with (see celkeeper.cel.lowering).
+"""The function table cel-python evaluates lowered programs with (see celkeeper.cel.celpython.lowering).
 
 Operators keep cel-python's names (`_==_`, `_<_`, ...) and are overridden where cel-python departs
 from CEL. Every other function is registered under the lowering's internal names
 (`__ck_g_<name>` global, `__ck_m_<name>` member). Behaviour follows cel-cpp (the default engine),
 which the differential tests compare against; implementations of the cel-go extensions are in
-`celkeeper.cel.py_extensions`.
+`celkeeper.cel.celpython.extensions`.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import celpy.celtypes as ct
 from celpy.evaluation import CELEvalError, base_functions
 
-from celkeeper.cel import formatting, library
-from celkeeper.cel.environment import FUNCTIONS
-from celkeeper.cel.k8slib import LibraryError
-from celkeeper.cel.k8slib.regex import RegexCompileError, compile_regex
-from celkeeper.cel.library import LibraryRuntime
-from celkeeper.cel.lowering import function_name
-from celkeeper.cel.py_extensions import EXTENSIONS
-from celkeeper.cel.py_values import (
+from celkeeper.cel.celpython import formatting, library
+from celkeeper.cel.celpython.environment import FUNCTIONS
+from celkeeper.cel.celpython.extensions import EXTENSIONS
+from celkeeper.cel.celpython.library import LibraryRuntime
+from celkeeper.cel.celpython.lowering import function_name
+from celkeeper.cel.celpython.values import (
     NONE,
     Optional,
     compare,
@@ -36,6 +36,8 @@ from celkeeper.cel.py_values import (
     to_python,
     type_name,
 )
+from celkeeper.cel.k8slib import LibraryError
+from celkeeper.cel.k8slib.regex import RegexCompileError, compile_regex
 
 Fn = Callable[..., Any]
 
@@ -121,7 +123,26 @@ def _index(container: Any, key: Any) -> Any:
     return error(f"no such overload: {type_name(container)}[{type_name(key)}]")
 
 
+def _arithmetic(op: Callable[[Any, Any], Any], zero: str) -> Fn:
+    """`/` or `%` with cel-go's errors: integer division by zero is `division by zero` / `modulus by
+    zero`; double division follows IEEE 754 (1.0 / 0.0 is +Inf)."""
+
+    def apply(left: Any, right: Any) -> Any:
+        if isinstance(left, float) and isinstance(right, float) and right == 0.0:
+            if zero.startswith("modulus"):
+                return error("no such overload")
+            return math.copysign(math.inf, left) * math.copysign(1.0, right) if left != 0.0 else math.nan
+        integers = isinstance(left, int) and isinstance(right, int)
+        if integers and not isinstance(left, bool) and not isinstance(right, bool) and right == 0:
+            return error(zero)
+        return op(left, right)
+
+    return apply
+
+
 OPERATORS: dict[str, Fn] = {
+    "_/_": _arithmetic(operator.truediv, "division by zero"),
+    "_%_": _arithmetic(operator.mod, "modulus by zero"),
     "_==_": _eq,
     "_!=_": _ne,
     "_<_": _relation(lambda c: c < 0),
@@ -237,7 +258,7 @@ def _matches(cache: dict[str, Any]) -> Fn:
 def _size(value: Any) -> int:
     if isinstance(value, str | bytes | list | dict):
         return len(value)
-    raise LibraryError(f"no such overload: size({type_name(value)})")
+    raise LibraryError("no such overload: size")  # cel-go's words
 
 
 def _string_conv(runtime: LibraryRuntime) -> Fn:

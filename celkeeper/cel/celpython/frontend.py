@@ -30,12 +30,12 @@ from dataclasses import dataclass
 
 from cel_expr_python import cel
 
-from celkeeper.cel import ast, astcodec
 from celkeeper.cel.api import VariableCompileError
-from celkeeper.cel.ast import Call, CelType, Checked, Comprehension, Expr, Ident, ListExpr, Select
-from celkeeper.cel.environment import VARIABLES, checker_yaml, runtime_yaml
-from celkeeper.cel.limits import check_source, check_tree, position
-from celkeeper.cel.validators import validate
+from celkeeper.cel.celpython import ast, astcodec
+from celkeeper.cel.celpython.ast import Call, CelType, Checked, Comprehension, Expr, Ident, ListExpr, Select
+from celkeeper.cel.celpython.environment import VARIABLES, checker_yaml, runtime_yaml
+from celkeeper.cel.celpython.limits import check_source, check_tree, position
+from celkeeper.cel.celpython.validators import validate
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 
@@ -112,11 +112,11 @@ def compile_error(exc: BaseException, source: str) -> CelCompileError:
         message = re.sub(r"^[A-Z_]+: ", "", text).split("\n")[0].replace(" [INVALID_ARGUMENT]", "")
         return CelCompileError(message or "invalid expression")
     line, col, first = errors[0]  # cel-go reports errors in source order
-    message = first.replace(" (in container '')", "").replace(" [INVALID_ARGUMENT]", "")
-    dotted = re.fullmatch(r"undeclared reference to '([^'.]+)\.[^']*'", message)
+    message = first.replace(" [INVALID_ARGUMENT]", "")
+    dotted = re.fullmatch(r"undeclared reference to '([^'.]+)\.[^']*'( \(in container ''\))?", message)
     if dotted:  # cel-cpp names the whole qualified name at its last dot; cel-go the first name
         line, col = _chain_start(source, line, col)
-        message = f"undeclared reference to '{dotted.group(1)}'"
+        message = f"undeclared reference to '{dotted.group(1)}'{dotted.group(2) or ''}"
     more = len(errors) - 1
     if more > 0:
         message += f" (and {more} more error{'s' if more > 1 else ''})"
@@ -189,6 +189,21 @@ class Frontend:
                 refs.append((node.field, parsed.positions.get(node.id, 0)))
         refs.sort(key=lambda r: r[1])
         return refs
+
+    def undeclared_params(self, source: str) -> CelCompileError | None:
+        """The compile error Kubernetes reports for a top-level `params` in an expression compiled
+        without it (a template's validations, messageExpressions and match conditions: Gatekeeper
+        declares `params` only for variables), or None."""
+        try:
+            parsed = astcodec.decode_checked(self._base.compile(source, disable_check=True).serialize())  # type: ignore[attr-defined]
+        except RuntimeError:
+            return None  # the checker reports it
+        found = [n for n in _free_idents(parsed.expr) if n.name == "params"]
+        if not found:
+            return None
+        offset = min(parsed.positions.get(n.id, 0) for n in found)
+        line, col = position(source, offset)
+        return CelCompileError("undeclared reference to 'params' (in container '')", line, col)
 
     def _check(self, source: str, known: Mapping[str, _Variable]) -> tuple[Checked, tuple[str, ...]]:
         """Check `source` with the variables it refers to declared; returns the tree and its uses."""

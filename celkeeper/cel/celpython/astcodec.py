@@ -1,12 +1,12 @@
-"""Reading and writing `cel.expr.CheckedExpr` protobuf bytes as `celkeeper.cel.ast` nodes.
+"""Reading and writing `cel.expr.CheckedExpr` protobuf bytes as `celkeeper.cel.celpython.ast` nodes.
 
 Only the fields celkeeper uses: the expression tree, the type and reference maps, and the source
-positions (a small wire-format codec, `celkeeper.cel.protowire`; no generated classes needed).
+positions (a small wire-format codec, `celkeeper.cel.celpython.protowire`; no generated classes needed).
 """
 
 from __future__ import annotations
 
-from celkeeper.cel.ast import (
+from celkeeper.cel.celpython.ast import (
     DYN,
     Call,
     CelType,
@@ -22,7 +22,7 @@ from celkeeper.cel.ast import (
     StructExpr,
     walk,
 )
-from celkeeper.cel.protowire import LENGTH, Writer, as_double, as_int64, fields, read_varint
+from celkeeper.cel.celpython.protowire import LENGTH, Writer, as_double, as_int64, fields, read_varint
 
 _PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
 _WELL_KNOWN = {1: "any", 2: "google.protobuf.Timestamp", 3: "google.protobuf.Duration"}

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from celkeeper.cel import ast, astcodec
-from celkeeper.cel.ast import Call, CelType, Checked, Const, Expr, ListExpr, StructExpr
+from celkeeper.cel.celpython import ast, astcodec
+from celkeeper.cel.celpython.ast import Call, CelType, Checked, Const, Expr, ListExpr, StructExpr
+from celkeeper.cel.celpython.limits import position
 from celkeeper.cel.k8slib.regex import RegexCompileError, compile_regex
-from celkeeper.cel.limits import position
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 

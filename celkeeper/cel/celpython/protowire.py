@@ -1,6 +1,6 @@
 """A minimal protocol-buffers wire-format reader and writer (no generated classes needed).
 
-Only what `celkeeper.cel.ast` needs to read and write `cel.expr.CheckedExpr`: varints, 64-bit
+Only what `celkeeper.cel.celpython.ast` needs to read and write `cel.expr.CheckedExpr`: varints, 64-bit
 fixed values and length-delimited fields.
 """
 

@@ -14,7 +14,20 @@ from typing import Any
 import celpy.celtypes as ct
 from celpy.evaluation import CELEvalError
 
+from celkeeper.cel.celpython.overloads import EQUALITY
+from celkeeper.cel.k8slib import format as fmt
+from celkeeper.cel.k8slib import gourl, netip, quantity, semver
 from celkeeper.cel.k8slib.celvalues import Uint
+
+#: the Kubernetes library values, which celpy holds as the k8slib objects: class -> CEL type name
+LIBRARY_TYPE_NAMES: dict[type, str] = {
+    quantity.Quantity: "kubernetes.Quantity",
+    netip.Addr: "net.IP",
+    netip.Prefix: "net.CIDR",
+    gourl.URL: "kubernetes.URL",
+    semver.Semver: "kubernetes.Semver",
+    fmt.Format: "kubernetes.NamedFormat",
+}
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -161,6 +174,9 @@ def equal(a: Any, b: Any) -> bool:
         return True
     if (isinstance(a, str) and isinstance(b, str)) or (isinstance(a, bytes) and isinstance(b, bytes)):
         return bool(a == b)
+    library = LIBRARY_TYPE_NAMES.get(type(a))
+    if library is not None and type(a) is type(b):  # Kubernetes' Equal (e.g. quantities by value)
+        return bool(EQUALITY[library][0](a, b))
     if _same_kind(a, b) or type(a) is type(b):
         return bool(a == b)
     return False
@@ -219,4 +235,4 @@ def type_name(v: Any) -> str:
     ):
         if isinstance(v, cls):
             return name
-    return type(v).__name__
+    return LIBRARY_TYPE_NAMES.get(type(v), type(v).__name__)

@@ -16,7 +16,7 @@ Two cel-cpp environments are built from this module:
   (kubernetes.Quantity, net.IP, ...). A YAML `functions:` block only declares, it registers nothing
   at run time, so no clash with the runtime's own overloads is possible.
 - the runtime environment, from `runtime_yaml()`: the stdlib and the extensions including `strings`.
-  Calls to Kubernetes functions are renamed (see `celkeeper.cel.library`) to internal `@k8s.<id>`
+  Calls to Kubernetes functions are renamed (see `celkeeper.cel.celpython.library`) to internal `@k8s.<id>`
   functions implemented in Python; an internal name cannot be written in a CEL source (`@` is not
   an identifier character), so it adds nothing users can reach.
 

@@ -1,6 +1,6 @@
 """The checked CEL syntax tree as plain Python nodes, with checked types and source offsets.
 
-cel-cpp (through cel-expr-python) parses and type-checks; `celkeeper.cel.astcodec` turns its
+cel-cpp (through cel-expr-python) parses and type-checks; `celkeeper.cel.celpython.astcodec` turns its
 `Expression.serialize()` output (a cel.expr.CheckedExpr) into these nodes and writes trees back
 for `Env.deserialize()`. The validators, the safety limits, the rewrites and the lowering to
 cel-python all work on these nodes.

@@ -1,6 +1,6 @@
 """The Kubernetes library overloads' implementations over k8slib values: constant tables of pure
-functions, indexed by cel-go overload id (`celkeeper.cel.environment.FUNCTIONS`). How engines call
-them (argument decoding, results in engine form, memoising) is `celkeeper.cel.library`.
+functions, indexed by cel-go overload id (`celkeeper.cel.celpython.environment.FUNCTIONS`). How engines call
+them (argument decoding, results in engine form, memoising) is `celkeeper.cel.celpython.library`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from celkeeper.cel.environment import FUNCTIONS
+from celkeeper.cel.celpython.environment import FUNCTIONS
 from celkeeper.cel.k8slib import format as fmt
 from celkeeper.cel.k8slib import ip, lists, regex, semver, urls
 from celkeeper.cel.k8slib import quantity as q

@@ -1,10 +1,10 @@
 """The Kubernetes libraries (pure Python, `celkeeper.cel.k8slib`) as the engines call them.
 
-`celkeeper.cel.binding.bind` rewrites checked trees to call internal functions (`@k8s.<overload id>`,
+`binding.bind` rewrites checked trees to call internal functions (`@k8s.<overload id>`,
 `@k8s.fn.<function>`, `@k8s.eq.<type>`, `@ck.*`); a `LibraryRuntime` implements them for one engine.
-Its state (the opaque-value codec with its MAC key, memoised constructor results, compiled
+Its state (memoised constructor results, compiled
 find/findAll patterns) belongs to that runtime; the modules hold only constants (the implementations
-themselves are the constant table `celkeeper.cel.overloads.IMPLEMENTATIONS`). Memoising changes
+themselves are the constant table `celkeeper.cel.celpython.overloads.IMPLEMENTATIONS`). Memoising changes
 speed, never results: every memoised function is pure, and errors are not memoised.
 """
 
@@ -14,43 +14,37 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from celkeeper.cel import formatting
-from celkeeper.cel.binding import (
+from celkeeper.cel.celpython import formatting
+from celkeeper.cel.celpython.binding import (
     DURATION_STRING,
     FORMAT,
     INTERNAL_SIGNATURES,
     K8S_NAMES,
     MAP_INSERT,
-    MAP_OF_ENTRIES,
     OPTIONAL_RESULTS,
     SHARED_NAMES,
 )
-from celkeeper.cel.environment import FUNCTIONS, OPAQUE_TYPES, Overload
+from celkeeper.cel.celpython.environment import FUNCTIONS, OPAQUE_TYPES, Overload
+from celkeeper.cel.celpython.overloads import EQUALITY, IMPLEMENTATIONS
+from celkeeper.cel.celpython.values import LIBRARY_TYPE_NAMES
 from celkeeper.cel.k8slib import LibraryError, lists, regex
 from celkeeper.cel.k8slib.celvalues import Uint
-from celkeeper.cel.opaque import NoSuchOverload, OpaqueCodec
-from celkeeper.cel.overloads import EQUALITY, IMPLEMENTATIONS
 
 __all__ = [
     "DURATION_STRING",
     "FORMAT",
     "INTERNAL_SIGNATURES",
     "MAP_INSERT",
-    "MAP_OF_ENTRIES",
-    "MATCHES",
     "OPTIONAL_RESULTS",
     "SHARED_NAMES",
     "Impl",
     "LibraryRuntime",
     "clean_error",
     "map_insert",
-    "map_of_entries",
 ]
 
 _STATUS = re.compile(r"^(?:[A-Z_]+: )+")
 _SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")
-#: `s.matches('<literal>')` on cel-cpp (see cpp_engine: the pattern stays compiled)
-MATCHES = "@ck.matches"
 
 Impl = Callable[..., Any]
 
@@ -83,10 +77,8 @@ _SCALAR_RESULTS = frozenset(
 
 
 def clean_error(message: str) -> str:
-    """An engine's error text without status-code prefixes or bracketed suffixes (and cel-cpp's
-    `No matching overloads found : (int64).@ck.matches(string)` with the public name)."""
-    text = _SUFFIX.sub("", _STATUS.sub("", message.strip()))
-    return text.replace(f").{MATCHES}(", ").matches(") if MATCHES in text else text
+    """An engine's error text without status-code prefixes or bracketed suffixes."""
+    return _SUFFIX.sub("", _STATUS.sub("", message.strip()))
 
 
 _PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
@@ -99,8 +91,7 @@ _PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
 
 
 def _matches(overload: Overload, args: tuple[Any, ...], type_of: Callable[[Any], str | None]) -> bool:
-    """Whether run-time `args` fit `overload` (`type_of`: the library type of a token, or None; a
-    token is no plain string)."""
+    """Whether run-time `args` fit `overload` (`type_of`: the library type of a value, or None)."""
     if len(args) != len(overload.args):
         return False
     for t, v in zip(overload.args, args, strict=True):
@@ -162,15 +153,6 @@ def map_insert(m: dict[Any, Any], key: Any, value: Any = None, *rest: Any) -> di
     return out
 
 
-def map_of_entries(entries: list[Any]) -> dict[Any, Any]:
-    """The map `cel.@mapInsert` builds from {} with these entries, in order: each a [key, value]
-    list (the 3-argument form) or a map (the 2-argument form)."""
-    out: dict[Any, Any] = {}
-    for entry in entries:
-        _insert(out, entry.items() if isinstance(entry, dict) else [tuple(entry)])
-    return out
-
-
 def _applier(fn: Impl, coercers: tuple[Callable[[Any], Any], ...]) -> Impl:
     """`fn` over its arguments coerced (one coercer per declared parameter; engines call internal
     functions with exactly the declared arity)."""
@@ -217,6 +199,53 @@ def _memoised(impl: Impl, arity: int) -> Impl:
     return memoised
 
 
+class NoSuchOverload(LibraryError):
+    def __init__(self) -> None:
+        super().__init__("no such overload")
+
+
+_CLASSES = {name: cls for cls, name in LIBRARY_TYPE_NAMES.items()}
+
+
+def library_type(value: Any) -> str | None:
+    """The CEL type name of a library value (a k8slib object), or None for any other value."""
+    return LIBRARY_TYPE_NAMES.get(type(value))
+
+
+class ObjectCodec:
+    """Library values in the engine are the k8slib objects themselves (celpy holds Python objects):
+    encoding is the identity and decoding checks the type (a value of another type is `no such
+    overload`, as in Kubernetes)."""
+
+    @staticmethod
+    def encode(value: Any, payload: str | None = None) -> Any:
+        del payload
+        return value
+
+    @staticmethod
+    def decoder(type_name: str) -> Callable[[Any], Any]:
+        cls = _CLASSES[type_name]
+
+        def decode(value: Any) -> Any:
+            if type(value) is not cls:
+                raise NoSuchOverload()
+            return value
+
+        return decode
+
+    @staticmethod
+    def type_of(value: Any) -> str | None:
+        return library_type(value)
+
+    @staticmethod
+    def decode_any(value: Any) -> Any:
+        return value
+
+    @staticmethod
+    def decode_result(value: Any) -> Any:
+        return value
+
+
 class LibraryRuntime:
     """The internal functions of bound trees, for one engine (see the module docstring).
 
@@ -224,7 +253,7 @@ class LibraryRuntime:
     when full; every cached value is immutable)."""
 
     def __init__(self) -> None:
-        self.codec = OpaqueCodec()
+        self.codec = ObjectCodec()
         self._patterns: dict[str, Any] = {}
         self._table = dict(IMPLEMENTATIONS)
         self._table["string_find_string"] = self._find
@@ -243,10 +272,6 @@ class LibraryRuntime:
                     self._patterns.clear()
                 self._patterns[pattern] = prog
         return prog
-
-    def matches(self, s: str, pattern: str) -> bool:
-        """`s.matches(pattern)` for a literal pattern (valid: checked when the expression compiled)."""
-        return regex.search(self._pattern(pattern), s)
 
     def _find(self, s: str, pattern: str) -> str:
         return regex.find_compiled(self._pattern(pattern), s)
@@ -270,7 +295,7 @@ class LibraryRuntime:
         return _bytes
 
     def implementation(self, overload_id: str) -> Impl:
-        """`@k8s.<overload id>`: decodes opaque arguments, calls k8slib, encodes the result.
+        """`@k8s.<overload id>`: checks the library arguments' types, calls k8slib.
 
         Raises LibraryError (Kubernetes' message) for CEL errors; engines turn it into an error value.
         Results may be shared between calls: callers must not change them.
@@ -356,7 +381,7 @@ class LibraryRuntime:
         return self._impls[oid](value)
 
     def string_of_string(self, value: str) -> str:
-        """`string(s)` of a run-time string that may be a token: an IP's or CIDR's text, an error for
+        """`string(s)` of a run-time value that may be a library value: an IP's or CIDR's text, an error for
         another library value (no such overload, as in Kubernetes), else `s` itself."""
         if self.codec.type_of(value) is None:
             return value
@@ -366,7 +391,6 @@ class LibraryRuntime:
         """Every internal function a bound tree may call (besides the shared-name overloads)."""
         out: dict[str, Impl] = {
             MAP_INSERT: map_insert,
-            MAP_OF_ENTRIES: map_of_entries,
             FORMAT: lambda fmt, args: formatting.string_format(str(fmt), list(_bytes(args))),
             DURATION_STRING: formatting.duration_text,
         }

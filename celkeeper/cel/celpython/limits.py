@@ -8,7 +8,16 @@ is a CelCompileError that names the limit (`limit` is the CelLimits field).
 
 from __future__ import annotations
 
-from celkeeper.cel.ast import Call, Checked, Comprehension, Const, Expr, ListExpr, StructExpr, children
+from celkeeper.cel.celpython.ast import (
+    Call,
+    Checked,
+    Comprehension,
+    Const,
+    Expr,
+    ListExpr,
+    StructExpr,
+    children,
+)
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 

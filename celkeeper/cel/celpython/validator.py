@@ -1,0 +1,329 @@
+"""Kubernetes' validator on the cel-python engine: the decisions Gatekeeper's K8sNativeValidation driver
+makes (gatekeeper pkg/drivers/k8scel/driver.go), ported from k8s.io/apiserver v0.36.2:
+validating/validator.go (Validate), webhook/matchconditions/matcher.go (Match), plugin/cel/
+activation.go (Evaluate: how errors are worded) and compile.go (CompileCELExpression: types).
+
+What differs from Kubernetes (the cel-go engine runs Kubernetes' own code; tests compare both):
+- cost: celpy has no cost model; each evaluation counts comprehension iterations, each costing
+  the syntax nodes of the loop's condition and step (`CostBudget`), against Gatekeeper's budget
+  per constraint (1,000,000; 2,500,000 for match conditions), so a runaway expression ends with
+  Kubernetes' error text in bounded time; other work is not counted;
+- message expressions are evaluated only for validations that fail (Kubernetes evaluates them all,
+  which matters only for the cost budget);
+- a compile error is worded with its first issue only, in cel-go's format;
+- an expression that uses a template variable which does not compile fails whether or not its
+  evaluation reaches the variable.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from celkeeper.cel.admission import cel_request, namespace_object
+from celkeeper.cel.api import (
+    CelError,
+    Diagnostic,
+    EngineDecision,
+    Outcome,
+    Part,
+    RequestInput,
+    TemplateRefused,
+    TemplateSource,
+)
+from celkeeper.errors import CelCompileError
+
+RESERVED_PREFIX = "gatekeeper_internal_"
+PER_CALL_LIMIT = 1_000_000  # apis/cel/config.go PerCallLimit: Gatekeeper's budget per constraint
+MATCH_CONDITIONS_BUDGET = 2_500_000  # RuntimeCELCostBudgetMatchConditions
+MAX_MESSAGE_BYTES = 5 * 1024  # MaxEvaluatedMessageExpressionSizeBytes
+OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+_WANT = {"validation": "bool", "matchCondition": "bool", "messageExpression": "string"}
+
+
+class OutOfBudget(BaseException):
+    """The cost budget of one constraint's evaluation ran out (BaseException: celpy catches Exception)."""
+
+
+class DeadlinePassed(BaseException):
+    """The deadline of a `validate` call passed during an evaluation."""
+
+
+class CostBudget:
+    """The remaining cost of one evaluation phase, and the call's deadline (monotonic seconds)."""
+
+    def __init__(self, budget: int, deadline: float | None) -> None:
+        self.remaining = budget
+        self.deadline = deadline
+        self._checks = 0
+
+    def spend(self, cost: int) -> None:
+        self.remaining -= cost
+        if self.remaining < 0:
+            raise OutOfBudget()
+        self._checks += 1
+        if self.deadline is not None and self._checks % 100 == 0 and time.monotonic() > self.deadline:
+            raise DeadlinePassed()
+
+
+@dataclass(frozen=True)
+class CompiledPart:
+    """One expression of a template: its program, or why it fails at request time."""
+
+    source: str
+    program: Any = None
+    compile_error: str | None = None  # Kubernetes' CompilationResult.Error text
+    eval_error: str | None = None  # fails every evaluation with this (a broken variable)
+
+
+@dataclass(frozen=True, eq=False)
+class PyTemplate:
+    failure_policy: str
+    diagnostics: tuple[Diagnostic, ...]
+    conditions: tuple[CompiledPart, ...]
+    validations: tuple[CompiledPart, ...]
+    messages: tuple[CompiledPart | None, ...]  # one per validation
+    static_messages: tuple[str, ...]  # one per validation ("" when none)
+    variables: tuple[tuple[str, str], ...]  # the variables that compile, in order
+
+
+@dataclass(frozen=True, eq=False)
+class PyBinding:
+    program: PyTemplate
+    constraint: Mapping[str, Any]
+    params: Any  # spec.parameters, or None
+
+
+def display(source: str, err: CelCompileError) -> str:
+    """A compile error as cel-go shows an issue: `ERROR: <input>:L:C: msg` and the marked line."""
+    line, column = err.line, err.column
+    lines = source.split("\n")
+    text = f"ERROR: <input>:{line}:{column}: {err.message}"
+    if 1 <= line <= len(lines):
+        shown = lines[line - 1]
+        marker = "".join("\t" if c == "\t" else "." for c in shown[: max(column - 1, 0)]) + "^"
+        text += f"\n | {shown}\n | {marker}"
+    return text
+
+
+def refuse(source: TemplateSource) -> None:
+    """What Gatekeeper's schema.Source.Validate refuses (gatekeeper pkg/drivers/k8scel/schema)."""
+    for condition in source.match_conditions:
+        if condition.name.startswith(RESERVED_PREFIX):
+            raise TemplateRefused(
+                f"invalid match condition: {condition.name} is not a valid match condition; "
+                f'cannot have "{RESERVED_PREFIX}" as a prefix'
+            )
+    for var in source.variables:
+        if var.name.startswith(RESERVED_PREFIX):
+            raise TemplateRefused(
+                f"invalid variable definition: {var.name} is not a valid variable; "
+                f'cannot have "{RESERVED_PREFIX}" as a prefix'
+            )
+        if var.name in ("params", "anyObject"):
+            raise TemplateRefused(
+                f'invalid variable definition: {var.name} an invalid variable name, "{var.name}" is a '
+                "reserved keyword"
+            )
+
+
+def compile_template(
+    compile_one: Callable[[str, Mapping[str, str]], Any],
+    undeclared_params: Callable[[str], CelCompileError | None],
+    source: TemplateSource,
+) -> PyTemplate:
+    """Compile every part of a template (Driver.AddTemplate); `compile_one(source, variables)` is the
+    engine's expression compiler (every part may use `params` there: `undeclared_params(source)`
+    gives the error Kubernetes reports when a part other than a variable does)."""
+    refuse(source)
+    diagnostics: list[Diagnostic] = []
+    good: dict[str, str] = {}
+    broken: dict[str, str] = {}
+
+    def part(text: str, kind: Part, index: int, name: str = "") -> CompiledPart:
+        for var, why in broken.items():
+            if re.search(rf"\bvariables\s*\.\s*{re.escape(var)}\b", text):
+                return CompiledPart(text, eval_error=f'composited variable "{var}" fails to compile: {why}')
+        try:
+            program = compile_one(text, good)
+            if kind != "variable":
+                refused = undeclared_params(text)
+                if refused is not None:
+                    raise refused
+        except CelCompileError as err:
+            diagnostics.append(Diagnostic(kind, index, name, err.message, err.line, err.column))
+            return CompiledPart(text, compile_error="compilation failed: " + display(text, err))
+        want = _WANT.get(kind)
+        if want is not None and program.output_type != want:
+            reason = f"must evaluate to {want} but got {program.output_type}"
+            diagnostics.append(Diagnostic(kind, index, name, reason))
+            return CompiledPart(text, compile_error=reason)
+        return CompiledPart(text, program)
+
+    for i, var in enumerate(source.variables):
+        compiled = part(var.expression, "variable", i, var.name)
+        if compiled.program is not None:
+            good[var.name] = var.expression
+        else:
+            broken[var.name] = compiled.compile_error or compiled.eval_error or ""
+    conditions = tuple(
+        part(c.expression, "matchCondition", i, c.name) for i, c in enumerate(source.match_conditions)
+    )
+    validations = tuple(part(v.expression, "validation", i) for i, v in enumerate(source.validations))
+    messages = tuple(
+        part(v.message_expression, "messageExpression", i) if v.message_expression else None
+        for i, v in enumerate(source.validations)
+    )
+    return PyTemplate(
+        failure_policy=source.failure_policy,
+        diagnostics=tuple(diagnostics),
+        conditions=conditions,
+        validations=validations,
+        messages=messages,
+        static_messages=tuple(v.message or "" for v in source.validations),
+        variables=tuple(good.items()),
+    )
+
+
+def bind(program: PyTemplate, constraint: Mapping[str, Any]) -> PyBinding:
+    spec = constraint.get("spec") if isinstance(constraint, Mapping) else None
+    params = spec.get("parameters") if isinstance(spec, Mapping) else None
+    return PyBinding(program, constraint, params)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    text: str
+
+
+class Validator:
+    """One `validate` call: the request's activations, a budget per constraint, the deadline."""
+
+    def __init__(
+        self,
+        engine: Any,
+        request: RequestInput,
+        budget_state: Any,
+        timeout: float,
+    ) -> None:
+        self.engine = engine
+        self.state = budget_state
+        self.deadline = time.monotonic() + timeout if timeout > 0 else None
+        req = cel_request(request.request)
+        obj = None if req["operation"] == "DELETE" else request.object
+        self.validations = engine.activation(
+            object=obj,
+            old_object=request.old_object,
+            request=req,
+            namespace_object=namespace_object(request.namespace),
+        )
+        # matchconditions/matcher.go evaluates without the namespace
+        self.conditions = engine.activation(object=obj, old_object=request.old_object, request=req)
+
+    def run(self, bindings: Sequence[PyBinding]) -> list[Outcome]:
+        out: list[Outcome] = []
+        for binding in bindings:
+            started = time.monotonic()
+            if self.deadline is not None and started > self.deadline:
+                decisions: tuple[EngineDecision, ...] = (
+                    _error(binding.program.failure_policy, "not evaluated: the evaluation deadline passed"),
+                )
+            else:
+                decisions = tuple(self._validate(binding))
+            out.append(Outcome(decisions, time.monotonic() - started))
+        return out
+
+    def _eval(self, part: CompiledPart, binding: PyBinding, activation: Any, budget: CostBudget) -> Any:
+        """The value, or a _Failure worded as activation.go Evaluate words it."""
+        if part.compile_error is not None:
+            return _Failure(f"compilation error: {part.compile_error}")
+        if part.eval_error is not None:
+            return _Failure(f"expression '{part.source}' resulted in error: {part.eval_error}")
+        self.state.budget = budget
+        try:
+            value = self.engine.evaluate(part.program, activation, binding.params, binding.constraint)
+        finally:
+            self.state.budget = None
+        if isinstance(value, CelError):
+            return _Failure(f"expression '{part.source}' resulted in error: {value.message}")
+        return value
+
+    def _validate(self, binding: PyBinding) -> list[EngineDecision]:
+        template = binding.program
+        f = template.failure_policy
+        try:
+            if template.conditions:
+                matched = self._match(binding)
+                if isinstance(matched, _Failure):
+                    return [_error(f, matched.text)]
+                if not matched:
+                    return []
+            budget = CostBudget(PER_CALL_LIMIT, self.deadline)
+            try:
+                values = [self._eval(v, binding, self.validations, budget) for v in template.validations]
+            except OutOfBudget:
+                return [_error(f, OUT_OF_BUDGET)]
+            decisions: list[EngineDecision] = []
+            for i, value in enumerate(values):
+                if isinstance(value, _Failure):
+                    decisions.append(_error(f, value.text))
+                elif value is not True:
+                    try:
+                        message = self._message(binding, i, budget)
+                    except OutOfBudget:
+                        return [
+                            _error(f, v.text)
+                            if isinstance(v, _Failure)
+                            else _error(f, "failed messageExpression: " + OUT_OF_BUDGET)
+                            for v in values
+                        ]
+                    decisions.append(EngineDecision("deny", "deny", message))
+            return decisions
+        except DeadlinePassed:
+            return [_error(f, "not evaluated: the evaluation deadline passed")]
+
+    def _match(self, binding: PyBinding) -> bool | _Failure:
+        """matcher.Match: False when a condition is false; the errors under failurePolicy Fail."""
+        template = binding.program
+        budget = CostBudget(MATCH_CONDITIONS_BUDGET, self.deadline)
+        errors: list[str] = []
+        try:
+            for condition in template.conditions:
+                value = self._eval(condition, binding, self.conditions, budget)
+                if isinstance(value, _Failure):
+                    errors.append(value.text)
+                elif value is False:
+                    return False
+        except OutOfBudget:
+            return _Failure(OUT_OF_BUDGET) if template.failure_policy == "Fail" else False
+        if errors:
+            if template.failure_policy != "Fail":
+                return False
+            # utilerrors.NewAggregate(errorList).Error()
+            return _Failure(errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
+        return True
+
+    def _message(self, binding: PyBinding, i: int, budget: CostBudget) -> str:
+        """validator.go's failure message: the messageExpression's trimmed string (non-empty, one
+        line, at most 5 KiB), else the static message, else `failed expression: <expression>`."""
+        template = binding.program
+        message = ""
+        part = template.messages[i]
+        if part is not None:
+            text = self._eval(part, binding, self.validations, budget)
+            if isinstance(text, str):
+                message = text.strip()
+                if len(message.encode()) > MAX_MESSAGE_BYTES or "\n" in message:
+                    message = ""
+        if not message and template.static_messages[i]:
+            message = template.static_messages[i].strip()
+        if not message:
+            message = f"failed expression: {template.validations[i].source.strip()}"
+        return message
+
+
+def _error(failure_policy: str, message: str) -> EngineDecision:
+    return EngineDecision("admit" if failure_policy == "Ignore" else "deny", "error", message)

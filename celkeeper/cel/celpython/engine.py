@@ -57,6 +57,17 @@ class _Evaluator(Evaluator):
     def sub_evaluator(self, ast: lark.Tree) -> Evaluator:
         return type(self)(ast, activation=self.activation)
 
+    def expr(self, tree: lark.Tree) -> Any:
+        """`c ? a : b`: an error condition is the result (cel-go), before either branch is looked at."""
+        if len(tree.children) == 3:
+            condition = self.visit(tree.children[0])
+            if isinstance(condition, CELEvalError):
+                return condition
+            if isinstance(condition, celpy.celtypes.BoolType | bool):
+                return self.visit(tree.children[1] if condition else tree.children[2])
+            return CELEvalError("no such overload")
+        return super().expr(tree)
+
     def member_dot_arg(self, tree: lark.Tree) -> Any:
         if tree.children[1] == "__ck_fold":
             return self._fold(tree)
@@ -285,12 +296,19 @@ _CEL_GO_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
         "type conversion error from 'string' to 'google.protobuf.Duration'",
     ),
     (re.compile(r"^invalid regular expression: (error parsing regexp: .*)$", re.S), r"\1"),
-    (re.compile(r"^None with type: .* does not support field selection$", re.S), "no such key"),
+    (
+        re.compile(r"^ListType\(.* does not support field selection$", re.S),
+        "unsupported index type 'string' in list",
+    ),
 )
 
 
 def _message(err: CELEvalError) -> str:
     text = library.clean_error(str(err.args[0]) if err.args else "evaluation error")
+    if text.startswith("None with type:") and text.endswith("does not support field selection"):
+        tree = getattr(err, "tree", None)  # the member_dot node: its last child names the field
+        field = str(tree.children[-1]) if isinstance(tree, lark.Tree) and tree.children else ""
+        return f"no such key: {field}" if field else "no such key"
     for pattern, words in _CEL_GO_WORDS:
         if pattern.match(text):
             return pattern.sub(words, text)

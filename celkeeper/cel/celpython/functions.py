@@ -42,6 +42,19 @@ from celkeeper.cel.k8slib.regex import RegexCompileError, compile_regex
 Fn = Callable[..., Any]
 
 
+def _errors_first(fn: Fn) -> Fn:
+    """An operator whose error operands propagate (as cel-go's do) before it looks at the values."""
+
+    def call(*args: Any) -> Any:
+        for a in args:
+            if isinstance(a, CELEvalError):
+                return a
+        return fn(*args)
+
+    call.__name__ = getattr(fn, "__name__", "fn")
+    return call
+
+
 def _propagating(fn: Fn, result: str | None = None) -> Fn:
     """Errors among the arguments propagate; library errors become CEL errors; results become celpy."""
 
@@ -177,6 +190,8 @@ def _opt_select(value: Any, field: str) -> Any:
         if not value.present:
             return NONE
         value = value.value
+    if value is None:  # cel-go: an optional selection on null is optional.none()
+        return NONE
     if isinstance(value, dict):
         found, v = lookup(value, field)
         return Optional(v) if found else NONE
@@ -188,6 +203,8 @@ def _opt_index(value: Any, key: Any) -> Any:
         if not value.present:
             return NONE
         value = value.value
+    if value is None:  # cel-go: an optional index on null is optional.none()
+        return NONE
     if isinstance(value, list):
         if not is_number(key) or isinstance(key, float):
             return error(f"no such overload: list[?{type_name(key)}]")
@@ -346,7 +363,7 @@ def function_table(runtime: LibraryRuntime) -> dict[str, Fn]:
     ):
         plain.setdefault(name, base_functions[name])
 
-    table: dict[str, Fn] = dict(OPERATORS)
+    table: dict[str, Fn] = {name: _errors_first(fn) for name, fn in OPERATORS.items()}
     for name, fn in plain.items():
         wrapped = _propagating(fn, "uint" if name == "uint" else None)
         table[function_name(name, False)] = wrapped

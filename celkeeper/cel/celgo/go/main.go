@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -28,6 +29,17 @@ import (
 )
 
 func main() {}
+
+// gcPercent: a decision allocates many short-lived values (CEL's wrappers of the request's data):
+// collecting less often saves a quarter of the CPU per decision, for a heap that may grow to five
+// times what is live (compiled templates and constraints) between collections. GOGC overrides it.
+const gcPercent = 400
+
+func init() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+}
 
 var (
 	mu      sync.RWMutex
@@ -150,7 +162,7 @@ func celgo_constraint(template C.longlong, obj *C.char, n C.int, out **C.char, o
 		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no template with handle %d", template)})
 		return 0
 	}
-	c, err := engine.NewConstraint(bytesOf(obj, n))
+	c, err := t.Bind(bytesOf(obj, n))
 	if err != nil {
 		replyJSON(out, outn, map[string]string{"error": "cannot read the constraint: " + err.Error()})
 		return 0

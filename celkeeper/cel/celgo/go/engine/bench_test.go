@@ -122,7 +122,7 @@ func newBenchSet(t testing.TB, n int) *benchSet {
 				"parameters": benchTemplates[k].params(i),
 			},
 		}
-		c, err := NewConstraint(mustJSON(obj))
+		c, err := s.templates[k].Bind(mustJSON(obj))
 		if err != nil {
 			t.Fatal(err)
 		}

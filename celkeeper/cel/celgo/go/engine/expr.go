@@ -103,7 +103,7 @@ type Inputs struct {
 // Evaluate evaluates the expression with the per-call cost limit Kubernetes gives it; an evaluation
 // error is returned as err (its text as cel-go words it).
 func (e *Expression) Evaluate(ctx context.Context, in Inputs) (ref.Val, error) {
-	compositionCtx := e.compiler.CreateContext(ctx)
+	compositionCtx := e.compiler.CreateContext(ctx) // Kubernetes' own composition context
 	a := &activation{object: in.Object, oldObject: in.OldObject, request: in.Request, namespace: in.NamespaceObject, params: in.Params}
 	a.variables = compositionCtx.Variables(a)
 	value, _, err := e.result.Program.ContextEval(compositionCtx, a)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -19,16 +20,50 @@ import (
 // *unstructured.Unstructured to validator.Validate as the versioned params).
 type Constraint struct {
 	Object *unstructured.Unstructured
-	params any // objectToResolveVal(constraint): the object's content, computed once
+	params any   // objectToResolveVal(constraint): the object's content, computed once
+	class  int64 // its parameter class in its template (memo.go); unbound: its own
+	// the results of its template's variables that read nothing of the request (bound: computed
+	// when bound; nil: none)
+	fixedVariables []*variableResult
 }
 
-// NewConstraint decodes a constraint object (JSON) as an unstructured object.
+func (c *Constraint) fixed(i int) *variableResult {
+	if c == nil || c.fixedVariables == nil {
+		return nil
+	}
+	return c.fixedVariables[i]
+}
+
+// NewConstraint decodes a constraint object (JSON) as an unstructured object (not bound to a
+// template: nothing of its evaluations is shared with other constraints).
 func NewConstraint(data []byte) (*Constraint, error) {
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(data); err != nil {
 		return nil, err
 	}
-	return &Constraint{Object: u, params: u.UnstructuredContent()}, nil
+	return &Constraint{Object: u, params: u.UnstructuredContent(), class: -constraintIDs.Add(1)}, nil
+}
+
+// Bind decodes a constraint object of this template.
+func (t *Template) Bind(data []byte) (*Constraint, error) {
+	c, err := NewConstraint(data)
+	if err != nil {
+		return nil, err
+	}
+	c.class = t.classOf(c.Object.UnstructuredContent())
+	// the variables that read only the constraint (and each other): evaluated once, here
+	r := &Request{memo: newMemo()}
+	comp := t.newComposition(context.Background(), r, c)
+	comp.reset(scopeValidations)
+	fixed := make([]*variableResult, len(t.variables))
+	for i, isFixed := range t.variableFixed {
+		if isFixed {
+			comp.vars.resolveField(i)
+			fixed[i] = r.memo.variables[t.memoKey(c, scopeValidations, partVariable, i)]
+		}
+	}
+	c.fixedVariables = fixed
+	return c, nil
 }
 
 // Request is one admission request converted once for every constraint evaluated on it: what
@@ -38,6 +73,8 @@ type Request struct {
 	Admission *admissionv1.AdmissionRequest // as Gatekeeper's driver holds it (object unset on DELETE)
 	Attr      *admission.VersionedAttributes
 	Namespace *corev1.Namespace // the request's Namespace as the driver converts it (mapToNamespace), or nil
+
+	memo memo // what evaluating constraints on this request produced (memo.go)
 
 	object, oldObject any            // objectToResolveVal(versionedAttr.Versioned{Old,}Object)
 	request           map[string]any // convertObjectToUnstructured(CreateAdmissionRequest(...)).Object
@@ -72,11 +109,11 @@ func NewRequestFrom(req *admissionv1.AdmissionRequest, ns *corev1.Namespace) (*R
 	if req.Operation == admissionv1.Delete {
 		req.Object = runtime.RawExtension{}
 	}
-	attr, err := transform.RequestToVersionedAttributes(req)
+	attr, err := versionedAttributes(req)
 	if err != nil {
 		return nil, err
 	}
-	r := &Request{Admission: req, Attr: attr, Namespace: ns}
+	r := &Request{Admission: req, Attr: attr, Namespace: ns, memo: newMemo()}
 	// validator.go Validate: CreateAdmissionRequest(versionedAttr.Attributes, matchedResource,
 	// versionedAttr.VersionedKind) with matchedResource = versionedAttr.GetResource() (driver.go);
 	// matcher.go Match builds the same request from the same values.
@@ -101,6 +138,47 @@ func NewRequestFrom(req *admissionv1.AdmissionRequest, ns *corev1.Namespace) (*R
 		}
 	}
 	return r, nil
+}
+
+// versionedAttributes is transform.RequestToVersionedAttributes (as Driver.Query calls it), with the
+// object and the old object decoded by decodeObject when it can (fastjson.go): the same values.
+func versionedAttributes(req *admissionv1.AdmissionRequest) (*admission.VersionedAttributes, error) {
+	object, ok := fastUnstructured(req.Object.Raw)
+	oldObject, oldOK := fastUnstructured(req.OldObject.Raw)
+	if !ok || !oldOK {
+		return transform.RequestToVersionedAttributes(req)
+	}
+	raw, oldRaw := req.Object, req.OldObject
+	req.Object, req.OldObject = runtime.RawExtension{}, runtime.RawExtension{}
+	attr, err := transform.RequestToVersionedAttributes(req) // the options, the request's fields
+	req.Object, req.OldObject = raw, oldRaw
+	if err != nil {
+		return nil, err
+	}
+	if object != nil {
+		attr.VersionedObject = object
+	}
+	if oldObject != nil {
+		attr.VersionedOldObject = oldObject
+	}
+	return attr, nil
+}
+
+// fastUnstructured is json.Unmarshal of raw into an *unstructured.Unstructured (NewWrapper) when
+// decodeObject can decode it and it names its kind (UnstructuredJSONScheme.Decode requires one);
+// false otherwise (the caller decodes it as Gatekeeper does).
+func fastUnstructured(raw []byte) (*unstructured.Unstructured, bool) {
+	if len(raw) == 0 {
+		return nil, true
+	}
+	m, err := decodeObject(raw)
+	if err != nil {
+		return nil, false
+	}
+	if kind, _ := m["kind"].(string); kind == "" {
+		return nil, false
+	}
+	return &unstructured.Unstructured{Object: m}, true
 }
 
 // objectToResolveVal is k8s.io/apiserver pkg/admission/plugin/cel/condition.go objectToResolveVal.

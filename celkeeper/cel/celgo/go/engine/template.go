@@ -14,6 +14,8 @@ import (
 	"fmt"
 
 	"github.com/google/cel-go/common"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/traits"
 	templates "github.com/open-policy-agent/frameworks/constraint/pkg/core/templates"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/schema"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
@@ -39,12 +41,27 @@ type Diagnostic struct {
 type Template struct {
 	compiler      *plugincel.CompositedCompiler
 	failurePolicy *admissionregistrationv1.FailurePolicyType
-	variables     []plugincel.CompilationResult // Gatekeeper's built-in variables first, then the template's
+	// the compiled variables by name, as the composition state keeps them (a name defined twice: the
+	// last definition), Gatekeeper's built-in variables first, then the template's
+	variableNames []string
+	variableIndex map[string]int
+	variables     []plugincel.CompilationResult
+	variablesType *types.Type                   // the `variables` map's type (kubernetes.variables)
 	conditions    []plugincel.CompilationResult // matchCondition
 	validations   []plugincel.CompilationResult
 	messages      []plugincel.CompilationResult // one per validation; zero value where none is given
 	Diagnostics   []Diagnostic
+
+	// which parts may read the constraint, which variables read nothing of the request (memo.go),
+	// and the parameter classes of its constraints
+	variableReads, conditionReads, validationReads, messageReads []bool
+	variableFixed                                               []bool
+	perConstraint                                               bool
+	classes                                                     classes
 }
+
+// builtinVariables is the number of Gatekeeper's built-in variables (anyObject, params).
+var builtinVariables = len(transform.AllVariablesCEL())
 
 // Options of the compilers, as Driver.AddTemplate declares them: the template's variables may read
 // `params` (the constraint), nothing else may.
@@ -83,13 +100,28 @@ func CompileTemplate(source map[string]any) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Template{compiler: compiler}
+	// lazy.NewMapValue's type of the variables map
+	t := &Template{
+		compiler:      compiler,
+		variablesType: types.NewTypeValue(variablesTypeName, traits.IndexerType|traits.FieldTesterType|traits.IterableType),
+		variableIndex: map[string]int{},
+	}
 	// filterCompiler.CompileAndStoreVariables(vapVars, celVarsWithParameters, StoredExpressions),
 	// one variable at a time to keep each result (CompileAndStoreVariables is exactly this loop).
 	builtins := len(vapVars) - len(vapVarsSuffix)
+	position := map[string]int{}
+	var variableSources []string
 	for i, v := range vapVars {
 		result := compiler.CompileAndStoreVariable(v, celVarsWithParameters, environment.StoredExpressions)
-		t.variables = append(t.variables, result)
+		if at, seen := position[v.GetName()]; seen { // the composition state keeps the last one
+			t.variables[at], variableSources[at] = result, v.GetExpression()
+		} else {
+			position[v.GetName()] = len(t.variables)
+			t.variableIndex[v.GetName()] = len(t.variables)
+			t.variableNames = append(t.variableNames, v.GetName())
+			t.variables = append(t.variables, result)
+			variableSources = append(variableSources, v.GetExpression())
+		}
 		if i >= builtins {
 			t.diagnose("variable", i-builtins, v.GetName(), result)
 		}
@@ -119,7 +151,25 @@ func CompileTemplate(source map[string]any) (*Template, error) {
 		t.diagnose("validation", i, "", t.validations[i])
 		t.diagnose("messageExpression", i, "", t.messages[i])
 	}
+	parseEnv, err := parseEnvironment()
+	if err != nil {
+		return nil, err
+	}
+	t.dependencies(parseEnv, variableSources, sources(matchAccessors), sources(validationAccessors), sources(messageAccessors))
 	return t, nil
+}
+
+// variablesTypeName is the type of `variables` (composition.go).
+const variablesTypeName = "kubernetes.variables"
+
+func sources(accessors []plugincel.ExpressionAccessor) []string {
+	out := make([]string, len(accessors))
+	for i, a := range accessors {
+		if a != nil {
+			out[i] = a.GetExpression()
+		}
+	}
+	return out
 }
 
 // compileCondition is conditionCompiler.CompileCondition (k8s.io/apiserver

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/cel-go/interpreter"
 	celtypes "github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -48,19 +49,33 @@ func (t *Template) ErrorDecision(message string) Decision {
 
 // Validate is validator.Validate (k8s.io/apiserver v0.36.2 pkg/admission/plugin/policy/validating/
 // validator.go) for Gatekeeper's validator (no compile error, a matcher, no audit annotations, no
-// authorizer), with the request's conversions taken from r instead of being recomputed. It returns
-// the decisions that do not admit, in order. budget is the runtime cost budget (PerCallLimit).
+// authorizer), with the request's conversions taken from r instead of being recomputed and
+// evaluations remembered in r (memo.go). It returns the decisions that do not admit, in order.
+// budget is the runtime cost budget (PerCallLimit).
 func (t *Template) Validate(ctx context.Context, r *Request, c *Constraint, budget int64) []Decision {
+	key := decisionsKey{t, c.class}
+	if found, ok := r.memo.decisions[key]; ok {
+		return found
+	}
+	out := t.validate(ctx, r, c, budget)
+	if ctx.Err() == nil { // an interrupted evaluation is not this class's answer
+		r.memo.decisions[key] = out
+	}
+	return out
+}
+
+func (t *Template) validate(ctx context.Context, r *Request, c *Constraint, budget int64) []Decision {
 	var f admissionregistrationv1.FailurePolicyType
 	if t.failurePolicy == nil {
 		f = admissionregistrationv1.Fail
 	} else {
 		f = *t.failurePolicy
 	}
+	comp := t.newComposition(ctx, r, c) // the evaluation contexts of this constraint, in turn
 	// v.celMatcher.Match(...) (matcher.go); Gatekeeper always has a matcher, which without conditions
 	// matches (its ForInput evaluates nothing).
 	if len(t.conditions) > 0 {
-		matches, err := t.match(ctx, r, c, f)
+		matches, err := t.match(comp, f)
 		if err != nil {
 			return []Decision{errorDecision(f, err.Error())}
 		}
@@ -68,12 +83,12 @@ func (t *Template) Validate(ctx context.Context, r *Request, c *Constraint, budg
 			return nil
 		}
 	}
-	evalResults, remainingBudget, err := t.forInput(ctx, t.validations, r, c, r.namespace, budget)
+	evalResults, remainingBudget, err := comp.forInput(t.validations, partValidation, scopeValidations, budget)
 	if err != nil {
 		return []Decision{errorDecision(f, err.Error())}
 	}
 	var out []Decision
-	messageResults, _, err := t.forInput(ctx, t.messages, r, c, r.namespace, remainingBudget)
+	messageResults, _, err := comp.forInput(t.messages, partMessage, scopeValidations, remainingBudget)
 	for i, evalResult := range evalResults {
 		validation, ok := evalResult.ExpressionAccessor.(*validating.ValidationCondition)
 		if !ok {
@@ -127,8 +142,8 @@ func denyMessage(validation *validating.ValidationCondition, messageResult *plug
 
 // match is matcher.Match (k8s.io/apiserver pkg/admission/plugin/webhook/matchconditions/matcher.go):
 // the conditions are evaluated without a namespace, with the match conditions' budget.
-func (t *Template) match(ctx context.Context, r *Request, c *Constraint, f admissionregistrationv1.FailurePolicyType) (bool, error) {
-	evalResults, _, err := t.forInput(ctx, t.conditions, r, c, nil, celconfig.RuntimeCELCostBudgetMatchConditions)
+func (t *Template) match(comp *composition, f admissionregistrationv1.FailurePolicyType) (bool, error) {
+	evalResults, _, err := comp.forInput(t.conditions, partCondition, scopeConditions, celconfig.RuntimeCELCostBudgetMatchConditions)
 	if err != nil {
 		if f == admissionregistrationv1.Fail {
 			return false, err
@@ -154,20 +169,22 @@ func (t *Template) match(ctx context.Context, r *Request, c *Constraint, f admis
 }
 
 // forInput is CompositedConditionEvaluator.ForInput then condition.ForInput (composition.go,
-// condition.go): a new composition context, an activation, every result evaluated in order sharing
-// one budget.
-func (t *Template) forInput(ctx context.Context, results []plugincel.CompilationResult, r *Request, c *Constraint, namespace any, budget int64) ([]plugincel.EvaluationResult, int64, error) {
-	compositionCtx := t.compiler.CreateContext(ctx)
-	a := &activation{object: r.object, oldObject: r.oldObject, request: r.request, namespace: namespace}
-	if c != nil {
-		a.params = c.params
-	}
-	a.variables = compositionCtx.Variables(a)
+// condition.go): a new composition context and activation, every result evaluated in order sharing
+// one budget. Without anything to evaluate, there is no context to make.
+func (comp *composition) forInput(results []plugincel.CompilationResult, p part, s scope, budget int64) ([]plugincel.EvaluationResult, int64, error) {
 	evaluations := make([]plugincel.EvaluationResult, len(results))
 	remainingBudget := budget
+	fresh := false
 	var err error
 	for i, compilationResult := range results {
-		evaluations[i], remainingBudget, err = evaluate(compositionCtx, a, compilationResult, remainingBudget)
+		if compilationResult.ExpressionAccessor == nil { // a placeholder: evaluates nothing
+			continue
+		}
+		if !fresh {
+			comp.reset(s)
+			fresh = true
+		}
+		evaluations[i], remainingBudget, err = comp.evaluate(p, i, compilationResult, remainingBudget)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -177,8 +194,9 @@ func (t *Template) forInput(ctx context.Context, results []plugincel.Compilation
 
 // activation is activation.go's evaluationActivation (no authorizer: Gatekeeper passes none).
 type activation struct {
-	object, oldObject, params, namespace, variables any
-	request                                         map[string]any
+	object, oldObject, params, namespace any
+	variables                            ref.Val
+	request                              map[string]any
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -204,8 +222,9 @@ func (a *activation) Parent() interpreter.Activation {
 	return nil
 }
 
-// evaluate is evaluationActivation.Evaluate (activation.go), line for line but the timing.
-func evaluate(compositionCtx plugincel.CompositionContext, a *activation, compilationResult plugincel.CompilationResult, remainingBudget int64) (plugincel.EvaluationResult, int64, error) {
+// evaluate is evaluationActivation.Evaluate (activation.go), line for line but the timing, with the
+// program's evaluation remembered (composition.go).
+func (comp *composition) evaluate(p part, index int, compilationResult plugincel.CompilationResult, remainingBudget int64) (plugincel.EvaluationResult, int64, error) {
 	var evaluation = plugincel.EvaluationResult{}
 	if compilationResult.ExpressionAccessor == nil { // in case of placeholder
 		return evaluation, remainingBudget, nil
@@ -226,25 +245,39 @@ func evaluate(compositionCtx plugincel.CompositionContext, a *activation, compil
 		}
 		return evaluation, remainingBudget, nil
 	}
-	evalResult, evalDetails, err := compilationResult.Program.ContextEval(compositionCtx, a)
-	if compositionCtx != nil {
-		compositionCost := compositionCtx.GetAndResetCost()
-		if compositionCost > remainingBudget {
-			return evaluation, -1, &apiservercel.Error{
-				Type:   apiservercel.ErrorTypeInvalid,
-				Detail: "validation failed due to running out of cost budget, no further validation rules will be run",
-				Cause:  apiservercel.ErrOutOfBudget,
-			}
+	key := comp.t.memoKey(comp.c, comp.scope, p, index)
+	result := comp.r.memo.expressions[key]
+	if result == nil {
+		result = &exprResult{}
+		comp.push(&result.reads)
+		value, evalDetails, err := compilationResult.Program.ContextEval(comp, &comp.act)
+		comp.pop()
+		result.value, result.err, result.details = value, err, evalDetails != nil
+		if evalDetails != nil {
+			result.cost = evalDetails.ActualCost()
 		}
-		remainingBudget -= compositionCost
+		if comp.Err() == nil { // an interrupted evaluation is not the expression's result
+			comp.r.memo.expressions[key] = result
+		}
+	} else {
+		comp.replay(result.reads)
 	}
-	if evalDetails == nil {
+	compositionCost := comp.GetAndResetCost()
+	if compositionCost > remainingBudget {
+		return evaluation, -1, &apiservercel.Error{
+			Type:   apiservercel.ErrorTypeInvalid,
+			Detail: "validation failed due to running out of cost budget, no further validation rules will be run",
+			Cause:  apiservercel.ErrOutOfBudget,
+		}
+	}
+	remainingBudget -= compositionCost
+	if !result.details {
 		return evaluation, -1, &apiservercel.Error{
 			Type:   apiservercel.ErrorTypeInternal,
 			Detail: fmt.Sprintf("runtime cost could not be calculated for expression: %v, no further expression will be run", compilationResult.ExpressionAccessor.GetExpression()),
 		}
 	}
-	rtCost := evalDetails.ActualCost()
+	rtCost := result.cost
 	if rtCost == nil {
 		return evaluation, -1, &apiservercel.Error{
 			Type:   apiservercel.ErrorTypeInvalid,
@@ -260,13 +293,13 @@ func evaluate(compositionCtx plugincel.CompositionContext, a *activation, compil
 		}
 	}
 	remainingBudget -= int64(*rtCost)
-	if err != nil {
+	if result.err != nil {
 		evaluation.Error = &apiservercel.Error{
 			Type:   apiservercel.ErrorTypeInvalid,
-			Detail: fmt.Sprintf("expression '%v' resulted in error: %v", compilationResult.ExpressionAccessor.GetExpression(), err),
+			Detail: fmt.Sprintf("expression '%v' resulted in error: %v", compilationResult.ExpressionAccessor.GetExpression(), result.err),
 		}
 	} else {
-		evaluation.EvalResult = evalResult
+		evaluation.EvalResult = result.value
 	}
 	return evaluation, remainingBudget, nil
 }

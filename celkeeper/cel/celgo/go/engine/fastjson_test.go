@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// decodeObject must give what Kubernetes' decoder gives, or hand over to it (errFallback).
+func checkDecode(t *testing.T, doc string) {
+	t.Helper()
+	want := map[string]any{}
+	werr := utiljson.Unmarshal([]byte(doc), &want)
+	got, gerr := decodeObject([]byte(doc))
+	if gerr != nil {
+		if gerr != errFallback {
+			t.Fatalf("%q: unexpected error %v", doc, gerr)
+		}
+		return // Kubernetes' decoder decides
+	}
+	if werr != nil {
+		t.Fatalf("%q: decoded, but Kubernetes says %v", doc, werr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q:\n got %#v\nwant %#v", doc, got, want)
+	}
+}
+
+func TestDecodeObjectAsKubernetes(t *testing.T) {
+	for _, doc := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{"a":-0}`, `{"a":1.0}`, `{"a":1e3}`, `{"a":1E+3}`, `{"a":-1.5e-3}`,
+		`{"a":9223372036854775807}`, `{"a":9223372036854775808}`, `{"a":-9223372036854775808}`,
+		`{"a":-9223372036854775809}`, `{"a":1e400}`, `{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":+1}`,
+		`{"a":-}`, `{"a":1e}`, `{"a":"x","a":"y"}`, `{"a":[]}`, `{"a":[1,[2,{"b":null}]]}`,
+		`{"a":true,"b":false,"c":null}`, `{"a":"é ü 日本"}`, `{"a":"\u00e9"}`, `{"a":"x\ny"}`,
+		`{"a":"\ud83d\ude00"}`, "{\"a\":\"\xff\"}", "{\"a\":\"\x01\"}", `{"a":tru}`, `{"a":1,}`, `{,}`,
+		`{"a":1} x`, `[1]`, `null`, `"s"`, `{"a":[1,]}`, `{"a" 1}`, `{"a":{"b":{"c":[{"d":1.25}]}}}`,
+		`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","labels":{"a":"b"}},"spec":{"containers":[]}}`,
+		`{"a":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
+		`{"a":` + strings.Repeat("[", 9990) + strings.Repeat("]", 9990) + `}`,
+	} {
+		checkDecode(t, doc)
+	}
+	// generated documents
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 3000; i++ {
+		checkDecode(t, "{"+genMembers(rng, 0)+"}")
+	}
+}
+
+func genMembers(rng *rand.Rand, depth int) string {
+	n := rng.Intn(4)
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("%s:%s", genString(rng), genValue(rng, depth+1))
+	}
+	return strings.Join(parts, ",")
+}
+
+func genString(rng *rand.Rand) string {
+	pieces := []string{"a", "key", "é", "\\n", "\\\"", "\\u0041", " ", "日", "\\ud800", "x"}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := rng.Intn(4); i > 0; i-- {
+		b.WriteString(pieces[rng.Intn(len(pieces))])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func genValue(rng *rand.Rand, depth int) string {
+	if depth > 4 {
+		return "1"
+	}
+	switch rng.Intn(9) {
+	case 0:
+		return "{" + genMembers(rng, depth) + "}"
+	case 1:
+		items := make([]string, rng.Intn(4))
+		for i := range items {
+			items[i] = genValue(rng, depth+1)
+		}
+		return "[" + strings.Join(items, ",") + "]"
+	case 2:
+		return genString(rng)
+	case 3:
+		return []string{"true", "false", "null"}[rng.Intn(3)]
+	case 4:
+		return fmt.Sprint(rng.Int63() - rng.Int63())
+	case 5:
+		return fmt.Sprint(rng.NormFloat64() * 1e6)
+	case 6:
+		return []string{"1e2", "-0", "0.0", "12345678901234567890", "1.5E-7", "-9223372036854775808"}[rng.Intn(6)]
+	default:
+		return fmt.Sprint(rng.Intn(100))
+	}
+}

@@ -4,10 +4,12 @@ validating/validator.go (Validate), webhook/matchconditions/matcher.go (Match), 
 activation.go (Evaluate: how errors are worded) and compile.go (CompileCELExpression: types).
 
 What differs from Kubernetes (the cel-go engine runs Kubernetes' own code; tests compare both):
-- cost: celpy has no cost model; each evaluation counts comprehension iterations, each costing
-  the syntax nodes of the loop's condition and step (`CostBudget`), against Gatekeeper's budget
-  per constraint (1,000,000; 2,500,000 for match conditions), so a runaway expression ends with
-  Kubernetes' error text in bounded time; other work is not counted;
+- cost: celpy has no cost model; each evaluation counts comprehension steps, each costing about
+  what Kubernetes charges for the loop's condition and step (half their tokens, engine._step_cost),
+  against Gatekeeper's budget per constraint (1,000,000; 2,500,000 for match conditions), so a
+  runaway expression ends with Kubernetes' error text; other work (string and list growth outside
+  comprehensions, library calls) is not counted. celpy runs ~200x slower than cel-go, so the
+  call's deadline usually ends a runaway evaluation first;
 - message expressions are evaluated only for validations that fail (Kubernetes evaluates them all,
   which matters only for the cost budget);
 - a compile error is worded with its first issue only, in cel-go's format;

@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/schema"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -23,9 +25,10 @@ type Variable struct {
 
 // Expression is one expression compiled as a template variable is (Gatekeeper's environment with
 // `params` declared, after Gatekeeper's built-in variables and the given template variables), of
-// any type: the expression-level engine used by tests, goldens and explanations.
+// any type: the expression-level engine used by tests, goldens and explanations. It evaluates with
+// the variables of a template made of those variables (composition.go).
 type Expression struct {
-	compiler   *plugincel.CompositedCompiler
+	t          *Template
 	result     plugincel.CompilationResult
 	OutputType string
 }
@@ -57,27 +60,47 @@ func CompileExpression(source string, variables []Variable) (*Expression, error)
 	if err := src.Validate(); err != nil {
 		return nil, &CompileError{Message: err.Error(), Full: err.Error()}
 	}
-	compiler, err := newCompiler()
+	compiler, err := theCompiler()
 	if err != nil {
 		return nil, err
 	}
-	for _, v := range transform.AllVariablesCEL() {
-		compiler.CompileAndStoreVariable(v, celVarsWithParameters, environment.StoredExpressions)
+	compiler.begin()
+	defer compiler.end()
+	t := &Template{
+		variablesType: types.NewTypeValue(variablesTypeName, traits.IndexerType|traits.FieldTesterType|traits.IterableType),
+		variableIndex: map[string]int{},
 	}
+	accessors := transform.AllVariablesCEL()
 	for _, v := range variables {
-		result := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression},
-			celVarsWithParameters, environment.StoredExpressions)
-		if result.Error != nil {
+		accessors = append(accessors, &validating.Variable{Name: v.Name, Expression: v.Expression})
+	}
+	builtins := len(accessors) - len(variables)
+	for i, v := range accessors {
+		result := compiler.compileAndStoreVariable(v, celVarsWithParameters)
+		if i >= builtins && result.Error != nil {
 			ce := compileError(result)
-			ce.Variable = v.Name
+			ce.Variable = v.GetName()
 			return nil, ce
 		}
+		if at, seen := t.variableIndex[v.GetName()]; seen {
+			t.variables[at] = result
+		} else {
+			t.variableIndex[v.GetName()] = len(t.variables)
+			t.variableNames = append(t.variableNames, v.GetName())
+			t.variables = append(t.variables, result)
+		}
 	}
-	result := compiler.CompileCELExpression(anyExpression{source}, celVarsWithParameters, environment.StoredExpressions)
+	// nothing is shared between evaluations: every part reads the constraint, none is fixed
+	t.variableReads = make([]bool, len(t.variables))
+	for i := range t.variableReads {
+		t.variableReads[i] = true
+	}
+	t.variableFixed = make([]bool, len(t.variables))
+	result := compiler.compile(anyExpression{source}, celVarsWithParameters, environment.StoredExpressions)
 	if result.Error != nil {
 		return nil, compileError(result)
 	}
-	return &Expression{compiler: compiler, result: result, OutputType: result.OutputType.String()}, nil
+	return &Expression{t: t, result: result, OutputType: result.OutputType.String()}, nil
 }
 
 func compileError(result plugincel.CompilationResult) *CompileError {
@@ -103,10 +126,11 @@ type Inputs struct {
 // Evaluate evaluates the expression with the per-call cost limit Kubernetes gives it; an evaluation
 // error is returned as err (its text as cel-go words it).
 func (e *Expression) Evaluate(ctx context.Context, in Inputs) (ref.Val, error) {
-	compositionCtx := e.compiler.CreateContext(ctx) // Kubernetes' own composition context
-	a := &activation{object: in.Object, oldObject: in.OldObject, request: in.Request, namespace: in.NamespaceObject, params: in.Params}
-	a.variables = compositionCtx.Variables(a)
-	value, _, err := e.result.Program.ContextEval(compositionCtx, a)
+	r := &Request{memo: newMemo(), object: in.Object, oldObject: in.OldObject, request: in.Request, namespace: in.NamespaceObject}
+	c := &Constraint{params: in.Params, class: -constraintIDs.Add(1)}
+	comp := e.t.newComposition(ctx, r, c)
+	comp.reset(scopeValidations)
+	value, _, err := e.result.Program.ContextEval(comp, &comp.act)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types/ref"
-	"k8s.io/apiserver/pkg/cel/environment"
 )
 
 // Why remembering is exact. An evaluation reads only its inputs: the request's values (object,
@@ -241,11 +240,6 @@ func visit(root celast.Expr, f func(e, parent celast.Expr)) {
 		}
 	}
 	walk(root, nil)
-}
-
-// parseEnvironment is an environment that parses as Kubernetes' does (its macros).
-func parseEnvironment() (*cel.Env, error) {
-	return environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Env(environment.StoredExpressions)
 }
 
 var constraintIDs atomic.Int64

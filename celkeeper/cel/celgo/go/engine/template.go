@@ -39,7 +39,6 @@ type Diagnostic struct {
 // Template is a compiled K8sNativeValidation source: what Driver.AddTemplate builds, kept as
 // compilation results so that Validate can evaluate them with per-request values computed once.
 type Template struct {
-	compiler      *plugincel.CompositedCompiler
 	failurePolicy *admissionregistrationv1.FailurePolicyType
 	// the compiled variables by name, as the composition state keeps them (a name defined twice: the
 	// last definition), Gatekeeper's built-in variables first, then the template's
@@ -70,12 +69,6 @@ var (
 	celVarsWithParameters = plugincel.OptionalVariableDeclarations{HasParams: true}
 )
 
-// newCompiler is the compiler Driver.AddTemplate creates for each template.
-func newCompiler() (*plugincel.CompositedCompiler, error) {
-	// StrictCost is enabled by default in MustBaseEnvSet (driver.go says so too).
-	return plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
-}
-
 // SourceFromMap reads a K8sNativeValidation `source` as Gatekeeper does (schema.GetSource: decoded
 // without strictness, then validated: reserved names, failure policy).
 func SourceFromMap(source map[string]any) (*schema.Source, error) {
@@ -96,13 +89,15 @@ func CompileTemplate(source map[string]any) (*Template, error) {
 		return nil, err
 	}
 	vapVars = append(vapVars, vapVarsSuffix...)
-	compiler, err := newCompiler()
+	// the CompositedCompiler Driver.AddTemplate makes for each template (compiler.go)
+	compiler, err := theCompiler()
 	if err != nil {
 		return nil, err
 	}
+	compiler.begin()
+	defer compiler.end()
 	// lazy.NewMapValue's type of the variables map
 	t := &Template{
-		compiler:      compiler,
 		variablesType: types.NewTypeValue(variablesTypeName, traits.IndexerType|traits.FieldTesterType|traits.IterableType),
 		variableIndex: map[string]int{},
 	}
@@ -112,7 +107,7 @@ func CompileTemplate(source map[string]any) (*Template, error) {
 	position := map[string]int{}
 	var variableSources []string
 	for i, v := range vapVars {
-		result := compiler.CompileAndStoreVariable(v, celVarsWithParameters, environment.StoredExpressions)
+		result := compiler.compileAndStoreVariable(v, celVarsWithParameters)
 		if at, seen := position[v.GetName()]; seen { // the composition state keeps the last one
 			t.variables[at], variableSources[at] = result, v.GetExpression()
 		} else {
@@ -151,7 +146,7 @@ func CompileTemplate(source map[string]any) (*Template, error) {
 		t.diagnose("validation", i, "", t.validations[i])
 		t.diagnose("messageExpression", i, "", t.messages[i])
 	}
-	parseEnv, err := parseEnvironment()
+	parseEnv, err := compiler.base.Env(environment.StoredExpressions)
 	if err != nil {
 		return nil, err
 	}
@@ -174,13 +169,13 @@ func sources(accessors []plugincel.ExpressionAccessor) []string {
 
 // compileCondition is conditionCompiler.CompileCondition (k8s.io/apiserver
 // pkg/admission/plugin/cel/condition.go) keeping the results: nil accessors stay zero results.
-func compileCondition(compiler *plugincel.CompositedCompiler, accessors []plugincel.ExpressionAccessor, options plugincel.OptionalVariableDeclarations) []plugincel.CompilationResult {
+func compileCondition(compiler *templateCompiler, accessors []plugincel.ExpressionAccessor, options plugincel.OptionalVariableDeclarations) []plugincel.CompilationResult {
 	results := make([]plugincel.CompilationResult, len(accessors))
 	for i, accessor := range accessors {
 		if accessor == nil {
 			continue
 		}
-		results[i] = compiler.CompileCELExpression(accessor, options, environment.StoredExpressions)
+		results[i] = compiler.compile(accessor, options, environment.StoredExpressions)
 	}
 	return results
 }

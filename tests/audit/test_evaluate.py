@@ -12,7 +12,16 @@ import pytest
 from celkeeper.audit import Evaluator, RunResults, Silent, audit_objects
 from celkeeper.audit.evaluate import MAX_DEPTH
 from celkeeper.cel import DEFAULT_ENGINE, get_engine
-from celkeeper.cel.api import Activation, Engine, Program
+from celkeeper.cel.api import (
+    Activation,
+    Binding,
+    Engine,
+    Outcome,
+    Program,
+    RequestInput,
+    TemplateProgram,
+    TemplateSource,
+)
 from celkeeper.documents import Document
 from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
 from tests.policy.helpers import constraint_data, pod, template_data
@@ -170,11 +179,26 @@ def test_excluded_namespaces_are_skipped_and_a_namespace_by_its_own_name() -> No
 
 
 class Failing:
-    """The real engine, except that evaluating for constraint `boom` raises (as a bug would)."""
+    """The real engine, except that deciding for constraint `boom` raises (as a bug would)."""
 
     def __init__(self, inner: Engine) -> None:
         self.inner = inner
         self.name = inner.name
+        self.broken: set[int] = set()
+
+    def compile_template(self, source: TemplateSource) -> TemplateProgram:
+        return self.inner.compile_template(source)
+
+    def bind(self, program: TemplateProgram, constraint: Mapping[str, Any]) -> Binding:
+        binding = self.inner.bind(program, constraint)
+        if constraint.get("metadata", {}).get("name") == "boom":
+            self.broken.add(id(binding))
+        return binding
+
+    def validate(self, request: RequestInput, bindings: Sequence[Binding], timeout: float) -> list[Outcome]:
+        if any(id(b) in self.broken for b in bindings):
+            raise RuntimeError("engine fell over")
+        return self.inner.validate(request, bindings, timeout)
 
     def compile(self, source: str, variables: Mapping[str, str] | None = None) -> Program:
         return self.inner.compile(source, variables)
@@ -185,14 +209,7 @@ class Failing:
     def evaluate(
         self, program: Program, activation: Activation, params: Any = None, constraint: Any = None
     ) -> Any:
-        if isinstance(constraint, Mapping) and constraint.get("metadata", {}).get("name") == "boom":
-            raise RuntimeError("engine fell over")
         return self.inner.evaluate(program, activation, params, constraint)
-
-    def evaluate_all(
-        self, programs: Sequence[Program], activation: Activation, params: Any = None, constraint: Any = None
-    ) -> list[Any]:
-        return [self.evaluate(p, activation, params, constraint) for p in programs]
 
 
 def test_an_object_that_breaks_one_constraint_is_an_error_of_that_one_and_the_others_still_count() -> None:

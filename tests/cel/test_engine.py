@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime
 import threading
+from typing import Any
 
 import pytest
 
 from celkeeper.cel import DEFAULT_ENGINE, ENGINES, CelCompileError, CelError, VariableCompileError, get_engine
 from celkeeper.cel.api import Engine
 from celkeeper.cel.k8slib.celvalues import Uint
-from tests.cel.conftest import evaluate
+from tests.cel.conftest import engine_named, evaluate
 from tests.cel.k8slib.golden_check import encode
 
 POD = {
@@ -312,3 +313,17 @@ def test_checking_environments_are_bounded_and_made_again_when_needed() -> None:
     assert len(frontend._envs) == frontend_module._ENV_CACHE_SIZE
     source, variables = sources[0]  # its environment was dropped: made again, same answer
     assert str(frontend.compile(source, variables).output_type) == "bool"
+
+
+def test_deeply_nested_objects_reach_cel_go() -> None:
+    """orjson serialises 254 levels; Kubernetes accepts objects nested 10,000 deep, and so must the
+    engine's crossing (celkeeper/cel/celgo/engine.py _deep_dumps)."""
+    engine = engine_named("cel-go")
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(3_000):
+        node["a"] = [{}]
+        node = node["a"][0]
+    node["leaf"] = "here"
+    program = engine.compile("has(object.a) && object.a[0].a[0].a.size() == 1")
+    assert engine.evaluate(program, engine.activation(object=deep, old_object=None, request={})) is True

@@ -12,6 +12,7 @@ what it shares); the library must be loaded after a fork (celkeeper.cel.celgo.li
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,44 @@ _NONE = b"null"
 
 
 def _dumps(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS) if value is not None else _NONE
+    if value is None:
+        return _NONE
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # orjson stops at 255 levels of nesting; Kubernetes objects may have more
+        return _deep_dumps(value)
+
+
+def _deep_dumps(value: Any) -> bytes:
+    """JSON of plain data nested deeper than orjson goes (iteratively: no recursion limit either)."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Raw):
+            out.append(item.text)
+        elif isinstance(item, dict):
+            out.append("{")
+            parts: list[Any] = []
+            for i, (k, v) in enumerate(item.items()):
+                parts += [_Raw(("," if i else "") + json.dumps(str(k)) + ":"), v]
+            stack.append(_Raw("}"))
+            stack.extend(reversed(parts))
+        elif isinstance(item, list | tuple):
+            out.append("[")
+            stack.append(_Raw("]"))
+            for i in range(len(item) - 1, -1, -1):
+                stack.append(item[i])
+                if i:
+                    stack.append(_Raw(","))
+        else:
+            out.append(json.dumps(item))
+    return "".join(out).encode()
+
+
+@dataclass(frozen=True)
+class _Raw:
+    text: str
 
 
 @dataclass(eq=False)

@@ -23,11 +23,11 @@ validator.go), in the engine: one engine call per request for every selected con
 no clock (unless passed in), no globals.
 """
 
+from celkeeper.cel.admission import namespace_object
 from celkeeper.review.decide import DEFAULT_DEADLINE, NamespaceLookup, decide
 from celkeeper.review.request import (
     API_VERSION,
     AdmissionRequest,
-    namespace_object,
     parse_admission_review,
     request_for_object,
 )

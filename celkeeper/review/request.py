@@ -10,20 +10,6 @@ from celkeeper.errors import ReviewError
 
 API_VERSION = "admission.k8s.io/v1"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
-_NAMESPACE_META = (
-    "name",
-    "generateName",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "finalizers",
-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -250,20 +236,4 @@ def _user_info(value: Any) -> dict[str, Any]:
             raise ReviewError("request.userInfo.extra must map names to lists of strings")
         if extra:
             out["extra"] = {k: list(v) for k, v in extra.items()}
-    return out
-
-
-def namespace_object(namespace: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What CEL sees as `namespaceObject` (Kubernetes' CreateNamespaceObject: metadata subset, spec,
-    status; no apiVersion or kind)."""
-    if not isinstance(namespace, Mapping):
-        return None
-    meta = namespace.get("metadata") if isinstance(namespace.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
-    out: dict[str, Any] = {
-        "metadata": {k: meta[k] for k in _NAMESPACE_META if meta.get(k) not in (None, "", {}, [])}
-    }
-    for key in ("spec", "status"):
-        if isinstance(namespace.get(key), Mapping) and namespace[key]:
-            out[key] = namespace[key]
     return out

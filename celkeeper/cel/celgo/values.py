@@ -35,7 +35,7 @@ def decode(encoded: dict[str, Any]) -> Any:
     if kind == "uint":
         return Uint(int(value))
     if kind == "double":
-        return _DOUBLES[value] if isinstance(value, str) else float(value)
+        return _DOUBLES.get(value) or float(value) if isinstance(value, str) else float(value)
     if kind == "null":
         return None
     if kind == "list":

@@ -1,9 +1,12 @@
 module celkeeper.local/celgolden
 
+// the cel-go engine's value encoding (encode.go)
+replace celkeeper.local/celgo => ../../../celkeeper/cel/celgo/go
+
 go 1.26.0
 
 require (
-	github.com/blang/semver/v4 v4.0.0
+	celkeeper.local/celgo v0.0.0
 	github.com/google/cel-go v0.30.0
 	github.com/open-policy-agent/gatekeeper/v3 v3.23.1
 	k8s.io/apimachinery v0.36.2
@@ -14,6 +17,7 @@ require (
 	cel.dev/expr v0.25.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect

@@ -6,27 +6,21 @@
 // Run through tests/cel/golden/regenerate.py (`gen corpus`) and tests/cel/k8slib/golden/regenerate.py
 // (`gen k8slib`); see corpus.go and k8slib.go for each input.
 //
-// A result is {"t": kind, "v": value}: values are encoded by encode() below, a compile error is
+// A result is {"t": kind, "v": value}: values are encoded as the cel-go engine encodes them
+// (celkeeper/cel/celgo/go/engine/encode.go; only the encoding is shared), a compile error is
 // {"t": "compile_error", "v": message}, an evaluation error {"t": "error", "v": message}.
 package main
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
 	"os"
-	"sort"
-	"strconv"
-	"time"
 
-	"github.com/blang/semver/v4"
+	"celkeeper.local/celgo/engine"
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/interpreter"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
 
@@ -45,82 +39,9 @@ type out struct {
 	Result result `json:"result"`
 }
 
+// encode is the cel-go engine's encoding of values (the engine's tests decode it the same way).
 func encode(v ref.Val) result {
-	switch x := v.(type) {
-	case *types.Err:
-		return result{"error", x.Error()}
-	case types.Bool:
-		return result{"bool", bool(x)}
-	case types.Int:
-		return result{"int", strconv.FormatInt(int64(x), 10)}
-	case types.Uint:
-		return result{"uint", strconv.FormatUint(uint64(x), 10)}
-	case types.Double:
-		f := float64(x)
-		switch {
-		case math.IsNaN(f):
-			return result{"double", "NaN"}
-		case math.IsInf(f, 1):
-			return result{"double", "+Inf"}
-		case math.IsInf(f, -1):
-			return result{"double", "-Inf"}
-		}
-		return result{"double", strconv.FormatFloat(f, 'g', -1, 64)}
-	case types.String:
-		return result{"string", string(x)}
-	case types.Bytes:
-		return result{"bytes", base64.StdEncoding.EncodeToString([]byte(x))}
-	case types.Null:
-		return result{"null", nil}
-	case types.Duration:
-		return result{"duration", strconv.FormatInt(int64(x.Duration), 10)}
-	case types.Timestamp:
-		return result{"timestamp", x.Time.UTC().Format(time.RFC3339Nano)}
-	case *types.Optional:
-		if !x.HasValue() {
-			return result{"optional", nil}
-		}
-		return result{"optional", encode(x.GetValue())}
-	case apiservercel.Quantity:
-		return result{"quantity", x.Quantity.String()}
-	case *apiservercel.Quantity:
-		return result{"quantity", x.Quantity.String()}
-	case apiservercel.URL:
-		return result{"url", x.URL.String()}
-	case apiservercel.IP:
-		return result{"ip", x.Addr.String()}
-	case apiservercel.CIDR:
-		return result{"cidr", x.Prefix.String()}
-	case apiservercel.Semver:
-		return result{"semver", semver.Version(x.Version).String()}
-	case apiservercel.Format:
-		return result{"format", x.Name}
-	case *apiservercel.Format:
-		return result{"format", x.Name}
-	case *types.Type:
-		return result{"type", x.TypeName()}
-	}
-	if l, ok := v.(traits.Lister); ok {
-		items := []result{}
-		for it := l.Iterator(); it.HasNext() == types.True; {
-			items = append(items, encode(it.Next()))
-		}
-		return result{"list", items}
-	}
-	if m, ok := v.(traits.Mapper); ok {
-		entries := [][2]result{}
-		for it := m.Iterator(); it.HasNext() == types.True; {
-			k := it.Next()
-			entries = append(entries, [2]result{encode(k), encode(m.Get(k))})
-		}
-		sort.Slice(entries, func(i, j int) bool {
-			a, _ := json.Marshal(entries[i][0])
-			b, _ := json.Marshal(entries[j][0])
-			return string(a) < string(b)
-		})
-		return result{"map", entries}
-	}
-	return result{"unknown", fmt.Sprintf("%T %v", v, v.Value())}
+	return result(engine.Encode(v))
 }
 
 // anyExpression accepts every output type, as a template variable does.

@@ -91,6 +91,14 @@ func guard(out **C.char, outn *C.int, result *C.longlong) {
 	}
 }
 
+// deadline is a context ending after timeout nanoseconds (0: never).
+func deadline(timeout C.longlong) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(context.Background(), time.Duration(timeout))
+	}
+	return context.WithCancel(context.Background())
+}
+
 //export celgo_free
 func celgo_free(p *C.char) {
 	C.free(unsafe.Pointer(p))
@@ -194,12 +202,8 @@ func celgo_validate(header *C.char, hn C.int, object *C.char, on C.int, oldObjec
 		replyJSON(out, outn, map[string]string{"error": err.Error()})
 		return 1
 	}
-	ctx := context.Background()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
-		defer cancel()
-	}
+	ctx, cancel := deadline(timeout)
+	defer cancel()
 	ids := unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count))
 	decisions := make([][]engine.Decision, len(ids))
 	elapsed := make([]int64, len(ids))
@@ -291,12 +295,8 @@ func celgo_evaluate(h C.longlong, in *C.char, n C.int, timeout C.longlong, out *
 		replyJSON(out, outn, map[string]string{"error": err.Error()})
 		return 1
 	}
-	ctx := context.Background()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
-		defer cancel()
-	}
+	ctx, cancel := deadline(timeout)
+	defer cancel()
 	value, err := e.Evaluate(ctx, inputs)
 	if err != nil {
 		replyJSON(out, outn, engine.Encoded{T: "error", V: err.Error()})

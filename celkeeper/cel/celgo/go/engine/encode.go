@@ -2,8 +2,10 @@ package engine
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"time"
 
@@ -15,9 +17,9 @@ import (
 )
 
 // Encoded is a CEL value as plain JSON data: {"t": kind, "v": value}. Kinds: bool, int and uint
-// (decimal strings), double (a number, or "NaN"/"+Inf"/"-Inf"), string, bytes (base64), null,
-// duration (nanoseconds, decimal string), timestamp (RFC 3339, UTC), optional (v: null or the
-// encoded value), list (v: encoded items), map (v: [[key, value], ...] in iteration order), type
+// (decimal strings), double (its shortest decimal string, or "NaN"/"+Inf"/"-Inf"), string, bytes
+// (base64), null, duration (nanoseconds, decimal string), timestamp (RFC 3339, UTC), optional (v:
+// null or the encoded value), list (v: encoded items), map (v: [[key, value], ...] by key), type
 // (its name), error (its message), and the Kubernetes library values quantity, url, ip, cidr, semver,
 // format (their canonical string forms).
 type Encoded struct {
@@ -46,7 +48,7 @@ func Encode(v ref.Val) Encoded {
 		case math.IsInf(f, -1):
 			return Encoded{"double", "-Inf"}
 		}
-		return Encoded{"double", f}
+		return Encoded{"double", strconv.FormatFloat(f, 'g', -1, 64)}
 	case types.String:
 		return Encoded{"string", string(x)}
 	case types.Bytes:
@@ -94,6 +96,11 @@ func Encode(v ref.Val) Encoded {
 			k := it.Next()
 			entries = append(entries, [2]Encoded{Encode(k), Encode(m.Get(k))})
 		}
+		sort.Slice(entries, func(i, j int) bool { // a stable order for a map's entries
+			a, _ := json.Marshal(entries[i][0])
+			b, _ := json.Marshal(entries[j][0])
+			return string(a) < string(b)
+		})
 		return Encoded{"map", entries}
 	}
 	return Encoded{"unknown", fmt.Sprintf("%T %v", v, v.Value())}

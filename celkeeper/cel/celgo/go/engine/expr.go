@@ -6,9 +6,7 @@ import (
 	"fmt"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/common/types/traits"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/schema"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -47,7 +45,7 @@ func (e *CompileError) Error() string { return e.Full }
 // anyExpression accepts every output type (validating.Variable's ReturnTypes is AnyType too).
 type anyExpression struct{ source string }
 
-func (a anyExpression) GetExpression() string     { return a.source }
+func (a anyExpression) GetExpression() string    { return a.source }
 func (a anyExpression) ReturnTypes() []*cel.Type { return []*cel.Type{cel.AnyType} }
 
 // CompileExpression compiles source after Gatekeeper's built-in variables and `variables`.
@@ -66,10 +64,7 @@ func CompileExpression(source string, variables []Variable) (*Expression, error)
 	}
 	compiler.begin()
 	defer compiler.end()
-	t := &Template{
-		variablesType: types.NewTypeValue(variablesTypeName, traits.IndexerType|traits.FieldTesterType|traits.IterableType),
-		variableIndex: map[string]int{},
-	}
+	t := newTemplate()
 	accessors := transform.AllVariablesCEL()
 	for _, v := range variables {
 		accessors = append(accessors, &validating.Variable{Name: v.Name, Expression: v.Expression})
@@ -82,13 +77,7 @@ func CompileExpression(source string, variables []Variable) (*Expression, error)
 			ce.Variable = v.GetName()
 			return nil, ce
 		}
-		if at, seen := t.variableIndex[v.GetName()]; seen {
-			t.variables[at] = result
-		} else {
-			t.variableIndex[v.GetName()] = len(t.variables)
-			t.variableNames = append(t.variableNames, v.GetName())
-			t.variables = append(t.variables, result)
-		}
+		t.storeVariable(v.GetName(), result)
 	}
 	// nothing is shared between evaluations: every part reads the constraint, none is fixed
 	t.variableReads = make([]bool, len(t.variables))

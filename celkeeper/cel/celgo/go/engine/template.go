@@ -54,9 +54,9 @@ type Template struct {
 	// which parts may read the constraint, which variables read nothing of the request (memo.go),
 	// and the parameter classes of its constraints
 	variableReads, conditionReads, validationReads, messageReads []bool
-	variableFixed                                               []bool
-	perConstraint                                               bool
-	classes                                                     classes
+	variableFixed                                                []bool
+	perConstraint                                                bool
+	classes                                                      classes
 }
 
 // builtinVariables is the number of Gatekeeper's built-in variables (anyObject, params).
@@ -96,26 +96,17 @@ func CompileTemplate(source map[string]any) (*Template, error) {
 	}
 	compiler.begin()
 	defer compiler.end()
-	// lazy.NewMapValue's type of the variables map
-	t := &Template{
-		variablesType: types.NewTypeValue(variablesTypeName, traits.IndexerType|traits.FieldTesterType|traits.IterableType),
-		variableIndex: map[string]int{},
-	}
+	t := newTemplate()
 	// filterCompiler.CompileAndStoreVariables(vapVars, celVarsWithParameters, StoredExpressions),
 	// one variable at a time to keep each result (CompileAndStoreVariables is exactly this loop).
 	builtins := len(vapVars) - len(vapVarsSuffix)
-	position := map[string]int{}
 	var variableSources []string
 	for i, v := range vapVars {
 		result := compiler.compileAndStoreVariable(v, celVarsWithParameters)
-		if at, seen := position[v.GetName()]; seen { // the composition state keeps the last one
-			t.variables[at], variableSources[at] = result, v.GetExpression()
-		} else {
-			position[v.GetName()] = len(t.variables)
-			t.variableIndex[v.GetName()] = len(t.variables)
-			t.variableNames = append(t.variableNames, v.GetName())
-			t.variables = append(t.variables, result)
+		if at := t.storeVariable(v.GetName(), result); at == len(variableSources) {
 			variableSources = append(variableSources, v.GetExpression())
+		} else {
+			variableSources[at] = v.GetExpression()
 		}
 		if i >= builtins {
 			t.diagnose("variable", i-builtins, v.GetName(), result)
@@ -152,6 +143,27 @@ func CompileTemplate(source map[string]any) (*Template, error) {
 	}
 	t.dependencies(parseEnv, variableSources, sources(matchAccessors), sources(validationAccessors), sources(messageAccessors))
 	return t, nil
+}
+
+// storeVariable keeps a compiled variable as the composition state does (compositionState
+// compiledVariables: a name compiled again replaces the earlier one); its position.
+func (t *Template) storeVariable(name string, result plugincel.CompilationResult) int {
+	if at, seen := t.variableIndex[name]; seen {
+		t.variables[at] = result
+		return at
+	}
+	t.variableIndex[name] = len(t.variables)
+	t.variableNames = append(t.variableNames, name)
+	t.variables = append(t.variables, result)
+	return len(t.variables) - 1
+}
+
+// newTemplate is a template without parts: the variables map's type as lazy.NewMapValue makes it.
+func newTemplate() *Template {
+	return &Template{
+		variablesType: types.NewTypeValue(variablesTypeName, traits.IndexerType|traits.FieldTesterType|traits.IterableType),
+		variableIndex: map[string]int{},
+	}
 }
 
 // variablesTypeName is the type of `variables` (composition.go).

@@ -7,9 +7,9 @@ import (
 	"math"
 	"strings"
 
-	"github.com/google/cel-go/interpreter"
 	celtypes "github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"

@@ -193,6 +193,8 @@ class CelGoEngine:
             max(int(timeout * 1e9), 1) if timeout > 0 else 0,
         )
         if "error" in reply:
+            if reply.get("internal"):  # a bug (a panic in the library): an internal error, not the request's
+                raise RuntimeError(str(reply["error"]))
             raise ReviewError(str(reply["error"]))
         return [
             Outcome(

@@ -84,7 +84,7 @@ func replyJSON(out **C.char, outn *C.int, v any) {
 // guard turns a panic into an error reply: a bug must not take the Python process down.
 func guard(out **C.char, outn *C.int, result *C.longlong) {
 	if r := recover(); r != nil {
-		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("internal error in the cel-go engine: %v\n%s", r, debug.Stack())})
+		replyJSON(out, outn, map[string]any{"error": fmt.Sprintf("internal error in the cel-go engine: %v\n%s", r, debug.Stack()), "internal": true})
 		if result != nil {
 			*result = -1
 		}

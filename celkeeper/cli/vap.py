@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from celkeeper.cli import files
-from celkeeper.cli.options import add_engine_option
+from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.crds import to_yaml
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from celkeeper.vap.plan import VapOptions, plan_vap
 
     documents, errors = _documents(args)
-    policies = build_policy_set(documents, TemplateCompiler(get_engine(args.engine)))
+    policies = build_policy_set(documents, TemplateCompiler(get_engine(engine_name(args))))
     plan = plan_vap(
         policies,
         VapOptions(

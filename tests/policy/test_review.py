@@ -4,6 +4,7 @@ test_admission_review.py)."""
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,7 +34,7 @@ def lookup(name: str) -> dict[str, Any] | None:
     return NAMESPACES.get(name)
 
 
-def run(
+def run_template(
     engine: Engine,
     validations: list[dict[str, Any]],
     request: AdmissionRequest | None = None,
@@ -62,6 +63,8 @@ def run(
     )
     return [(r.action.value, r.message) for r in decision.results]
 
+
+run = run_template
 
 # -- results and messages ---------------------------------------------------------------------------
 def test_true_is_allowed_false_is_a_violation(engine: Engine) -> None:
@@ -208,6 +211,7 @@ def test_no_namespace_object_for_unknown_namespaces(engine: Engine) -> None:
 
 def test_match_conditions(engine: Engine) -> None:
     deny = [{"expression": "false", "message": "denied"}]
+    run = functools.partial(run_template, conditions_key="matchCondition")  # Gatekeeper's key
     assert run(engine, deny, conditions=[{"name": "pods", "expression": "request.kind.kind == 'Pod'"}]) == [
         ("deny", "denied")
     ]

@@ -1,5 +1,10 @@
-"""Shared pytest setup for every test dir: the real-Kubernetes fixtures (kube_cluster, kube_namespace),
-where the Gatekeeper library samples are (tests.support.samples) and whether the cel-go library is
-built (tests.support.celgo)."""
+"""Shared pytest setup for every test dir: the real-Kubernetes fixtures (kube_cluster, kube_namespace;
+node_cluster, node_namespace), where the Gatekeeper library samples are (tests.support.samples) and
+whether the cel-go library is built (tests.support.celgo)."""
 
-pytest_plugins = ["tests.support.kube_fixtures", "tests.support.samples", "tests.support.celgo"]
+pytest_plugins = [
+    "tests.support.kube_fixtures",
+    "tests.support.node_fixtures",
+    "tests.support.samples",
+    "tests.support.celgo",
+]

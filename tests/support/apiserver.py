@@ -11,6 +11,11 @@ user is in `system:masters`. No controller manager or scheduler runs: namespaces
 terminating, nothing is garbage-collected, no service-account tokens or default service accounts are
 made (the ServiceAccount admission plugin is off so Pods can still be created), nothing schedules.
 Server logs are in `<workdir>/logs/`; `stop()` takes both process groups down.
+
+`ControlPlane(..., with_node=True)` is the control plane of a cluster with controllers and a node
+(tests.support.node): the ServiceAccount admission plugin is on, authorization is Node,RBAC with
+NodeRestriction, the `kubernetes` Service gets the advertised address as its endpoint, and the API
+server can reach kubelets; `address` and `wrap` place it inside the node's network namespace.
 """
 
 from __future__ import annotations
@@ -81,8 +86,14 @@ class ControlPlane:
         binaries: KubeBinaries | None = None,
         apiserver_args: Sequence[str] = (),
         keep_workdir: bool = False,
+        address: str = LOOPBACK,
+        wrap: Callable[[Sequence[str]], list[str]] = list,
+        with_node: bool = False,
     ) -> None:
         self.binaries = binaries or find_binaries()
+        self.address = address
+        self.wrap = wrap
+        self.with_node = with_node
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="celkeeper-kube-")) if workdir is None else workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -110,11 +121,11 @@ class ControlPlane:
 
     @property
     def server_url(self) -> str:
-        return f"https://{LOOPBACK}:{self.secure_port}"
+        return f"https://{self.address}:{self.secure_port}"
 
     @property
     def etcd_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.etcd_port}"
+        return f"http://{self.address}:{self.etcd_port}"
 
     @property
     def api_client(self) -> Any:
@@ -235,7 +246,7 @@ class ControlPlane:
         self.apiserver.stop()
         if while_down is not None:
             while_down()
-        self.apiserver = ManagedProcess("kube-apiserver", self._apiserver_argv(),
+        self.apiserver = ManagedProcess("kube-apiserver", self.wrap(self._apiserver_argv()),
                                         self.log_dir / "kube-apiserver.log", env=_child_env(),
                                         cwd=self.workdir)
         self.apiserver.start()
@@ -255,10 +266,15 @@ class ControlPlane:
         self.ca_path.write_bytes(self.ca.cert_pem)
         hosts = [LOOPBACK, "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
                  "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"]
+        if self.address not in hosts:
+            hosts.insert(0, self.address)
         self.ca.serving_cert(hosts, "kube-apiserver").write(self.pki_dir, "apiserver")
         self._admin = self.ca.client_cert(ADMIN_USER, ["system:masters"])
         self._admin.write(self.pki_dir, "admin")
         service_account_keys().write(self.pki_dir, "service-account")
+        if self.with_node:  # how the API server authenticates to kubelets (logs, exec, port-forward)
+            self.ca.client_cert("kube-apiserver-kubelet-client", ["system:masters"]).write(
+                self.pki_dir, "apiserver-kubelet-client")
 
     def _write_kubeconfig(self, path: Path, user: str, cert_pem: bytes, key_pem: bytes) -> None:
         import base64
@@ -284,13 +300,13 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         self.etcd_port, peer_port, self.secure_port = free_port(), free_port(), free_port()
         t0 = time.monotonic()
-        self.etcd = ManagedProcess("etcd", self._etcd_argv(peer_port), self.log_dir / "etcd.log",
+        self.etcd = ManagedProcess("etcd", self.wrap(self._etcd_argv(peer_port)), self.log_dir / "etcd.log",
                                    env=_child_env(), cwd=self.workdir)
         self.etcd.start()
         self._wait_ready(self.etcd, self._etcd_healthy, deadline, "etcd /health")
         t1 = time.monotonic()
         self.startup_seconds["etcd"] = t1 - t0
-        self.apiserver = ManagedProcess("kube-apiserver", self._apiserver_argv(),
+        self.apiserver = ManagedProcess("kube-apiserver", self.wrap(self._apiserver_argv()),
                                         self.log_dir / "kube-apiserver.log", env=_child_env(),
                                         cwd=self.workdir)
         self.apiserver.start()
@@ -299,8 +315,8 @@ class ControlPlane:
         self._write_kubeconfig(self.kubeconfig_path, ADMIN_USER, self._admin.cert_pem, self._admin.key_pem)
 
     def _etcd_argv(self, peer_port: int) -> list[str]:
-        client = f"http://{LOOPBACK}:{self.etcd_port}"
-        peer = f"http://{LOOPBACK}:{peer_port}"
+        client = self.etcd_url
+        peer = f"http://{self.address}:{peer_port}"
         data_dir = self.workdir / "etcd-data"
         shutil.rmtree(data_dir, ignore_errors=True)
         return [
@@ -318,10 +334,26 @@ class ControlPlane:
 
     def _apiserver_argv(self) -> list[str]:
         pki = self.pki_dir
+        if self.with_node:
+            node_args = [
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                f"--kubelet-certificate-authority={self.ca_path}",
+                "--kubelet-preferred-address-types=InternalIP",
+            ]
+        else:
+            node_args = [
+                "--authorization-mode=RBAC",
+                "--disable-admission-plugins=ServiceAccount",
+                # Loopback addresses may not be endpoints of the `kubernetes` Service; nothing needs them.
+                "--endpoint-reconciler-type=none",
+            ]
         return [
             str(self.binaries.kube_apiserver),
-            f"--advertise-address={LOOPBACK}",
-            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={self.address}",
+            f"--bind-address={self.address}",
             f"--secure-port={self.secure_port}",
             f"--etcd-servers={self.etcd_url}",
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
@@ -332,11 +364,8 @@ class ControlPlane:
             f"--service-account-signing-key-file={pki / 'service-account.key'}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--authorization-mode=RBAC",
             "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
-            # Loopback addresses may not be endpoints of the `kubernetes` Service; nothing needs them.
-            "--endpoint-reconciler-type=none",
+            *node_args,
             "--profiling=false",
             *self.extra_apiserver_args,
         ]

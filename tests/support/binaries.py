@@ -83,3 +83,56 @@ def find_binaries() -> KubeBinaries:
             )
         raise BinariesUnavailable(f"{what} not built in {where}: run {BUILD_SCRIPT} (or ./dev test)")
     return KubeBinaries(apiserver, etcd, find_kubectl(), version)
+
+
+# -- the node: kubelet and the controllers (hack/kube/build.sh), containerd, runc and CNI (OS packages) ---
+
+NODE_COMMANDS = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+                 "containerd", "containerd-shim-runc-v2", "ctr")
+SYSTEM_COMMANDS = ("runc", "nft", "ip", "nsenter", "mount", "umount")
+CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
+CNI_PLUGINS = ("bridge", "host-local", "loopback")
+NODE_SETUP = ROOT / "hack" / "kube" / "node-setup.sh"
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    """Everything a test node runs: the control plane's programs plus the node's."""
+
+    control_plane: KubeBinaries
+    bin_dir: Path  # kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd, its shim, ctr
+    runc: Path
+    cni_dir: Path
+    images: dict[str, Path]  # image name (pause, nodetest) -> OCI archive
+
+    def __getitem__(self, name: str) -> Path:
+        return self.bin_dir / name
+
+
+def images_dir() -> Path:
+    """Where hack/kube/images/build.py writes the node's images (cache root, not per version)."""
+    base = os.environ.get("CELKEEPER_KUBE_CACHE") or str(Path.home() / ".cache" / "celkeeper-kube")
+    return Path(base) / "images"
+
+
+def find_node_binaries() -> NodeBinaries:
+    """Locate everything a node needs or raise `BinariesUnavailable` saying what is missing and the fix."""
+    control_plane = find_binaries()
+    where = control_plane.kube_apiserver.parent
+    missing = [name for name in NODE_COMMANDS if not _executable(where / name)]
+    if missing:
+        raise BinariesUnavailable(f"{', '.join(missing)} not built in {where}: run {BUILD_SCRIPT}")
+    system = {name: shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+              for name in SYSTEM_COMMANDS}
+    absent = [name for name, path in system.items() if path is None]
+    cni = next((d for d in CNI_DIRS if all(_executable(d / p) for p in CNI_PLUGINS)), None)
+    if cni is None:
+        absent.append(f"CNI plugins ({', '.join(CNI_PLUGINS)} in {' or '.join(map(str, CNI_DIRS))})")
+    if absent:
+        raise BinariesUnavailable(f"{', '.join(absent)} not installed: run {NODE_SETUP} as root")
+    images = {name: images_dir() / f"{name}.oci.tar" for name in ("pause", "nodetest")}
+    unbuilt = [name for name, path in images.items() if not path.is_file()]
+    if unbuilt:
+        raise BinariesUnavailable(f"images {', '.join(unbuilt)} not built in {images_dir()}: {BUILD_SCRIPT}")
+    assert cni is not None
+    return NodeBinaries(control_plane, where, Path(str(system["runc"])), cni, images)

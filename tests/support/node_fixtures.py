@@ -27,7 +27,8 @@ from tests.support.waiting import wait_for
 REQUIRE_ENV = "CELKEEPER_REQUIRE_NODE"
 
 
-def _required() -> bool:
+def required() -> bool:
+    """Whether node tests must run here (CI): their skips become failures."""
     return os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false", "no")
 
 
@@ -52,7 +53,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     try:
         found = _find()
     except BinariesUnavailable as exc:
-        return f"node: tests marked node will {'FAIL' if _required() else 'skip'}: {exc}"
+        return f"node: tests marked node will {'FAIL' if required() else 'skip'}: {exc}"
     return (
         f"node: kubelet, containerd and the rest in {found.bin_dir}, runc {found.runc}, CNI {found.cni_dir}"
     )
@@ -70,7 +71,7 @@ def node_binaries() -> NodeBinaries:
     try:
         return _find()
     except BinariesUnavailable as exc:
-        if _required():
+        if required():
             pytest.fail(f"{REQUIRE_ENV} is set but no node can run here: {exc}", pytrace=False)
         pytest.skip(f"no node: {exc}")
 

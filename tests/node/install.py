@@ -10,13 +10,16 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import pytest
 
 from tests.support.apiserver import KubectlError
 from tests.support.binaries import ROOT, BinariesUnavailable
 from tests.support.node import NodeCluster
+from tests.support.requirements import NODE
 from tests.support.waiting import wait_for
 
 MANIFEST = ROOT / "deploy" / "celkeeper.yaml"
@@ -29,6 +32,8 @@ CONSTRAINT_KIND = "CKPrivilegedContainers"
 CONSTRAINT = "no-privileged-containers"
 DENIAL = f"[{CONSTRAINT}] privileged containers are not allowed: app"
 
+T = TypeVar("T")
+
 
 def image_archive() -> Path:
     """celkeeper's image as an OCI archive, where hack/image/build.sh leaves it."""
@@ -37,6 +42,21 @@ def image_archive() -> Path:
     if not archive.is_file():
         raise BinariesUnavailable(f"celkeeper's image is not built ({archive}): run {IMAGE_BUILD} as root")
     return archive
+
+
+def prepare(node: NodeCluster, what: str, sources: Sequence[Path], find: Callable[[], T]) -> T:
+    """Skip unless this tree has `sources` (a fact of the tree, not of the machine: never required); fail
+    or skip (NODE) when `find()` or celkeeper's image is missing; import the image; return `find()`'s."""
+    absent = [str(s) for s in sources if not s.exists()]
+    if absent:
+        pytest.skip(f"{', '.join(absent)} not in this tree (the install, issue 14)")
+    try:
+        found = find()
+        archive = image_archive()
+    except BinariesUnavailable as exc:
+        NODE.unavailable(what, exc)
+    node.import_image(archive)
+    return found
 
 
 def replicas() -> int:
@@ -79,7 +99,9 @@ def wait_ready(node: NodeCluster, count: int, timeout: float = 300) -> list[dict
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         return live if len(pods) == count and all(ready(p) for p in live) else None
 
-    return wait_for(check, timeout=timeout, interval=1, what=f"{count} ready webhook pods")
+    pods = wait_for(check, timeout=timeout, interval=1, what=f"{count} ready webhook pods")
+    assert pods is not None
+    return pods
 
 
 def apply_template(node: NodeCluster, path: Path = POLICY / "template.yaml") -> None:

@@ -14,7 +14,6 @@ import pytest
 from tests.node import install
 from tests.support.binaries import ROOT, BinariesUnavailable
 from tests.support.node import NodeCluster
-from tests.support.node_fixtures import REQUIRE_ENV, required
 from tests.support.waiting import wait_for
 
 CHART = ROOT / "charts" / "celkeeper"
@@ -54,16 +53,8 @@ class Helm:
 
 @pytest.fixture(scope="module")
 def helm_release(node_cluster: NodeCluster) -> Iterator[Helm]:
-    if not CHART.is_dir() or not HELM_BUILD.is_file():  # a fact of this source tree: never required
-        pytest.skip(f"{CHART} or {HELM_BUILD} does not exist (the chart, issue 14, is not in this tree)")
-    try:
-        helm = Helm(find_helm(), node_cluster)
-        archive = install.image_archive()
-    except BinariesUnavailable as exc:
-        if required():
-            pytest.fail(f"{REQUIRE_ENV} is set but the chart cannot be installed: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    node_cluster.import_image(archive)
+    binary = install.prepare(node_cluster, "the chart's install", [CHART, HELM_BUILD], find_helm)
+    helm = Helm(binary, node_cluster)
     # Helm stores the release in the namespace before it creates the chart's objects, so the chart's own
     # Namespace cannot be used with `helm install -n celkeeper-system` (release creation fails: namespace
     # not found); Helm makes the namespace instead.

@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 
 from tests.node import install
-from tests.support.binaries import BinariesUnavailable
 from tests.support.kube_fixtures import namespace_name
 from tests.support.node import NodeCluster
-from tests.support.node_fixtures import REQUIRE_ENV, required
 from tests.support.waiting import wait_for
 
 STATUS_KINDS = (
@@ -30,15 +28,7 @@ STATUS_KINDS = (
 @pytest.fixture(scope="module")
 def installed(node_cluster: NodeCluster) -> Iterator[int]:
     """celkeeper installed with its example policy enforced by every pod; yields the number of pods."""
-    if not install.MANIFEST.is_file():  # a fact of this source tree, not of the machine: never required
-        pytest.skip(f"{install.MANIFEST} does not exist (the install, issue 14, is not in this tree)")
-    try:
-        archive = install.image_archive()
-    except BinariesUnavailable as exc:
-        if required():
-            pytest.fail(f"{REQUIRE_ENV} is set but celkeeper cannot be installed: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    node_cluster.import_image(archive)
+    install.prepare(node_cluster, "celkeeper's install", [install.MANIFEST], lambda: None)
     pods = install.replicas()
     install.install(node_cluster)
     try:

@@ -138,6 +138,7 @@ def test_a_deployment_rolls_out_and_its_service_reaches_its_pods(
         return names if len(names) == 2 and not names & first else None
 
     second = wait_for(replaced, timeout=60, what="the old pods to be gone")
+    assert second is not None
     replica_sets = node_cluster.kubectl_json("get", "replicasets", "-n", ns, "-l", "app=web")["items"]
     assert sorted(rs["status"].get("replicas", 0) for rs in replica_sets) == [0, 2]
     answer = run_to_completion(

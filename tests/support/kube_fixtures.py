@@ -11,7 +11,6 @@ Tests that use `kube_cluster` get the `kube` marker automatically, so `-m "not k
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from collections.abc import Iterator
@@ -20,29 +19,23 @@ import pytest
 
 from tests.support.apiserver import ControlPlane
 from tests.support.binaries import BinariesUnavailable, KubeBinaries, find_binaries
-
-REQUIRE_ENV = "CELKEEPER_REQUIRE_KUBE"
-
-
-def _required() -> bool:
-    return os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false", "no")
+from tests.support.requirements import KUBE
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     del config
-    try:
+
+    def describe() -> str:
         found = find_binaries()
-    except BinariesUnavailable as exc:
-        return f"kube: tests marked kube will {'FAIL' if _required() else 'skip'}: {exc}"
-    where = found.kube_apiserver.parent
-    return f"kube: kube-apiserver v{found.kube_version} in {where}, kubectl {found.kubectl}"
+        where = found.kube_apiserver.parent
+        return f"kube-apiserver v{found.kube_version} in {where}, kubectl {found.kubectl}"
+
+    return KUBE.header(describe)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     del config
-    for item in items:
-        if "kube_cluster" in getattr(item, "fixturenames", ()) and item.get_closest_marker("kube") is None:
-            item.add_marker(pytest.mark.kube)
+    KUBE.mark(items)
 
 
 @pytest.fixture(scope="session")
@@ -50,9 +43,7 @@ def kube_binaries() -> KubeBinaries:
     try:
         return find_binaries()
     except BinariesUnavailable as exc:
-        if _required():
-            pytest.fail(f"{REQUIRE_ENV} is set but the control plane cannot run: {exc}", pytrace=False)
-        pytest.skip(f"no kube-apiserver: {exc}")
+        KUBE.unavailable("the control plane", exc)
 
 
 @pytest.fixture(scope="session")

@@ -22,14 +22,8 @@ from tests.support import cgroups
 from tests.support.binaries import BinariesUnavailable, NodeBinaries, find_node_binaries
 from tests.support.kube_fixtures import namespace_name
 from tests.support.node import NodeCluster
+from tests.support.requirements import NODE
 from tests.support.waiting import wait_for
-
-REQUIRE_ENV = "CELKEEPER_REQUIRE_NODE"
-
-
-def required() -> bool:
-    """Whether node tests must run here (CI): their skips become failures."""
-    return os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false", "no")
 
 
 def machine_unsuitable() -> str | None:
@@ -50,20 +44,17 @@ def _find() -> NodeBinaries:
 
 def pytest_report_header(config: pytest.Config) -> str:
     del config
-    try:
+
+    def describe() -> str:
         found = _find()
-    except BinariesUnavailable as exc:
-        return f"node: tests marked node will {'FAIL' if required() else 'skip'}: {exc}"
-    return (
-        f"node: kubelet, containerd and the rest in {found.bin_dir}, runc {found.runc}, CNI {found.cni_dir}"
-    )
+        return f"kubelet, containerd and the rest in {found.bin_dir}, runc {found.runc}, CNI {found.cni_dir}"
+
+    return NODE.header(describe)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     del config
-    for item in items:
-        if "node_cluster" in getattr(item, "fixturenames", ()) and item.get_closest_marker("node") is None:
-            item.add_marker(pytest.mark.node)
+    NODE.mark(items)
 
 
 @pytest.fixture(scope="session")
@@ -71,9 +62,7 @@ def node_binaries() -> NodeBinaries:
     try:
         return _find()
     except BinariesUnavailable as exc:
-        if required():
-            pytest.fail(f"{REQUIRE_ENV} is set but no node can run here: {exc}", pytrace=False)
-        pytest.skip(f"no node: {exc}")
+        NODE.unavailable("a node", exc)
 
 
 @pytest.fixture(scope="session")

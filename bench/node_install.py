@@ -7,7 +7,10 @@ Prints, in seconds:
 - the image import (`ctr images import` of hack/image/build.sh's archive);
 - `kubectl apply -f deploy/celkeeper.yaml` (plus the example policy) to the first violating create refused
   by the webhook through its Service, to N ready pods, and to the constraint ENFORCED by all N;
-- a new constraint applied to ENFORCED by the N pods, per constraint.
+- a new constraint applied to ENFORCED by the N pods, per constraint;
+- rolling updates of the webhook Deployment (a new image tag): how long each takes, the most webhook pods
+  seen (live, and counting those being deleted), and how many violating creates sent back to back
+  throughout were allowed (failurePolicy Ignore: an unanswered call admits).
 
 Needs root and everything tests/node needs (hack/kube/build.sh, hack/kube/node-setup.sh, hack/image/build.sh);
 prints `skipped: <reason>` otherwise.
@@ -40,6 +43,7 @@ def main() -> int:
     )
     parser.add_argument("--starts", type=int, default=3, help="warm starts to time (default 3)")
     parser.add_argument("--constraints", type=int, default=3, help="new constraints to time (default 3)")
+    parser.add_argument("--rollouts", type=int, default=2, help="rolling updates to sample (default 2)")
     args = parser.parse_args()
 
     from tests.node import install
@@ -107,6 +111,31 @@ def main() -> int:
                 install.time_until(lambda n=name: install.enforced_by(node, pods, n), 300, f"{name} enforced")
                 times.append(time.monotonic() - t0)
             print(f"new constraint to ENFORCED by {pods} pods: {seconds(times)}")
+
+            image = install.webhook_pods(node)[0]["spec"]["containers"][0]["image"]
+            deployment = f"deployment/{install.DEPLOYMENT}"
+            for i in range(args.rollouts):
+                node.ctr("images", "tag", image, f"{image}-{i}")
+                t0 = time.monotonic()
+                with install.Sampler(node, "bench") as sampler:
+                    node.kubectl("set", "image", deployment, f"webhook={image}-{i}", "-n", install.NAMESPACE)
+                    node.kubectl(
+                        "rollout",
+                        "status",
+                        deployment,
+                        "-n",
+                        install.NAMESPACE,
+                        "--timeout=600s",
+                        timeout=610,
+                    )
+                    install.wait_ready(node, pods)
+                took = time.monotonic() - t0
+                allowed = sampler.verdicts.count(False)
+                print(
+                    f"rolling update {i + 1}: {took:.1f} s, at most {max(sampler.live)} live pods "
+                    f"({max(sampler.total)} with those being deleted), {allowed} of {len(sampler.verdicts)} "
+                    f"violating creates allowed"
+                )
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -175,6 +176,46 @@ def denied(node: NodeCluster, namespace: str, name: str = "probe") -> bool:
         return False
     assert DENIAL in proc.stderr, proc.stderr
     return True
+
+
+class Sampler:
+    """In the background: how many webhook pods exist (live = not being deleted), and whether a violating
+    dry-run create is still refused (with failurePolicy Ignore, an unanswered call would be allowed)."""
+
+    def __init__(self, node: NodeCluster, namespace: str) -> None:
+        self.node, self.namespace = node, namespace
+        self.live: list[int] = []
+        self.total: list[int] = []
+        self.verdicts: list[bool] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._pods), threading.Thread(target=self._admission)]
+
+    def __enter__(self) -> Sampler:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+    def _pods(self) -> None:
+        while not self._stop.is_set():
+            pods = webhook_pods(self.node)
+            self.total.append(len(pods))
+            self.live.append(sum(1 for p in pods if not p["metadata"].get("deletionTimestamp")))
+            time.sleep(0.2)
+
+    def _admission(self) -> None:
+        while not self._stop.is_set():
+            try:
+                verdict = denied(self.node, self.namespace, f"probe-{len(self.verdicts)}")
+            except Exception as exc:  # refused otherwise than by the constraint: recorded, not lost
+                self.errors.append(repr(exc))
+                verdict = False
+            self.verdicts.append(verdict)
 
 
 def time_until(predicate: Any, timeout: float, what: str) -> float:

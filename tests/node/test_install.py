@@ -6,7 +6,6 @@ deleted pod is replaced and the garbage collector removes its status objects."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -98,51 +97,11 @@ def test_a_violating_pod_is_denied_through_the_webhook_service(
     )
 
 
-class Sampler:
-    """In the background: how many webhook pods exist (live = not being deleted), and whether a violating
-    dry-run create is still refused (with failurePolicy Ignore, an unanswered call would be allowed)."""
-
-    def __init__(self, node: NodeCluster, namespace: str) -> None:
-        self.node, self.namespace = node, namespace
-        self.live: list[int] = []
-        self.total: list[int] = []
-        self.verdicts: list[bool] = []
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._pods), threading.Thread(target=self._admission)]
-
-    def __enter__(self) -> Sampler:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
-
-    def _pods(self) -> None:
-        while not self._stop.is_set():
-            pods = install.webhook_pods(self.node)
-            self.total.append(len(pods))
-            self.live.append(sum(1 for p in pods if not p["metadata"].get("deletionTimestamp")))
-            time.sleep(0.2)
-
-    def _admission(self) -> None:
-        while not self._stop.is_set():
-            try:
-                verdict = install.denied(self.node, self.namespace, f"probe-{len(self.verdicts)}")
-            except Exception as exc:  # refused otherwise than by the constraint: recorded, not lost
-                self.errors.append(repr(exc))
-                verdict = False
-            self.verdicts.append(verdict)
-
-
 @dataclass(frozen=True)
 class Rollout:
     before: set[str]
     after: set[str]
-    sampler: Sampler
+    sampler: install.Sampler
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +113,7 @@ def rollout(node_cluster: NodeCluster, installed: int) -> Rollout:
     image = install.webhook_pods(node_cluster)[0]["spec"]["containers"][0]["image"]
     node_cluster.ctr("images", "tag", image, f"{image}-rolled")
     deployment = f"deployment/{install.DEPLOYMENT}"
-    with Sampler(node_cluster, namespace) as sampler:
+    with install.Sampler(node_cluster, namespace) as sampler:
         node_cluster.kubectl("set", "image", deployment, f"webhook={image}-rolled", "-n", install.NAMESPACE)
         node_cluster.kubectl(
             "rollout", "status", deployment, "-n", install.NAMESPACE, "--timeout=300s", timeout=310

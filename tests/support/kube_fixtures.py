@@ -21,6 +21,8 @@ from tests.support.apiserver import ControlPlane
 from tests.support.binaries import BinariesUnavailable, KubeBinaries, find_binaries
 from tests.support.requirements import KUBE
 
+REQUIRE_ENV = KUBE.env  # CELKEEPER_REQUIRE_KUBE, for the fixtures that follow the same rule
+
 
 def pytest_report_header(config: pytest.Config) -> str:
     del config

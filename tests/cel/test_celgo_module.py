@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from celkeeper.cel.celgo.locate import GO_DIR
-from tests.support.kube_fixtures import REQUIRE_ENV, _required
+from tests.support.requirements import KUBE
 
 
 def go() -> str:
     found = shutil.which("go")
     if found is None:
-        if _required():
-            pytest.fail(f"{REQUIRE_ENV} is set but there is no Go toolchain", pytrace=False)
+        if KUBE.required():
+            pytest.fail(f"{KUBE.env} is set but there is no Go toolchain", pytrace=False)
         pytest.skip("no Go toolchain")
     return found
 

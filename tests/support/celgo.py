@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from celkeeper.cel.celgo.library import available
-from tests.support.kube_fixtures import REQUIRE_ENV, _required
+from tests.support.requirements import KUBE
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -17,7 +17,7 @@ def pytest_report_header(config: pytest.Config) -> str:
         from celkeeper.cel.celgo.locate import find_library
 
         return f"cel-go: library {find_library()[0]}"
-    return f"cel-go: tests that need it will {'FAIL' if _required() else 'skip'}: {why}"
+    return f"cel-go: tests that need it will {'FAIL' if KUBE.required() else 'skip'}: {why}"
 
 
 def require_celgo() -> None:
@@ -25,6 +25,6 @@ def require_celgo() -> None:
     ok, why = available()
     if ok:
         return
-    if _required():
-        pytest.fail(f"{REQUIRE_ENV} is set but the cel-go library is not available: {why}", pytrace=False)
+    if KUBE.required():
+        pytest.fail(f"{KUBE.env} is set but the cel-go library is not available: {why}", pytrace=False)
     pytest.skip(f"no cel-go library: {why}")

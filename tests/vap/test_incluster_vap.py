@@ -215,8 +215,13 @@ def test_pods_generate_the_policy_and_bindings_and_the_api_server_enforces_them(
         "ValidatingAdmissionPolicy 'gatekeeper-vapsynced' with binding 'gatekeeper-vapsynced-deny-red' "
         "denied request: ConfigMap red must not have the label red"
     ) in _denial(env, red)
+    # each binding reaches the API server's admission through its own informer: wait for this one too
     blue = configmap("blue", env.namespace, {"blue": "1"})
-    assert "ConfigMap blue must not have the label blue" in _denial(env, blue)
+    wait_for(
+        lambda: "ConfigMap blue must not have the label blue" in _denial(env, blue),
+        timeout=60,
+        what="the API server to enforce the vap.k8s.io-scoped binding",
+    )
     assert _denial(env, configmap("plain", env.namespace, {"green": "1"})) == ""
 
     # every pod reports what it generated, in Gatekeeper's status fields

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -154,14 +153,6 @@ _lock = threading.Lock()
 _loaded: Library | None = None
 
 
-def _forked() -> None:
-    if _loaded is not None:
-        sys.stderr.write(
-            f"celkeeper: process {_loaded.pid} forked after loading the cel-go library: the child "
-            "cannot use it (load engines after forking)\n"
-        )
-
-
 def load() -> Library:
     """The process's library, loaded on first use. Raises LibraryUnavailable."""
     global _loaded
@@ -171,7 +162,6 @@ def load() -> Library:
             if path is None:
                 raise LibraryUnavailable(why)
             _loaded = Library(path)
-            os.register_at_fork(after_in_child=_forked)
         _loaded.check()
         return _loaded
 

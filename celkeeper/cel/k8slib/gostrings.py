@@ -6,6 +6,9 @@ messages byte for byte needs the same quoting. Only what the libraries use is he
 
 from __future__ import annotations
 
+import decimal
+from functools import lru_cache
+
 _ESCAPES = {
     "\a": "\\a",
     "\b": "\\b",
@@ -27,6 +30,8 @@ def go_quote(s: str) -> str:
     U+DC80..U+DCFF stand for the invalid bytes 0x80..0xFF (Python's surrogateescape) and are written
     as \\xNN, as Go writes invalid bytes; other lone surrogates become \\ufffd.
     """
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return f'"{s}"'  # the common case, without a loop per character
     out = ['"']
     for ch in s:
         esc = _ESCAPES.get(ch)
@@ -53,6 +58,10 @@ def go_quote(s: str) -> str:
 
 def go_quote_bytes(b: bytes) -> str:
     """strconv.Quote of a Go string holding arbitrary bytes: invalid UTF-8 bytes become \\xNN."""
+    try:
+        return go_quote(b.decode("utf-8"))  # valid UTF-8 (Python's decoder, like Go's, refuses surrogates)
+    except UnicodeDecodeError:
+        pass
     out = ['"']
     i = 0
     while i < len(b):
@@ -135,6 +144,9 @@ def parse_go_int(s: str, bits: int = 64, unsigned: bool = False) -> int | None:
         body = body[1:]
     if not body or not body.isascii() or not body.isdigit():
         return None
+    body = body.lstrip("0") or "0"  # Go accepts leading zeros; past 20 digits it is out of range
+    if len(body) > 20:
+        return None
     v = int(body)
     if neg:
         v = -v
@@ -162,3 +174,68 @@ def go_pow10(n: int) -> float:
     if -323 <= n <= 0:
         return _POW10NEGTAB32[-n // 32] / _POW10TAB[-n % 32]
     return float("inf") if n > 0 else 0.0
+
+
+# -- decimal text <-> int in sub-quadratic time --------------------------------------------------------
+# int(text) and str(n) are quadratic in CPython 3.11 and refuse more than 4,300 digits
+# (sys.int_info.default_max_str_digits); Go's math/big converts any length (inf.Dec, big.Int). These
+# split the work so that each int()/str() call stays small: divide and conquer with cached powers,
+# O(M(n) log n) (Karatsuba products for text -> int; libmpdec's for int -> text, as CPython 3.12's
+# _pylong does).
+
+_DIRECT_DIGITS = 2_000  # at most this many digits go through int()/str() in one call
+
+
+@lru_cache(maxsize=64)
+def go_pow10_int(n: int) -> int:
+    """10**n, the last few cached."""
+    return 10**n
+
+
+def decimal_to_int(digits: str) -> int:
+    """int(digits) for a string of ASCII digits of any length."""
+    if len(digits) <= _DIRECT_DIGITS:
+        return int(digits)
+    width = _DIRECT_DIGITS
+    while width * 2 < len(digits):
+        width *= 2  # the low part's width: a power-of-two multiple of the base size (cached powers)
+
+    def convert(start: int, end: int, low: int) -> int:
+        if end - start <= _DIRECT_DIGITS:
+            return int(digits[start:end])
+        while low >= end - start:
+            low //= 2
+        mid = end - low
+        return convert(start, mid, low // 2) * go_pow10_int(low) + convert(mid, end, low // 2)
+
+    return convert(0, len(digits), width)
+
+
+_DECIMAL_CONTEXT = decimal.Context(
+    prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[decimal.Inexact]
+)
+
+
+def int_to_decimal(n: int) -> str:
+    """str(n) for an int of any size."""
+    if n.bit_length() <= _DIRECT_DIGITS * 3:  # below ~900 digits: str() is fast and allowed
+        return str(n)
+    ctx = _DECIMAL_CONTEXT
+    powers: dict[int, decimal.Decimal] = {}
+
+    def power(bits: int) -> decimal.Decimal:
+        found = powers.get(bits)
+        if found is None:
+            found = powers[bits] = ctx.power(decimal.Decimal(2), bits)
+        return found
+
+    def convert(v: int, bits: int) -> decimal.Decimal:
+        if bits <= _DIRECT_DIGITS * 3:
+            return decimal.Decimal(v)
+        half = bits // 2
+        high = v >> half
+        upper = ctx.multiply(convert(high, bits - half), power(half))
+        return ctx.add(upper, convert(v - (high << half), half))
+
+    text = str(convert(abs(n), n.bit_length()))
+    return "-" + text if n < 0 else text

@@ -14,14 +14,16 @@ A Quantity remembers what Go's does, because results depend on it:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from celkeeper.cel.k8slib import LibraryError
 from celkeeper.cel.k8slib.gostrings import (
     INT64_MAX,
     INT64_MIN,
+    decimal_to_int,
     go_pow10,
+    go_pow10_int,
+    int_to_decimal,
     parse_go_int,
     wrap_int32,
     wrap_int64,
@@ -70,13 +72,14 @@ class Quantity:
     def to_token(self) -> str:
         """A lossless string form (for engines that cannot hold opaque values); see `from_token`."""
         kind = ("d" if self.dec else "i") + _FORMAT_CODE[self.format] + ("p" if self.from_arith else "v")
-        return f"{kind}:{self.unscaled}:{self.exp10}"
+        return f"{kind}:{int_to_decimal(self.unscaled)}:{self.exp10}"
 
     @staticmethod
     def from_token(token: str) -> Quantity:
         kind, unscaled, exp10 = token.split(":")
         fmt = next(f for f, c in _FORMAT_CODE.items() if c == kind[1])
-        return Quantity(int(unscaled), int(exp10), kind[0] == "d", fmt, kind[2] == "p")
+        value = -decimal_to_int(unscaled[1:]) if unscaled[:1] == "-" else decimal_to_int(unscaled)
+        return Quantity(value, int(exp10), kind[0] == "d", fmt, kind[2] == "p")
 
 
 def _fits(v: int) -> bool:
@@ -84,7 +87,13 @@ def _fits(v: int) -> bool:
 
 
 def _ndigits(v: int) -> int:
-    return len(str(abs(v))) if v else 0
+    """The number of decimal digits of |v| (0 for 0), without converting it to text."""
+    v = abs(v)
+    bits = v.bit_length()
+    if bits < 3000:
+        return len(str(v)) if v else 0
+    n = (bits - 1) * 30103 // 100000 + 1  # 10**(n-1) <= 2**(bits-1) <= v, n at most one too small
+    return n + 1 if v >= go_pow10_int(n) else n
 
 
 def _pow10(n: int) -> int:
@@ -96,28 +105,54 @@ def _pow10(n: int) -> int:
 # ---------------------------------------------------------------- parsing (ParseQuantity)
 
 
-_SCAN_RE = re.compile(
-    r"(?P<sign>[+-]?)(?P<zeros>0*)(?P<num>[0-9]*)(?:\.(?P<denom>[0-9]*))?(?P<suffix>[eEinumkKMGTP]*[+-]?[0-9]*)"
-)
+_DIGITS = frozenset("0123456789")
+_SUFFIX_LETTERS = frozenset("eEinumkKMGTP")
+
+
+def _span(s: str, start: int, allowed: frozenset[str]) -> int:
+    """The end of the run of `allowed` characters starting at `start`."""
+    end = start
+    n = len(s)
+    while end < n and s[end] in allowed:
+        end += 1
+    return end
 
 
 def _scan(s: str) -> tuple[bool, str, str, str, str]:
-    """parseQuantityString: (positive, value, num, denom, suffix); raises on ErrFormatWrong.
-
-    Go scans sign, leading zeros, digits, "." and digits, suffix letters, a sign and digits; a string
-    that stops anywhere else is ErrFormatWrong. The regular expression is that scanner.
-    """
-    m = _SCAN_RE.fullmatch(s)
-    if m is None:
+    """parseQuantityString (apimachinery pkg/api/resource/quantity.go): (positive, value, num, denom,
+    suffix); raises ErrFormatWrong. A scanner over the text, as Go's: linear time."""
+    positive = True
+    pos = 0
+    end = len(s)
+    if s[:1] in ("-", "+"):
+        positive = s[0] == "+"
+        pos = 1
+    while pos < end and s[pos] == "0":  # leading zeros
+        pos += 1
+    if pos >= end:
+        return positive, "0", "0", "", ""
+    i = _span(s, pos, _DIGITS)
+    if i >= end:
+        return positive, s, s[pos:], "", ""
+    num = s[pos:i] or "0"
+    pos = i
+    denom = ""
+    if s[pos] == ".":
+        pos += 1
+        i = _span(s, pos, _DIGITS)
+        if i >= end:
+            return positive, s, num, s[pos:], ""
+        denom = s[pos:i]
+        pos = i
+    value = s[:pos]
+    suffix_start = pos
+    pos = _span(s, pos, _SUFFIX_LETTERS)
+    if pos < end and s[pos] in "-+":
+        pos += 1
+    pos = _span(s, pos, _DIGITS)
+    if pos != end:
         raise LibraryError(ERR_FORMAT_WRONG)
-    sign, num, denom, suffix = m.group("sign", "num", "denom", "suffix")
-    positive = sign != "-"
-    if denom is None:
-        if not num and not suffix:
-            return positive, ("0" if len(s) == len(sign) + len(m.group("zeros")) else s), "0", "", ""
-        denom = ""
-    value = s[: m.start("suffix")]
-    return positive, value, num or "0", denom, suffix
+    return positive, value, num, denom, s[suffix_start:]
 
 
 def _interpret(suffix: str) -> tuple[int, int, str]:
@@ -133,8 +168,9 @@ def _interpret(suffix: str) -> tuple[int, int, str]:
     raise LibraryError(ERR_SUFFIX)
 
 
-def _parse_inf_dec(value: str) -> tuple[int, int]:
-    """inf.Dec.SetString for [sign]digits[.digits]: (unscaled, inf scale); raises ErrNumeric."""
+def _dec_digits(value: str) -> tuple[bool, str, int]:
+    """inf.Dec.SetString for [sign]digits[.digits]: (negative, the digits without leading zeros, inf
+    scale); raises ErrNumeric."""
     body = value
     neg = body[:1] == "-"
     if body[:1] in "+-":
@@ -142,8 +178,7 @@ def _parse_inf_dec(value: str) -> tuple[int, int]:
     whole, _, frac = body.partition(".")
     if not whole and not frac:
         raise LibraryError(ERR_NUMERIC)
-    unscaled = int(whole + frac)
-    return (-unscaled if neg else unscaled), len(frac)
+    return neg, (whole + frac).lstrip("0"), len(frac)
 
 
 def parse_quantity(s: str) -> Quantity:
@@ -184,13 +219,23 @@ def parse_quantity(s: str) -> Quantity:
                     result if positive else -result, scale, False, fmt, text=s if canonical else ""
                 )
 
-    unscaled, inf_scale = _parse_inf_dec(value)
+    negative, digits, inf_scale = _dec_digits(value)
     if base == 10:
         inf_scale = wrap_int32(inf_scale + wrap_int32(-exponent))
+        if digits and inf_scale > 9:
+            # Round(9, RoundUp) on the text: drop the digits past the 9th decimal, rounding up when any
+            # of them is not zero (no big division)
+            drop = inf_scale - 9
+            unscaled = (
+                1
+                if drop >= len(digits)
+                else (decimal_to_int(digits[:-drop]) + (1 if digits[-drop:].strip("0") else 0))
+            )
+            inf_scale = 9
+        else:
+            unscaled = decimal_to_int(digits) if digits else 0
     else:
-        unscaled <<= exponent
-    negative = unscaled < 0
-    unscaled = abs(unscaled)
+        unscaled = (decimal_to_int(digits) if digits else 0) << exponent
     if unscaled:
         unscaled, inf_scale = _round_up_to_nano(unscaled, inf_scale)
     if fmt == BINARY_SI and _cmp(unscaled, -inf_scale, INT64_MAX, 0) > 0:

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from celkeeper.cel.k8slib import LibraryError
-from celkeeper.cel.k8slib.gostrings import go_parse_uint_error, go_quote, wrap_int64
+from celkeeper.cel.k8slib.gostrings import go_parse_uint_error, go_quote, parse_go_int, wrap_int64
 
 _NUMBERS = frozenset("0123456789")
 _ALPHANUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-0123456789")
+_DELETE = {chars: str.maketrans("", "", "".join(chars)) for chars in (_NUMBERS, _ALPHANUM)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ class Semver:
 
 
 def _contains_only(s: str, allowed: frozenset[str]) -> bool:
-    return all(ch in allowed for ch in s)
+    return not s.translate(_DELETE[allowed]) if s.isascii() else all(ch in allowed for ch in s)
 
 
 def _has_leading_zeroes(s: str) -> bool:
@@ -56,9 +57,10 @@ def _has_leading_zeroes(s: str) -> bool:
 
 
 def _parse_uint(s: str) -> int:
-    if s and _contains_only(s, _NUMBERS) and int(s) < 1 << 64:
-        return int(s)
-    raise LibraryError(go_parse_uint_error(s))
+    value = parse_go_int(s, unsigned=True)  # strconv.ParseUint(s, 10, 64)
+    if value is None:
+        raise LibraryError(go_parse_uint_error(s))
+    return value
 
 
 def _numeric_part(s: str, what: str) -> int:

@@ -7,7 +7,11 @@ The informer watches the policy folder (or the cluster's ConstraintTemplates, co
 namespaces) and publishes snapshots; each worker loads them within a fraction of a second,
 recompiling only templates that changed. In a cluster, the informer also creates each template's
 constraint CRD and reports, per pod, what the workers enforce. Routes: POST /v1/admit, GET /healthz,
-GET /readyz, GET /metrics. SIGTERM or Ctrl-C stops gracefully; SIGHUP restarts the workers.
+GET /readyz, GET /metrics. SIGTERM or Ctrl-C stops gracefully; SIGHUP replaces the workers one at a
+time (each successor accepts before its predecessor stops).
+
+Everything celkeeper writes goes under --state-dir (snapshots, worker statuses, metrics, markers,
+heartbeat files): with a read-only root filesystem, make that one folder writable (an emptyDir).
 """
 
 from __future__ import annotations
@@ -85,18 +89,23 @@ def register(subparsers: Any) -> None:
                      help="serving certificate (PEM); re-read when it changes")
     srv.add_argument("--key", metavar="FILE", required=True, help="its private key (PEM)")
     srv.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    srv.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
     srv.add_argument("--timeout", type=int, default=30,
                      help="seconds before a stuck worker is replaced (default 30)")
     srv.add_argument("--graceful-timeout", type=int, default=10,
                      help="seconds workers get to finish on stop/restart (default 10)")
     srv.add_argument("--keepalive", type=int, default=60,
                      help="seconds an idle connection is kept open (default 60)")
+    srv.add_argument("--handshake-timeout", type=float, default=5.0, metavar="SECONDS",
+                     help="a new connection must complete its TLS handshake within this (default 5)")
+    srv.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="a request must arrive whole within this of its first byte, and a new connection "
+                          "send its first request within this of its handshake (default 10)")
     srv.add_argument("--max-requests", type=int, default=50_000, metavar="N",
                      help="replace a worker after N requests plus a random 0-10%% more, so that workers do "
                           "not restart together (bounds memory growth; default 50000; 0: never)")
     srv.add_argument("--state-dir", metavar="DIR", type=Path,
-                     help="where snapshots, worker statuses and metrics go (default: a new temporary folder)")
+                     help="the one folder celkeeper writes to: snapshots, worker statuses, metrics, markers "
+                          "(default: a new temporary folder; with a read-only root, an emptyDir volume)")
     srv.add_argument("--access-log", action="store_true", help="log every request")
     srv.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     parser.set_defaults(func=run)
@@ -118,7 +127,7 @@ def _settings(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from celkeeper.errors import CelkeeperError
     from celkeeper.informer import FolderSource, check_kubernetes_config, run_informer
-    from celkeeper.snapshot import StateDir, WorkerBoard
+    from celkeeper.snapshot import WorkerBoard
     from celkeeper.tls import ServerTLS
     from celkeeper.webhook.server import ServerOptions, serve
 
@@ -126,8 +135,10 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--policy-dir DIR is needed with --source folder")
     if args.source == "kubernetes" and (args.policy_dir or args.namespaces):
         raise CelkeeperError("--policy-dir and --namespaces are for --source folder; the cluster has both")
-    if args.workers < 1 or args.threads < 1:
-        raise CelkeeperError("--workers and --threads must be at least 1")
+    if args.workers < 1:
+        raise CelkeeperError("--workers must be at least 1")
+    if args.handshake_timeout <= 0 or args.request_timeout <= 0:
+        raise CelkeeperError("--handshake-timeout and --request-timeout must be positive")
     if args.expected_pods < 1:
         raise CelkeeperError("--expected-pods must be at least 1")
     if args.default_wait_for_vapb_generation < 0:
@@ -142,9 +153,8 @@ def run(args: argparse.Namespace) -> int:
         check_kubernetes_config(args.kubeconfig, args.pod_name, args.pod_namespace)
 
     temporary = args.state_dir is None
-    root = Path(tempfile.mkdtemp(prefix="celkeeper-")) if temporary else args.state_dir
-    state = StateDir(root)
-    state.reset()
+    state = _state_dir(args.state_dir)
+    root = state.root
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(state.metrics)  # before any worker imports prometheus_client
 
     logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr,
@@ -168,20 +178,71 @@ def run(args: argparse.Namespace) -> int:
     options = ServerOptions(
         binds=tuple(args.bind or ["0.0.0.0:8443"]),
         workers=args.workers,
-        threads=args.threads,
         timeout=args.timeout,
         graceful_timeout=args.graceful_timeout,
         keepalive=args.keepalive,
+        handshake_timeout=args.handshake_timeout,
+        request_timeout=args.request_timeout,
+        max_body=settings.max_request_bytes,
         max_requests=args.max_requests,
         access_log=args.access_log,
         log_level=args.log_level,
+        control_dir=state.server,
+        worker_tmp_dir=_heartbeat_dir(state),
     )
+    board = WorkerBoard(state.workers)
     try:
-        serve(options, tls, app_factory, informer=informer, on_worker_gone=WorkerBoard(state.workers).remove)
+        serve(options, tls, app_factory, informer=informer, on_worker_gone=board.remove,
+              worker_ready=lambda pid: _takes_over(board, pid))
     finally:
         if temporary and os.getpid() == master:
             shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def _state_dir(given: Path | None) -> Any:
+    """The state folder, reset; a one-line error naming what is needed when it cannot be written."""
+    from celkeeper.errors import CelkeeperError
+    from celkeeper.snapshot import StateDir
+
+    if given is None:
+        try:
+            given = Path(tempfile.mkdtemp(prefix="celkeeper-"))
+        except OSError as err:
+            raise CelkeeperError(
+                f"no writable temporary folder for the server's state ({err.strerror or err}): give "
+                "--state-dir DIR, a writable folder (with a read-only root filesystem: an emptyDir volume)"
+            ) from None
+    state = StateDir(given)
+    try:
+        state.reset()
+        probe = state.root / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise CelkeeperError(
+            f"the state folder {given} is not writable ({err.strerror or err}): celkeeper writes its "
+            "snapshots, worker statuses and metrics there; give --state-dir a writable folder (with a "
+            "read-only root filesystem: an emptyDir volume)"
+        ) from None
+    return state
+
+
+def _heartbeat_dir(state: Any) -> str:
+    """Where Gunicorn's workers keep their heartbeat files: /dev/shm (memory) when writable, else the
+    state folder (never the root filesystem's /tmp)."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else str(state.tmp)
+
+
+def _takes_over(board: Any, pid: int) -> bool:
+    """A successor takes over from a worker once it enforces what the others do: it has loaded a
+    complete snapshot, or no worker has."""
+    statuses = board.read_all()
+    mine = next((s for s in statuses if s.pid == pid), None)
+    if mine is None:
+        return False
+    return mine.ready or not any(s.ready for s in statuses if s.pid != pid)
 
 
 def _kubernetes_source(args: argparse.Namespace, state: Any) -> Any:

@@ -28,6 +28,11 @@ class StateDir:
         <root>/informer.json     the informer's status (pid, generation published, problems)
         <root>/workers/<pid>.json  each worker's status (generation loaded, readiness)
         <root>/metrics/          prometheus_client multiprocess files
+        <root>/server/           the master's and workers' markers (<pid>.up, <pid>.retire)
+        <root>/tmp/              Gunicorn's worker heartbeat files when /dev/shm is not writable
+
+    It is the one place celkeeper writes to (a read-only root filesystem needs only this folder to be
+    writable, e.g. an emptyDir volume).
     """
 
     def __init__(self, root: Path) -> None:
@@ -36,13 +41,15 @@ class StateDir:
         self.informer = root / "informer.json"
         self.workers = root / "workers"
         self.metrics = root / "metrics"
+        self.server = root / "server"
+        self.tmp = root / "tmp"
 
     def reset(self) -> None:
         """Start clean: no snapshot, statuses or metrics left from an earlier server."""
         self.root.mkdir(parents=True, exist_ok=True)
         for path in (self.snapshot, self.informer):
             path.unlink(missing_ok=True)
-        for directory in (self.workers, self.metrics):
+        for directory in (self.workers, self.metrics, self.server, self.tmp):
             shutil.rmtree(directory, ignore_errors=True)
             directory.mkdir()
 

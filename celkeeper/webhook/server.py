@@ -1,6 +1,6 @@
 """Gunicorn, started programmatically: the master, its workers and one informer process.
 
-    serve(options, tls, app_factory, informer=..., on_worker_gone=...)
+    serve(options, tls, app_factory, informer=..., on_worker_gone=..., worker_ready=...)
 
 `app_factory(heartbeat)` runs in each worker after the fork; `heartbeat()` tells the master the
 worker is alive while the app loads (compiling a large policy set can take longer than --timeout).
@@ -9,11 +9,19 @@ Process tree of one server:
 
     master (Gunicorn arbiter)     binds the sockets, forks and supervises the rest, never serves
     ├── informer                  exactly one; re-forked (with back-off) whenever it dies
-    ├── worker 1 .. N             gthread workers (webhook/worker.py: connections spread over them);
-    │                             each loads the app (create_app) after the fork
-    │                             and serves HTTPS; Gunicorn replaces any worker that dies
+    ├── worker 1 .. N             event-loop workers (webhook/worker.py); each loads the app
+    │                             (create_app) after the fork and serves HTTPS; Gunicorn replaces
+    │                             any worker that dies
 
-The workers and the informer share nothing but files (snapshots, statuses, metrics).
+Rolling replacement: SIGHUP, and a worker that has served --max-requests, replace workers one at a
+time. The master starts the replacement first (N+1 workers for a while) and stops the old worker
+(SIGTERM: it finishes what it has) only once the replacement accepts connections (it has loaded the
+app and its first policies: `<control>/<pid>.up`, plus `worker_ready(pid)`), so that a large policy
+set, slow to compile, never leaves no worker accepting. Gunicorn's own SIGHUP starts every new worker
+at once and stops the old ones immediately.
+
+The workers and the informer share nothing but files (snapshots, statuses, metrics, the control
+folder's markers).
 """
 
 from __future__ import annotations
@@ -27,13 +35,15 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 
 from celkeeper.tls import ServerTLS
-from celkeeper.webhook.worker import BalancedThreadWorker
+from celkeeper.webhook.balance import LoadBoard
+from celkeeper.webhook.worker import EventWorker
 
 log = logging.getLogger("celkeeper.server")
 
@@ -42,16 +52,58 @@ log = logging.getLogger("celkeeper.server")
 class ServerOptions:
     binds: tuple[str, ...] = ("0.0.0.0:8443",)
     workers: int = 2
-    threads: int = 1  # per worker; requests of one worker share one GIL anyway
     timeout: int = 30  # a worker silent for this long is killed and replaced
     graceful_timeout: int = 10  # on stop/restart, workers finish their requests within this
     keepalive: int = 60  # idle keep-alive connections are closed after this (the API server reuses them)
+    handshake_timeout: float = 5.0  # a connection must complete its TLS handshake within this
+    request_timeout: float = 10.0  # a request must arrive whole within this of its first byte (and a
+    # new connection send its first request within this of its handshake)
+    max_connections: int = 1000  # per worker; beyond, the connection idle the longest is closed
+    max_body: int = 3 * 1024 * 1024 + 64 * 1024  # a larger body is read and dropped (the app answers 413)
     backlog: int = 2048
     max_requests: int = 50_000  # recycle a worker after this many requests, +0-10% jitter (0: never)
     gc_threshold: int = 20_000  # the workers' generation-0 threshold (0: Python's default)
     access_log: bool = False
     log_level: str = "info"
     proc_name: str = "celkeeper"
+    # where the master and workers leave markers (rolling replacement); None: Gunicorn's own SIGHUP
+    # and --max-requests behaviour (workers replaced without waiting for their successor)
+    control_dir: Path | None = None
+    worker_tmp_dir: str | None = None  # Gunicorn's heartbeat files (None: /dev/shm if writable, else /tmp)
+
+
+def worker_class_for(options: ServerOptions, board: LoadBoard | None = None) -> type[EventWorker]:
+    """The worker class of one server: EventWorker with this server's limits, its load board (new
+    connections spread over the workers), and, with a control folder, a worker at --max-requests asks
+    for a replacement rather than leaving."""
+    attrs: dict[str, Any] = {
+        "handshake_timeout": options.handshake_timeout,
+        "request_timeout": options.request_timeout,
+        "max_body": options.max_body,
+        "board": board,
+    }
+    control = options.control_dir
+    if control is not None:
+
+        def request_replacement(self: EventWorker) -> bool:
+            _touch(control / f"{os.getpid()}.retire")
+            return True
+
+        attrs["request_replacement"] = request_replacement
+    return type("CelkeeperWorker", (EventWorker,), attrs)
+
+
+def _touch(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+
+
+def _markers(control: Path, suffix: str) -> set[int]:
+    try:
+        names = os.listdir(control)
+    except OSError:
+        return set()
+    return {int(n[: -len(suffix)]) for n in names if n.endswith(suffix) and n[: -len(suffix)].isdigit()}
 
 
 class Sidecar:
@@ -189,12 +241,71 @@ def _process_gone(pid: int) -> None:
 class _Arbiter(Arbiter):
     def __init__(self, app: WebhookServer, sidecars: list[Sidecar]) -> None:
         self.sidecars = sidecars
+        self.server_app = app
+        self.queue: list[int] = []  # workers to replace, in order
+        self.replacing = 0  # the worker being replaced now (0: none)
+        self.replacing_since = 0.0
+        self.after_age = 0  # its replacement is the youngest worker older than this age
+        self.retired: set[int] = set()  # replaced workers told to stop, not yet gone
         super().__init__(app)
+
+    @property
+    def configured_workers(self) -> int:
+        return int(self.cfg.workers)
 
     def manage_workers(self) -> None:
         for sidecar in self.sidecars:
             sidecar.ensure(self)
+        if self.server_app.options.control_dir is not None:
+            self._roll()
         super().manage_workers()
+
+    # -- rolling replacement (see the module docstring) ------------------------------------------------
+    def handle_hup(self) -> None:
+        if self.server_app.options.control_dir is None:
+            super().handle_hup()
+            return
+        self.log.info("Hang up: replacing the %d worker(s) one at a time", len(self.WORKERS))
+        self.log.reopen_files()
+        for pid, _worker in sorted(self.WORKERS.items(), key=lambda w: w[1].age):
+            if pid not in self.retired and pid not in self.queue and pid != self.replacing:
+                self.queue.append(pid)
+
+    def _roll(self) -> None:
+        control = self.server_app.options.control_dir
+        assert control is not None
+        for pid in sorted(_markers(control, ".retire")):
+            known = pid in self.queue or pid == self.replacing or pid in self.retired
+            if pid in self.WORKERS and not known:
+                self.log.info("worker %d asks to be replaced", pid)
+                self.queue.append(pid)
+        self.retired &= set(self.WORKERS)
+        self.queue = [pid for pid in self.queue if pid in self.WORKERS]
+        if self.replacing and self.replacing not in self.WORKERS:
+            self.replacing = 0  # it died meanwhile: Gunicorn replaces it the usual way
+        if not self.replacing and self.queue:
+            self.replacing = self.queue.pop(0)
+            self.replacing_since = time.monotonic()
+            self.after_age = self.worker_age
+            self.log.info("replacing worker %d: starting its successor", self.replacing)
+        successor = self._successor()
+        if self.replacing and successor and self._up(control, successor):
+            self.log.info("worker %d accepts; stopping worker %d", successor, self.replacing)
+            self.retired.add(self.replacing)
+            self.kill_worker(self.replacing, signal.SIGTERM)
+            self.replacing = 0
+        # never fewer than configured serving, plus the successor being started, plus those leaving
+        self._num_workers = self.configured_workers + len(self.retired) + (1 if self.replacing else 0)
+
+    def _successor(self) -> int:
+        newer = [(w.age, pid) for pid, w in self.WORKERS.items() if w.age > self.after_age]
+        return max(newer)[1] if newer else 0
+
+    def _up(self, control: Path, pid: int) -> bool:
+        if pid not in _markers(control, ".up"):
+            return False
+        ready = self.server_app.worker_ready
+        return ready is None or ready(pid)
 
     def reap_workers(self) -> None:
         for sidecar in self.sidecars:
@@ -211,6 +322,11 @@ class _Arbiter(Arbiter):
         super().stop(graceful)
         for sidecar in self.sidecars:
             sidecar.stop(timeout=5.0)
+
+
+def _default_tmp_dir() -> str | None:
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 def _safe(hook: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
@@ -234,6 +350,8 @@ class WebhookServer(BaseApplication):
         app_factory: Callable[[Callable[[], None]], Any],
         informer: Callable[[], int] | None = None,
         on_worker_gone: Callable[[int], None] | None = None,
+        *,
+        worker_ready: Callable[[int], bool] | None = None,
     ) -> None:
         self.options = options
         self._worker: Any = None  # in a worker process: its Gunicorn worker object
@@ -241,12 +359,19 @@ class WebhookServer(BaseApplication):
         self.app_factory = app_factory
         self.sidecars = [Sidecar("informer", informer)] if informer is not None else []
         self.on_worker_gone = on_worker_gone
+        self.worker_ready = worker_ready
+        self.board = LoadBoard() if options.workers > 1 else None  # made in the master, shared by fork
         super().__init__()
 
     def _worker_gone(self, pid: int) -> None:
         if self.on_worker_gone is not None:
             self.on_worker_gone(pid)
         _process_gone(pid)
+        control = self.options.control_dir
+        if control is not None:
+            for suffix in (".up", ".retire"):
+                with contextlib.suppress(OSError):
+                    os.unlink(control / f"{pid}{suffix}")
 
     def load_config(self) -> None:
         o = self.options
@@ -262,7 +387,17 @@ class WebhookServer(BaseApplication):
                 # by reference counting; the default (700) collects every other request
                 gc.set_threshold(o.gc_threshold, 50, 100)
 
+        def pre_fork(server: Any, worker: Any) -> None:  # master, before forking a worker
+            if self.board is not None:
+                worker.slot = self.board.claim()
+
+        def post_worker_init(worker: Any) -> None:  # the worker, its app loaded, about to accept
+            if o.control_dir is not None:
+                _touch(o.control_dir / f"{os.getpid()}.up")
+
         def child_exit(server: Any, worker: Any) -> None:  # master, after a worker was reaped
+            if self.board is not None:
+                self.board.release(getattr(worker, "slot", -1))
             self._worker_gone(worker.pid)
 
         def worker_exit(server: Any, worker: Any) -> None:  # the worker itself, exiting
@@ -272,8 +407,8 @@ class WebhookServer(BaseApplication):
         settings: dict[str, Any] = {
             "bind": list(o.binds),
             "workers": o.workers,
-            "worker_class": BalancedThreadWorker,  # gthread, connections spread over the workers
-            "threads": o.threads,
+            "worker_class": worker_class_for(o, self.board),
+            "worker_connections": o.max_connections,
             "timeout": o.timeout,
             "graceful_timeout": o.graceful_timeout,
             "keepalive": o.keepalive,
@@ -283,7 +418,9 @@ class WebhookServer(BaseApplication):
             "certfile": tls.cert_file,
             "keyfile": tls.key_file,
             "ssl_context": ssl_context,
+            "pre_fork": _safe(pre_fork),
             "post_fork": post_fork,
+            "post_worker_init": post_worker_init,
             "child_exit": _safe(child_exit),
             "worker_exit": _safe(worker_exit),
             "accesslog": "-" if o.access_log else None,
@@ -292,7 +429,7 @@ class WebhookServer(BaseApplication):
             "proc_name": o.proc_name,
             "preload_app": False,  # nothing of the app exists in the master
             "control_socket_disable": True,  # gunicorn >= 25: no ~/.gunicorn/gunicorn.ctl
-            "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
+            "worker_tmp_dir": o.worker_tmp_dir or _default_tmp_dir(),
         }
         for key, value in settings.items():
             if key in self.cfg.settings:
@@ -321,10 +458,12 @@ def serve(
     app_factory: Callable[[Callable[[], None]], Any],
     informer: Callable[[], int] | None = None,
     on_worker_gone: Callable[[int], None] | None = None,
+    *,
+    worker_ready: Callable[[int], bool] | None = None,
 ) -> None:
-    """Run the server until it is stopped (SIGTERM/SIGINT: graceful; SIGQUIT: quick). Does not return
-    normally: Gunicorn ends the master with SystemExit."""
-    WebhookServer(options, tls, app_factory, informer, on_worker_gone).run()
+    """Run the server until it is stopped (SIGTERM/SIGINT: graceful; SIGQUIT: quick; SIGHUP: replace
+    the workers one at a time). Does not return normally: Gunicorn ends the master with SystemExit."""
+    WebhookServer(options, tls, app_factory, informer, on_worker_gone, worker_ready=worker_ready).run()
 
 
-__all__ = ["ServerOptions", "Sidecar", "WebhookServer", "serve"]
+__all__ = ["ServerOptions", "Sidecar", "WebhookServer", "serve", "worker_class_for"]

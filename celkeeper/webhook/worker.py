@@ -1,148 +1,518 @@
-"""The webhook's Gunicorn worker: gthread, with new connections spread over the workers.
+"""The webhook's Gunicorn worker: one event loop per process, the application only sees complete requests.
 
-All workers wait on the one listening socket and the kernel wakes them in the same order, so with
-plain gthread one worker accepts nearly every connection, even while it is busy and a sibling is
-idle; a keep-alive connection then stays with it for good (measured with bench/webhook.py: all 8 of
-wrk's connections on one of two workers, half the server idle). Here a worker whose threads are all
-busy with requests, and which already holds a connection, stops listening until a thread is free,
-so an idle sibling accepts instead.
+A Gunicorn worker class written on Gunicorn's documented worker base (`gunicorn.workers.base.Worker`:
+signals, heartbeat, the app) rather than on gthread's internals. Every socket is non-blocking and
+watched by one selector:
 
-With one thread per worker (`--threads 1`, the default: a worker's requests share one GIL anyway),
-requests are handled on the worker's main thread, in its event loop, rather than handed to a
-one-thread pool and back: gthread's two thread hand-offs per request (futures, a wake-up pipe, GIL
-transfers) cost ~130 us of CPU per review on bench/webhook.py, a third of the serving stack. A
-connection is handled once its first bytes have arrived (a new one waits in the poller, as
-gthread's deferred connections do, so a silent client holds nothing); a worker busy with a request,
-or whose newest connection has not sent its first bytes yet (for AWAIT_GRACE at most), does not
-accept, so an idle sibling does. A client that stalls in the middle of a request holds the worker
-as it would hold gthread's only thread, except that the worker then stops reporting to the master,
-which replaces it after --timeout (gthread's worker would stay stuck).
+    accept -> TLS handshake -> read a request (HTTP/1.1 framing, webhook/http1.py) -> the app -> write
+              <= handshake_timeout  <= request_timeout from its first byte         <= write_timeout
+    between requests: idle for at most keepalive seconds (a new connection: request_timeout)
 
-Requests are otherwise handled exactly as by gthread, except that a response's head and body leave
-in one write: Gunicorn writes the head, then the body, each a TLS record and a send() of its own
-(on loopback the second send costs as much as the first); here the head waits for the body
-(`_Coalescing`).
+Only a complete request reaches the application, which runs on the loop's thread (requests of one
+worker share one GIL anyway: no thread hand-offs, ~130 us of CPU saved per review). A client that
+connects and stalls - in the TCP handshake, half-way through its ClientHello, after the TLS handshake,
+in its headers or its body - costs a file descriptor and a deadline, never the thread that evaluates
+policies: other clients are served meanwhile, and the stalled connection is closed at its deadline.
+At `worker_connections` the connection idle the longest (or still in its handshake) is closed to make
+room, so idle connections cannot lock the listener either.
+
+A response is written in one piece (head and body in one TLS record); a client that does not read it
+holds nothing but its buffer. A worker that has served `max_requests` asks the master for a
+replacement (`retire_request`) and keeps serving until the master stops it (once the replacement
+accepts): see webhook/server.py. SIGTERM: stop accepting, finish what is in progress, answer a request
+arriving on a kept-alive connection within 2 s with `Connection: close`, leave.
+
+Gunicorn is used for: the master and its supervision (webhook/server.py), the worker base class, TLS
+settings (`gunicorn.sock.ssl_context`), and the HTTP request parser, WSGI environ and response
+(`gunicorn.http`, fed the complete request). tests/server/test_gunicorn_contract.py fails loudly when
+any of these change shape; setup.cfg pins the Gunicorn releases tested.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import heapq
+import itertools
+import os
+import selectors
+import socket
+import ssl
 import time
-from concurrent import futures
+from datetime import datetime
 from typing import Any
 
-from gunicorn.workers import gthread
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn import http, util
+from gunicorn import sock as gsock
+from gunicorn.http import wsgi
+from gunicorn.workers import base
 
-# gthread's deferral of connections that have sent nothing yet (Gunicorn >= 24): inline handling
-# relies on it (without it, requests go through the thread pool as in plain gthread)
-_DEFER: Any = getattr(gthread, "_DEFER", None)
-#: a new connection that has sent nothing for this long no longer keeps its worker from accepting
-AWAIT_GRACE = 0.05
+from celkeeper.webhook.balance import DEFER, LoadBoard
+from celkeeper.webhook.http1 import Frame, RequestFramer, RequestTooLarge
 
-
-class BalancedThreadWorker(ThreadWorker):
-    def init_process(self) -> None:
-        self._in_flight = 0  # requests handed to the thread pool and not finished (main thread only)
-        self._inline = self.cfg.threads == 1 and _DEFER is not None and hasattr(self, "pending_conns")
-        self._handling = False  # inline: a request is being handled (main thread only)
-        super().init_process()
-
-    def enqueue_req(self, conn: Any) -> None:
-        self._in_flight += 1
-        if self._inline:
-            self._handle_inline(conn)
-            return
-        super().enqueue_req(conn)
-        self._reconsider()
-
-    def _handle_inline(self, conn: Any) -> None:
-        """gthread's handle() and finish_request() on the main thread (see the module docstring)."""
-        if self._handling:  # finish_request found the next request already read: after this one
-            self.method_queue.defer(self._handle_inline, conn)
-            return
-        done: futures.Future[Any] = futures.Future()
-        self._handling = True
-        try:
-            if not conn.initialized and not conn.data_ready:
-                done.set_result(_DEFER)  # nothing to read yet: wait in the poller, not here
-            else:
-                try:
-                    done.set_result(self.handle(conn))
-                except Exception as exc:  # handle() answers every error itself; belt and braces
-                    done.set_exception(exc)
-            self.finish_request(conn, done)
-        finally:
-            self._handling = False
-
-    def finish_request(self, conn: Any, fs: Any) -> None:
-        self._in_flight -= 1
-        super().finish_request(conn, fs)
-        self._reconsider()
-
-    def set_accept_enabled(self, enabled: bool) -> None:
-        busy = self._in_flight + (self._awaited() if self._inline else 0)
-        super().set_accept_enabled(enabled and (self.nr_conns == 0 or busy < self.cfg.threads))
-
-    def _awaited(self) -> int:
-        """New connections whose first bytes should arrive any moment (accepted less than
-        AWAIT_GRACE ago, waiting in the poller): as busy as a request in progress, so that a sibling
-        accepts the next connection of a burst (as a pool thread waiting for them would make it).
-        None with a single worker: there is no sibling to accept instead."""
-        if self.cfg.workers < 2 or not self.pending_conns:
-            return 0
-        recent = time.monotonic() - AWAIT_GRACE + self.cfg.keepalive  # conn.timeout of the youngest
-        n = 0
-        for conn in reversed(self.pending_conns):  # oldest first, so newest last
-            if conn.timeout <= recent:
-                break
-            n += 1
-        return n
-
-    def wait_for_and_dispatch_events(self, timeout: float) -> None:
-        if self._inline and self.pending_conns and not self._accepting and self.cfg.workers > 1:
-            # accepting again once the youngest waiting connection is no longer new (see _awaited)
-            youngest = self.pending_conns[-1].timeout - self.cfg.keepalive
-            timeout = max(0.0, min(timeout, youngest + AWAIT_GRACE - time.monotonic() + 0.001))
-        super().wait_for_and_dispatch_events(timeout)
-
-    def handle_request(self, req: Any, conn: Any) -> Any:
-        sock = conn.sock
-        coalescing = _Coalescing(sock)
-        conn.sock = coalescing  # what Gunicorn's Response writes to, for this request only
-        try:
-            return super().handle_request(req, conn)
-        finally:
-            conn.sock = sock
-            coalescing.flush()
-
-    def _reconsider(self) -> None:
-        if self.alive:
-            self.set_accept_enabled(self.nr_conns < self.worker_connections)
+HANDSHAKE, IDLE, READING, WRITING, CLOSING = "handshake", "idle", "reading", "writing", "closing"
+STOP_LINGER = 2.0  # a stopping worker keeps kept-alive connections this long (a request may be on its way)
+CLOSE_LINGER = 1.0  # after a last answer, unread input is drained this long before the close
+READ_BUDGET = 1024 * 1024  # bytes read from one connection before the others get a turn
+_WAKE = object()
+_NOTICE = object()  # the listener's data while this worker leaves new connections to a sibling
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
-class _Coalescing:
-    """A socket whose first `sendall` (a response's head) is held until the next one (its body) or
-    until anything else is done with the socket (`flush`, any other attribute)."""
+class _Conn:
+    __slots__ = (
+        "client",
+        "close_after",
+        "deadline",
+        "events",
+        "framer",
+        "out",
+        "pending",
+        "served",
+        "server",
+        "state",
+        "tls",
+    )
 
-    __slots__ = ("_held", "_sock")
+    def __init__(
+        self, tls: ssl.SSLSocket | socket.socket, client: Any, server: Any, framer: RequestFramer
+    ) -> None:
+        self.tls = tls  # the TLS socket (or the plain one without TLS): read, written and watched
+        self.client = client
+        self.server = server
+        self.framer = framer
+        self.state = HANDSHAKE
+        self.deadline = 0.0
+        self.events = 0  # what the selector watches for (0: not registered)
+        self.out = memoryview(b"")  # what is left to write
+        self.pending = b""  # bytes read past the request being answered (pipelining)
+        self.close_after = False
+        self.served = 0
 
-    def __init__(self, sock: Any) -> None:
-        self._sock = sock
-        self._held: bytes | None = None  # None: nothing written yet; b"": no longer holding
+
+class _Collector:
+    """What Gunicorn's Response writes to: the response, gathered to be written in one piece."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
 
     def sendall(self, data: bytes) -> None:
-        held = self._held
-        if held is None:
-            self._held = bytes(data)
+        self.parts.append(bytes(data))
+
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class EventWorker(base.Worker):
+    # set per server by webhook/server.py (worker_class_for)
+    handshake_timeout = 5.0
+    request_timeout = 10.0
+    write_timeout = 10.0
+    max_head = 64 * 1024
+    max_body = 3 * 1024 * 1024 + 64 * 1024
+    drain_limit = 64 * 1024 * 1024
+    board: LoadBoard | None = None  # shared with the sibling workers (webhook/balance.py)
+    slot = -1  # this worker's slot on the board, set by the master before the fork
+
+    def request_replacement(self) -> bool:
+        """Ask the master for a worker to replace this one (it stops this one once the replacement
+        accepts); False when there is no one to ask (then the worker leaves by itself)."""
+        return False
+
+    def init_process(self) -> None:
+        self.selector = selectors.DefaultSelector()
+        self.conns: dict[_Conn, None] = {}  # every open connection
+        self.idle: dict[_Conn, None] = {}  # connections without a request in progress, oldest first
+        self.heap: list[tuple[float, int, _Conn]] = []  # (deadline, tie, conn); stale entries skipped
+        self.tie = itertools.count()
+        self.listening: object = False  # False, or what the listener is registered with (None: accept)
+        self.defer_until = 0.0  # a new connection was noticed: it goes to a sibling unless still here then
+        self.again: list[_Conn] = []  # connections to read again without waiting (TLS holds bytes)
+        self.retiring = False
+        self.stop_at = 0.0
+        super().init_process()
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.selector.register(self.PIPE[0], selectors.EVENT_READ, _WAKE)
+        next_beat = 0.0
+        while True:
+            now = time.monotonic()
+            if not self.alive:
+                if not self.stop_at:
+                    self._begin_stop(now)
+                if not self.conns or now >= self.stop_at:
+                    break
+            if now >= next_beat:
+                self.notify()
+                next_beat = now + min(1.0, self.timeout / 4 if self.timeout else 1.0)
+                if self.ppid != os.getppid():
+                    self.log.info("Parent changed, shutting down: %s", self)
+                    break
+            self._listen(now)
+            timeout = min(1.0, max(0.0, next_beat - now))
+            if self.again:
+                timeout = 0.0
+            elif self.heap:
+                timeout = min(timeout, max(0.0, self.heap[0][0] - now))
+            if self.defer_until:
+                timeout = min(timeout, max(0.0, self.defer_until - now))
+            try:
+                events = self.selector.select(timeout)
+            except OSError as err:
+                if err.errno != errno.EINTR:
+                    raise
+                events = []
+            again, self.again = self.again, []
+            for conn in again:
+                if conn in self.conns and conn.state in (IDLE, READING):
+                    self._guarded(conn, self._read, conn)
+            for key, mask in events:
+                if key.data is _WAKE:
+                    with contextlib.suppress(OSError):
+                        os.read(self.PIPE[0], 64)
+                elif key.data is _NOTICE:
+                    self.defer_until = time.monotonic() + DEFER
+                    self._set_listening(False)
+                elif isinstance(key.data, _Conn):
+                    self._guarded(key.data, self._ready, key.data, mask)
+                else:
+                    self._guarded(None, self._accept, key.fileobj)
+                    if self.board is not None:
+                        self.board.publish(self.slot, len(self.conns))
+            self._expire(time.monotonic())
+        if self.board is not None:
+            self.board.release(self.slot)
+        for conn in list(self.conns):
+            self._close(conn)
+        self.selector.close()
+        for listener in self.sockets:
+            listener.close()
+
+    def _guarded(self, conn: _Conn | None, step: Any, *args: Any) -> None:
+        """One step of the loop; a bug there costs the connection, never the worker."""
+        try:
+            step(*args)
+        except Exception:
+            self.log.exception("internal error on a connection from %s", conn.client if conn else "(accept)")
+            if conn is not None and conn in self.conns:
+                self._close(conn)
+
+    def _begin_stop(self, now: float) -> None:
+        self._set_listening(False)
+        self.stop_at = now + self.cfg.graceful_timeout
+        for conn in list(self.idle):
+            if conn.state == IDLE:
+                self._deadline(conn, min(conn.deadline, now + STOP_LINGER))
+
+    def _listen(self, now: float) -> None:
+        """Watch the listener to accept, to notice (a sibling has fewer connections), or not at all."""
+        room = len(self.conns) < self.cfg.worker_connections or bool(self.idle)
+        board = self.board
+        if not self.alive or not room:
+            if board is not None:
+                board.publish(self.slot, None)
+            self._set_listening(False)
             return
-        self._held = b""
-        self._sock.sendall(held + data if held else data)
+        if board is None or self.slot < 0:
+            self._set_listening(None)
+            return
+        board.publish(self.slot, len(self.conns))
+        least = board.least_other(self.slot)
+        if least is None or len(self.conns) <= least:
+            self.defer_until = 0.0
+            self._set_listening(None)
+        elif not self.defer_until:
+            self._set_listening(_NOTICE)
+        elif now >= self.defer_until:  # still waiting after DEFER: the siblings are busy; take it
+            self.defer_until = 0.0
+            for listener in self.sockets:
+                self._guarded(None, self._accept, listener)
+            board.publish(self.slot, len(self.conns))
+            self._set_listening(_NOTICE)
+        else:
+            self._set_listening(False)
 
-    def flush(self) -> None:
-        held, self._held = self._held, b""
-        if held:
-            self._sock.sendall(held)
+    def _set_listening(self, how: object) -> None:
+        if how is self.listening:
+            return
+        for listener in self.sockets:
+            if self.listening is not False:
+                self.selector.unregister(listener)
+            if how is not False:
+                listener.setblocking(False)
+                self.selector.register(listener, selectors.EVENT_READ, how)
+        self.listening = how
 
-    def __getattr__(self, name: str) -> Any:
-        self.flush()
-        return getattr(self._sock, name)
+    # -- connections ----------------------------------------------------------------------------------
+    def _accept(self, listener: Any) -> None:
+        try:
+            raw, client = listener.accept()
+        except OSError as err:
+            if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNABORTED, errno.EMFILE, errno.ENFILE):
+                return
+            raise
+        if len(self.conns) >= self.cfg.worker_connections and self.idle:
+            self._close(next(iter(self.idle)))  # full: the one idle the longest makes room
+        raw.setblocking(False)
+        framer = RequestFramer(self.max_head, self.max_body, self.drain_limit)
+        try:
+            if self.cfg.is_ssl:
+                tls: Any = gsock.ssl_context(self.cfg).wrap_socket(
+                    raw, server_side=True, do_handshake_on_connect=False, suppress_ragged_eofs=True
+                )
+            else:
+                tls = raw
+        except (OSError, ValueError) as err:
+            self.log.debug("cannot set up a connection from %s: %s", client, err)
+            util.close(raw)
+            return
+        conn = _Conn(tls, client, listener.getsockname(), framer)
+        self.conns[conn] = None
+        self.idle[conn] = None
+        now = time.monotonic()
+        self._deadline(conn, now + self.handshake_timeout)
+        if self.cfg.is_ssl:
+            self._handshake(conn)
+        else:
+            self._to_idle(conn, now + self.request_timeout)
+
+    def _ready(self, conn: _Conn, mask: int) -> None:
+        if conn not in self.conns:  # closed by an earlier event of the same round
+            return
+        if conn.state == HANDSHAKE:
+            self._handshake(conn)
+        elif conn.state == WRITING:
+            self._write(conn)
+        elif conn.state == CLOSING:
+            self._linger(conn)
+        else:
+            self._read(conn)
+
+    def _watch(self, conn: _Conn, events: int) -> None:
+        if events == conn.events:
+            return
+        if not events:
+            self.selector.unregister(conn.tls)
+        elif not conn.events:
+            self.selector.register(conn.tls, events, conn)
+        else:
+            self.selector.modify(conn.tls, events, conn)
+        conn.events = events
+
+    def _deadline(self, conn: _Conn, when: float) -> None:
+        conn.deadline = when
+        heapq.heappush(self.heap, (when, next(self.tie), conn))
+
+    def _expire(self, now: float) -> None:
+        heap = self.heap
+        while heap and heap[0][0] <= now:
+            when, _, conn = heapq.heappop(heap)
+            if conn in self.conns and conn.deadline == when:
+                self.log.debug("closing a connection from %s: no progress (%s)", conn.client, conn.state)
+                self._close(conn)
+
+    def _close(self, conn: _Conn) -> None:
+        self._watch(conn, 0)
+        self.conns.pop(conn, None)
+        self.idle.pop(conn, None)
+        util.close(conn.tls)
+
+    def _handshake(self, conn: _Conn) -> None:
+        try:
+            conn.tls.do_handshake()  # type: ignore[union-attr]
+        except ssl.SSLWantReadError:
+            self._watch(conn, selectors.EVENT_READ)
+            return
+        except ssl.SSLWantWriteError:
+            self._watch(conn, selectors.EVENT_WRITE)
+            return
+        except (OSError, ValueError) as err:  # ssl.SSLError is an OSError: not TLS, refused, reset
+            self.log.debug("TLS handshake with %s failed: %s", conn.client, err)
+            self._close(conn)
+            return
+        self._to_idle(conn, time.monotonic() + self.request_timeout)
+        self._read(conn)  # the request may have come with the end of the handshake
+
+    def _to_idle(self, conn: _Conn, deadline: float) -> None:
+        conn.state = IDLE
+        self.idle[conn] = None
+        self._deadline(conn, deadline)
+        self._watch(conn, selectors.EVENT_READ)
+
+    def _read(self, conn: _Conn) -> None:
+        frame: Frame | None = None
+        budget = READ_BUDGET
+        while frame is None:
+            if budget <= 0:  # a fast sender does not hold the loop: the rest next round
+                self.again.append(conn)
+                return
+            try:
+                data = conn.tls.recv(262144)
+            except (ssl.SSLWantReadError, BlockingIOError):
+                self._watch(conn, selectors.EVENT_READ)
+                return
+            except ssl.SSLWantWriteError:
+                self._watch(conn, selectors.EVENT_WRITE)
+                return
+            except (OSError, ValueError) as err:
+                self.log.debug("reading from %s failed: %s", conn.client, err)
+                self._close(conn)
+                return
+            if not data:
+                self._close(conn)
+                return
+            budget -= len(data)
+            frame = self._feed(conn, data)
+            if frame is None and conn.state != READING:  # answered with an error, or closed
+                return
+        self._answer(conn, frame)
+
+    def _feed(self, conn: _Conn, data: bytes) -> Frame | None:
+        if conn.state == IDLE:
+            conn.state = READING
+            self.idle.pop(conn, None)
+            self._deadline(conn, time.monotonic() + self.request_timeout)
+        try:
+            frame = conn.framer.feed(data)
+        except RequestTooLarge as err:
+            self._error(conn, 431, "Request Header Fields Too Large", str(err))
+            return None
+        if frame is None and conn.framer.continue_wanted:
+            conn.framer.continue_wanted = False
+            with contextlib.suppress(OSError):
+                conn.tls.send(_CONTINUE)  # small: fits the empty send buffer of a waiting client
+        return frame
+
+    def _answer(self, conn: _Conn, frame: Frame) -> None:
+        if frame.error:
+            self._error(conn, 400, "Bad Request", frame.error)
+            return
+        payload, keep = self._serve(conn, frame)
+        conn.pending = frame.rest
+        conn.close_after = not keep or frame.close
+        self._send(conn, payload)
+
+    def _error(self, conn: _Conn, status: int, reason: str, message: str) -> None:
+        out = _Collector()
+        self.log.warning("Invalid request from ip=%s: %s", (conn.client or ("",))[0], message)
+        util.write_error(out, status, reason, message)
+        conn.close_after = True
+        conn.pending = b""
+        self._send(conn, out.data())
+
+    def _send(self, conn: _Conn, payload: bytes) -> None:
+        conn.state = WRITING
+        conn.out = memoryview(payload)
+        self._deadline(conn, time.monotonic() + self.write_timeout)
+        self._write(conn)
+
+    def _write(self, conn: _Conn) -> None:
+        while conn.out:
+            try:
+                sent = conn.tls.send(conn.out)
+            except (ssl.SSLWantWriteError, BlockingIOError):
+                self._watch(conn, selectors.EVENT_WRITE)
+                return
+            except ssl.SSLWantReadError:
+                self._watch(conn, selectors.EVENT_READ)
+                return
+            except (OSError, ValueError) as err:
+                self.log.debug("writing to %s failed: %s", conn.client, err)
+                self._close(conn)
+                return
+            conn.out = conn.out[sent:]
+        conn.served += 1
+        if conn.close_after or not self.alive:
+            self._start_close(conn)
+            return
+        self._to_idle(conn, time.monotonic() + self.cfg.keepalive)
+        if conn.pending:  # pipelined: the next request is (partly) here already
+            pending, conn.pending = conn.pending, b""
+            frame = self._feed(conn, pending)
+            if frame is not None:
+                self._answer(conn, frame)
+                return
+        if conn in self.conns and conn.state in (IDLE, READING):
+            self._read(conn)  # TLS may hold decrypted bytes the selector cannot see
+
+    def _start_close(self, conn: _Conn) -> None:
+        """Stop writing, then drain what the client still sends for a moment, so that closing with
+        unread input does not reset the connection under the answer."""
+        conn.state = CLOSING
+        self.idle.pop(conn, None)
+        try:
+            conn.tls.shutdown(socket.SHUT_WR)  # (an SSLSocket drops TLS: what follows is raw)
+        except OSError:
+            self._close(conn)
+            return
+        self._deadline(conn, time.monotonic() + CLOSE_LINGER)
+        self._watch(conn, selectors.EVENT_READ)
+
+    def _linger(self, conn: _Conn) -> None:
+        try:
+            data = conn.tls.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close(conn)
+
+    # -- the application ------------------------------------------------------------------------------
+    def _serve(self, conn: _Conn, frame: Frame) -> tuple[bytes, bool]:
+        """Run one complete request through Gunicorn's parser and the WSGI app: (response, keep-alive)."""
+        out = _Collector()
+        req = None
+        environ: dict[str, Any] = {}
+        resp = None
+        try:
+            parser = http.get_parser(self.cfg, iter([frame.data]), conn.client)
+            req = next(parser)
+            self.cfg.pre_request(self, req)
+            started = datetime.now()
+            resp, environ = wsgi.create(req, out, conn.client, conn.server, self.cfg)
+            environ["wsgi.multithread"] = False
+            self._count_request()
+            if not self.alive or frame.close or not self.cfg.keepalive:
+                resp.force_close()
+            respiter = self.wsgi(environ, resp.start_response)
+            try:
+                for item in respiter:
+                    resp.write(item)
+                resp.close()
+            finally:
+                self.log.access(resp, req, environ, datetime.now() - started)
+                if hasattr(respiter, "close"):
+                    respiter.close()
+            return out.data(), not resp.should_close()
+        except (StopIteration, http.errors.NoMoreData):
+            return out.data(), False
+        except Exception as exc:
+            out.parts.clear()  # nothing was sent yet: the error replaces whatever was written
+            self.handle_error(req, out, conn.client, exc)
+            return out.data(), False
+        finally:
+            if req is not None:
+                try:
+                    self.cfg.post_request(self, req, environ, resp)
+                except Exception:
+                    self.log.exception("Exception in post_request hook")
+
+    def _count_request(self) -> None:
+        self.nr += 1
+        if self.nr < self.max_requests or self.retiring:
+            return
+        self.retiring = True
+        try:
+            asked = self.request_replacement()
+        except Exception:  # cannot ask: leave the old way
+            self.log.exception("could not ask for a replacement")
+            asked = False
+        if asked:
+            self.log.info("worker %s served %d requests: replacement requested", self.pid, self.nr)
+        else:
+            self.log.info("Autorestarting worker after current request.")
+            self.alive = False

@@ -41,6 +41,7 @@ class ServeProcess:
         workers: int = 2,
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        root: Path = ROOT,
     ) -> None:
         self.workdir = workdir
         self.policy_dir = policy_dir
@@ -51,6 +52,7 @@ class ServeProcess:
         self.board = WorkerBoard(self.state.workers)
         self.port = 0
         self.extra_env = dict(env or {})
+        self.root = root  # the source tree `python -m celkeeper` runs from (benchmarks compare trees)
         self.process: ManagedProcess | None = None
 
     # -- life cycle ---------------------------------------------------------------------------------
@@ -70,9 +72,9 @@ class ServeProcess:
     def start(self, timeout: float = 60.0, wait_ready: bool = True) -> ServeProcess:
         for _attempt in range(3):  # a free port can be taken before the server binds it
             self.port = free_port()
-            env = {**os.environ, "PYTHONPATH": str(ROOT), **self.extra_env}
+            env = {**os.environ, "PYTHONPATH": str(self.root), **self.extra_env}
             self.process = ManagedProcess("celkeeper-serve", self.argv(), self.workdir / "serve.log", env=env,
-                                          cwd=ROOT)
+                                          cwd=self.root)
             self.process.start()
             try:
                 if wait_ready:

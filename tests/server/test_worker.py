@@ -1,5 +1,5 @@
-"""The webhook worker (celkeeper.webhook.worker): requests handled on the worker's main thread with
-one thread per worker, a response's head and body written together."""
+"""The webhook worker (celkeeper.webhook.worker) on a real server: pipelined requests answered in
+order, a silent connection holding nothing."""
 
 from __future__ import annotations
 
@@ -13,44 +13,10 @@ from typing import Any
 
 import pytest
 
-from celkeeper.webhook.worker import _Coalescing
 from tests.server.harness import ServeProcess, pod, review
 
 POLICIES = Path(__file__).parent / "policies"
 ALLOWED = pod(labels={"owner": "a", "team": "b", "cost-center": "c"})
-
-
-class _Recorder:
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
-        self.timeout = 5.0
-
-    def sendall(self, data: bytes) -> None:
-        self.sent.append(bytes(data))
-
-    def gettimeout(self) -> float:
-        return self.timeout
-
-
-def test_the_head_waits_for_the_body() -> None:
-    sock = _Recorder()
-    out = _Coalescing(sock)
-    out.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
-    assert sock.sent == []
-    out.sendall(b"{}")
-    out.sendall(b"more")
-    out.flush()
-    assert sock.sent == [b"HTTP/1.1 200 OK\r\n\r\n{}", b"more"]
-
-
-def test_a_lone_head_leaves_on_flush_or_any_other_use() -> None:
-    sock = _Recorder()
-    out = _Coalescing(sock)
-    out.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
-    assert out.gettimeout() == 5.0  # anything else done with the socket sends what is held first
-    assert sock.sent == [b"HTTP/1.1 204 No Content\r\n\r\n"]
-    out.flush()
-    assert sock.sent == [b"HTTP/1.1 204 No Content\r\n\r\n"]
 
 
 @pytest.fixture

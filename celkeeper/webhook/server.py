@@ -295,7 +295,9 @@ class _Arbiter(Arbiter):
             self.kill_worker(self.replacing, signal.SIGTERM)
             self.replacing = 0
         # never fewer than configured serving, plus the successor being started, plus those leaving
-        self._num_workers = self.configured_workers + len(self.retired) + (1 if self.replacing else 0)
+        wanted = self.configured_workers + len(self.retired) + (1 if self.replacing else 0)
+        if wanted != self.num_workers:
+            self.num_workers = wanted
 
     def _successor(self) -> int:
         newer = [(w.age, pid) for pid, w in self.WORKERS.items() if w.age > self.after_age]

@@ -34,13 +34,19 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
         raise
 
 
-def walk(directory: str, suffixes: tuple[str, ...]) -> list[str]:
+def walk(directory: str, suffixes: tuple[str, ...], errors: list[str] | None = None) -> list[str]:
     """Files under `directory` (recursively, each folder's files sorted, then its sub-folders sorted)
     whose names end with one of `suffixes`. Names starting with a dot are skipped (.git, editor swap
-    files, the `..data` links of a mounted ConfigMap); symbolic links are followed, loops once."""
+    files, the `..data` links of a mounted ConfigMap); symbolic links are followed, loops once.
+    Folders that cannot be listed are described in `errors` when given (else skipped silently)."""
     found: list[str] = []
     visited: set[str] = set()
-    for root, dirs, files in os.walk(directory, followlinks=True):
+
+    def failed(err: OSError) -> None:
+        if errors is not None:
+            errors.append(f"{err.filename}: cannot list: {err.strerror or err}")
+
+    for root, dirs, files in os.walk(directory, followlinks=True, onerror=failed):
         real = os.path.realpath(root)
         if real in visited:  # a symlink loop
             dirs[:] = []

@@ -51,6 +51,9 @@ def register(subparsers: Any) -> None:
                      "and the ignore label see; a namespace not listed has no labels")
     src.add_argument("--poll-interval", type=float, default=0.5, metavar="SECONDS",
                      help="how often the folder is checked for changes (default 0.5)")
+    src.add_argument("--max-policy-file-bytes", type=int, default=4 * 1024 * 1024, metavar="N",
+                     help="a policy file larger than this is not read (its last good version stays; "
+                          "default 4 MiB)")
     add_engine_option(src)
     kube = parser.add_argument_group("kubernetes (with --source kubernetes)")
     kube.add_argument("--kubeconfig", metavar="FILE",
@@ -143,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--expected-pods must be at least 1")
     if args.default_wait_for_vapb_generation < 0:
         raise CelkeeperError("--default-wait-for-vapb-generation must not be negative")
+    if args.max_policy_file_bytes < 1:
+        raise CelkeeperError("--max-policy-file-bytes must be at least 1")
     settings = _settings(args)
     tls = ServerTLS(args.cert, args.key)  # fails now, with one line, if the pair is unusable
     policy_dir = args.policy_dir
@@ -166,8 +171,11 @@ def run(args: argparse.Namespace) -> int:
         if args.source == "kubernetes":
             return run_informer(lambda: _kubernetes_source(args, state), state, settings, master,
                                 interval=1.0)
-        return run_informer(lambda: FolderSource(policy_dir, poll_interval=poll, namespaces=namespaces),
-                            state, settings, master, interval=poll)
+        return run_informer(
+            lambda: FolderSource(policy_dir, poll_interval=poll, namespaces=namespaces,
+                                 max_file_bytes=args.max_policy_file_bytes),
+            state, settings, master, interval=poll,
+        )
 
     def app_factory(heartbeat: Callable[[], None]) -> Any:
         from celkeeper.webhook.app import WebhookConfig, create_app

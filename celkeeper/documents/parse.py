@@ -35,10 +35,11 @@ def parse_documents(text: str, name: str) -> ParsedText:
     documents: list[Document] = []
     errors: list[DocumentError] = []
     index = 0
+    budget = _Budget(len(text) + 1000)
     try:
         for node in _compose_all(text):
             index += 1
-            _collect(node, name, index, lines, documents=documents, errors=errors)
+            _collect(node, name, index, lines, documents=documents, errors=errors, budget=budget)
     except MarkedYAMLError as err:
         if _looks_like_json_stream(text, name):
             return _parse_json_stream(text, name)
@@ -59,6 +60,26 @@ def parse_sources(sources: Iterable[tuple[str, str]]) -> ParsedText:
     return ParsedText(tuple(documents), tuple(errors))
 
 
+class _Budget:
+    """Values a text may expand to. Without aliases a text has fewer values than characters; YAML
+    aliases can make a few hundred bytes expand to billions ("billion laughs"): conversion stops
+    once a text's values outnumber its characters, so parsing stays linear in time and memory."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = self.left = limit
+
+    def take(self, node: Node, offset: int) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise DocumentError(
+                f"the document expands to more than {self.limit} values (aliases of aliases?): "
+                "not read",
+                Location(line=node.start_mark.line + 1 + offset, column=node.start_mark.column + 1),
+            )
+
+
 def _compose_all(text: str) -> Iterator[Node | None]:
     yaml = YAML(typ="rt")
     yield from yaml.compose_all(text)
@@ -72,6 +93,7 @@ def _collect(
     *,
     documents: list[Document],
     errors: list[DocumentError],
+    budget: _Budget,
     line_offset: int = 0,
 ) -> None:
     if node is None:
@@ -80,7 +102,7 @@ def _collect(
         return  # an empty document (`---` alone, or only comments)
     spans: dict[str, Span] = {}
     try:
-        data = _convert(node, "", spans, line_offset, None)
+        data = _convert(node, "", spans, line_offset, None, budget=budget)
     except DocumentError as err:
         located = err.at(file=name, document=index)
         errors.append(located if isinstance(located, DocumentError) else DocumentError(str(err)))
@@ -97,7 +119,16 @@ def _collect(
     documents.append(Document(file=name, index=index, data=data, spans=spans, lines=lines))
 
 
-def _convert(node: Node, path: str, spans: dict[str, Span], offset: int, key: tuple[int, int] | None) -> Any:
+def _convert(
+    node: Node,
+    path: str,
+    spans: dict[str, Span],
+    offset: int,
+    key: tuple[int, int] | None,
+    *,
+    budget: _Budget,
+) -> Any:
+    budget.take(node, offset)
     start, end = node.start_mark, node.end_mark
     style = node.style if isinstance(node, ScalarNode) else None
     spans[path] = Span(
@@ -109,14 +140,19 @@ def _convert(node: Node, path: str, spans: dict[str, Span], offset: int, key: tu
         style=style if style in ("'", '"', "|", ">") else None,
     )
     if isinstance(node, MappingNode):
-        return _convert_mapping(node, path, spans, offset)
+        return _convert_mapping(node, path, spans, offset, budget)
     if isinstance(node, SequenceNode):
-        return [_convert(item, index_path(path, i), spans, offset, None) for i, item in enumerate(node.value)]
+        return [
+            _convert(item, index_path(path, i), spans, offset, None, budget=budget)
+            for i, item in enumerate(node.value)
+        ]
     assert isinstance(node, ScalarNode)
     return _scalar(node)
 
 
-def _convert_mapping(node: MappingNode, path: str, spans: dict[str, Span], offset: int) -> dict[str, Any]:
+def _convert_mapping(
+    node: MappingNode, path: str, spans: dict[str, Span], offset: int, budget: _Budget
+) -> dict[str, Any]:
     result: dict[str, Any] = {}
     seen: dict[str, int] = {}
     merged: list[tuple[Node, Node]] = []
@@ -142,7 +178,8 @@ def _convert_mapping(node: MappingNode, path: str, spans: dict[str, Span], offse
             )
         seen[key] = key_line
         child = key_path(path, key)
-        result[key] = _convert(value_node, child, spans, offset, (key_line, key_node.start_mark.column + 1))
+        where = (key_line, key_node.start_mark.column + 1)
+        result[key] = _convert(value_node, child, spans, offset, where, budget=budget)
     for _key_node, value_node in merged:  # YAML merge keys: explicit keys win
         sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
         for source in sources:
@@ -156,7 +193,7 @@ def _convert_mapping(node: MappingNode, path: str, spans: dict[str, Span], offse
                     ),
                 )
             scratch: dict[str, Span] = {}
-            for k, v in _convert_mapping(source, path, scratch, offset).items():
+            for k, v in _convert_mapping(source, path, scratch, offset, budget).items():
                 result.setdefault(k, v)
             for p, s in scratch.items():
                 spans.setdefault(p, s)
@@ -242,6 +279,7 @@ def _parse_json_stream(text: str, name: str) -> ParsedText:
     errors: list[DocumentError] = []
     lines = tuple(text.splitlines())
     position, index = 0, 0
+    budget = _Budget(len(text) + 1000)
     while True:
         while position < len(text) and text[position] in " \t\r\n":
             position += 1
@@ -265,7 +303,10 @@ def _parse_json_stream(text: str, name: str) -> ParsedText:
         padded = " " * (position - line_start) + chunk
         try:
             for node in _compose_all(padded):
-                _collect(node, name, index, lines, documents=documents, errors=errors, line_offset=line - 1)
+                _collect(
+                    node, name, index, lines,
+                    documents=documents, errors=errors, budget=budget, line_offset=line - 1,
+                )
         except MarkedYAMLError:  # JSON that YAML does not read: keep the data, without field positions
             if isinstance(value, dict):
                 spans = {"": Span(line=line, column=position - line_start + 1, end_line=line)}

@@ -10,6 +10,21 @@ with file:line:col) in its log and status file: the workers then need not log th
 
 A listing that is not synced (a source still bootstrapping, e.g. after an informer restart) never
 replaces a synced snapshot: the workers keep enforcing everything until the source has listed it all.
+
+Fail-static: a good policy set is never replaced by a smaller or broken one by accident.
+- An item (a file, an API object) is *good* once published without problems located in it.
+- A changed item whose new version has problems located in it (YAML/JSON errors, an invalid
+  template, a template that stops compiling, an invalid constraint), or that no longer holds any
+  policy (emptied), or that the source cannot use (unreadable, too large, not UTF-8: Listing.failed)
+  is published at its last good version instead (`Snapshot.held`); the problems of the version held
+  back are reported (log, informer status, /readyz, celkeeper_policy_load_errors) with file:line:col.
+- An item that was never good is published as it is, problems and all (`Snapshot.unproven`): a
+  template that never compiled is loaded as Gatekeeper loads it, its compile errors becoming
+  evaluation errors of each request under its failurePolicy (issue 10). Only a *change* that
+  breaks a good item is held back.
+- An item the source no longer lists is deleted (an explicit deletion is honoured), unless the
+  listing is incomplete (the folder vanished) or names it in `keep` (gone for a moment).
+The last good versions survive informer restarts: they are what the published snapshot holds.
 A source with a `published(snapshot, policies, errors)` method (a PublicationListener) is told about
 every snapshot the workers are to load, with the policy set built from it - and, once, about the
 snapshot it found already published when its listing agrees with it (after an informer restart).
@@ -21,22 +36,26 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
-from celkeeper.errors import CelkeeperError
+from celkeeper.errors import CelkeeperError, DocumentError, Location
 from celkeeper.informer.source import Listing, Source
 from celkeeper.settings import Settings
 from celkeeper.snapshot import (
     InformerRecord,
     InformerStatus,
     Snapshot,
+    SnapshotItem,
     SnapshotStore,
     StateDir,
 )
 from celkeeper.snapshot.documents import DocumentCache
 
 log = logging.getLogger("celkeeper.informer")
+
+_DELETE_HINT = "to remove its policies, delete the file"
 
 # what checking a snapshot found: every problem as a line, the policy set (None when it could not be
 # built), and the errors behind the problems (each located in its item by `location.file`)
@@ -67,6 +86,11 @@ class Informer:
         self.last: Snapshot | None = self.store.latest()
         self.generation = self.last.generation if self.last else 0
         self._announced = False  # the listener has been told about the current snapshot
+        # the last good version of every item (fail-static), from what is published
+        last = self.last
+        self._good: dict[str, SnapshotItem] = (
+            {i.name: i for i in last.items if i.name not in set(last.unproven)} if last else {}
+        )
 
     # -- one round ----------------------------------------------------------------------------------
     def step(self) -> Snapshot | None:
@@ -76,7 +100,7 @@ class Informer:
         listing = self.source.listing()
         if not listing.synced and self.last is not None and self.last.synced:
             return None  # still bootstrapping: keep the complete snapshot the workers have
-        candidate = self._snapshot(listing, self.generation + 1)
+        candidate, checked = self._fail_static(listing, self.generation + 1)
         if self.last is not None and candidate.content_key() == self.last.content_key():
             if self.store.stamp() is None:  # someone removed the file: put the same generation back
                 log.warning("snapshot file %s vanished; publishing generation %d again",
@@ -87,13 +111,90 @@ class Informer:
             return None
         self.store.publish(candidate)
         self.generation, self.last = candidate.generation, candidate
-        checked = self._check(candidate)
         problems, policies, _errors = checked
         templates = len(policies.templates) if policies is not None else 0
         constraints = len(policies.constraints) if policies is not None else 0
         self._report(candidate, problems, templates, constraints)
         self._announce(candidate, checked)
         return candidate
+
+    # -- fail-static (see the module docstring) -----------------------------------------------------
+    def _fail_static(self, listing: Listing, generation: int) -> tuple[Snapshot, Checked]:
+        """The snapshot to publish for this listing, and what checking it found (with the problems of
+        the versions held back, located in their items)."""
+        items = {i.name: i for i in listing.items}
+        held: dict[str, list[CelkeeperError]] = {}  # name -> why its last good version is published
+        unusable: list[str] = []  # problems of items the source cannot use and that were never good
+        for name, problem in listing.failed.items():
+            if name in self._good:
+                items[name] = self._good[name]
+                held[name] = [DocumentError(problem.removeprefix(f"{name}: "), Location(file=name))]
+            else:
+                unusable.append(problem)
+        kept = set(listing.keep) if listing.complete else set(self._good) - set(listing.failed)
+        for name in kept - items.keys():
+            if name in self._good:
+                items[name] = self._good[name]  # gone for a moment, or out of sight: not a deletion
+        snapshot, checked = self._checked(listing, items, held, unusable, generation)
+        suspects = self._broken_changes(items, snapshot, checked)
+        if suspects:
+            # each suspect on its own, the others at their last good version: a constraint that only
+            # failed because its template broke in the same round is not held back with it
+            trial_items = dict(items)
+            for name, known in suspects.items():
+                why = known
+                if why is None:
+                    alone = {**trial_items, **{n: self._good[n] for n in suspects if n != name}}
+                    why = _by_item(self._checked(listing, alone, held, unusable, generation)[1][2]).get(name)
+                if why:
+                    held[name] = why
+                    items[name] = self._good[name]
+            snapshot, checked = self._checked(listing, items, held, unusable, generation)
+        located = _by_item(checked[2])
+        for item in snapshot.items:
+            if item.name not in held and item.name not in located:
+                self._good[item.name] = item
+        names = {i.name for i in snapshot.items} | set(items)
+        self._good = {n: i for n, i in self._good.items() if n in names}  # deleted: forgotten
+        held_back = tuple(HeldBack(err) for name in snapshot.held for err in held.get(name, ()))
+        return snapshot, (checked[0], checked[1], (*checked[2], *held_back))
+
+    def _checked(
+        self,
+        listing: Listing,
+        items: dict[str, SnapshotItem],
+        held: dict[str, list[CelkeeperError]],
+        unusable: list[str],
+        generation: int,
+    ) -> tuple[Snapshot, Checked]:
+        notes = [str(HeldBack(err)) for name in sorted(held) for err in held[name]]
+        snapshot = self._snapshot(listing, [items[n] for n in sorted(items)], generation,
+                                  (*listing.problems, *unusable, *notes), tuple(sorted(held)))
+        checked = self._check(snapshot)
+        located = _by_item(checked[2])
+        unproven = tuple(i.name for i in snapshot.items if i.name in located and i.name not in self._good)
+        if unproven:
+            snapshot = replace(snapshot, unproven=unproven)
+        return snapshot, checked
+
+    def _broken_changes(
+        self, items: dict[str, SnapshotItem], snapshot: Snapshot, checked: Checked
+    ) -> dict[str, list[CelkeeperError] | None]:
+        """Items changed from a good version into one that has problems (None: to be checked on its
+        own) or holds no policy any more (why)."""
+        located = _by_item(checked[2])
+        published = {i.name for i in snapshot.items}
+        broken: dict[str, list[CelkeeperError] | None] = {}
+        for name, item in items.items():
+            good = self._good.get(name)
+            if good is None or good.digest == item.digest:
+                continue
+            if name in located:
+                broken[name] = None
+            elif name not in published:
+                why = f"holds no template or constraint any more ({_DELETE_HINT})"
+                broken[name] = [DocumentError(why, Location(file=name))]
+        return broken
 
     def _listener(self) -> Callable[..., None] | None:
         found = getattr(self.source, "published", None)
@@ -109,20 +210,28 @@ class Informer:
         except Exception:  # the listener's trouble must not stop publication
             log.exception("the source could not take note of snapshot generation %d", snapshot.generation)
 
-    def _snapshot(self, listing: Listing, generation: int) -> Snapshot:
+    def _snapshot(
+        self,
+        listing: Listing,
+        items: list[SnapshotItem],
+        generation: int,
+        problems: tuple[str, ...],
+        held: tuple[str, ...],
+    ) -> Snapshot:
         # only what the workers need: files with templates or constraints (or that do not parse);
         # gator suites and sample objects next to the policies are left out
-        items = tuple(i for i in listing.items if self._documents.relevant(i))
-        self._documents.retain(listing.items)
+        relevant = tuple(i for i in items if self._documents.relevant(i))
+        self._documents.retain(items)
         return Snapshot(
             generation=generation,
             created=self.clock(),
             source=self.source.description,
             synced=listing.synced,
-            items=items,
+            items=relevant,
             namespaces=listing.namespaces,
             namespaces_complete=listing.namespaces_complete,
-            problems=listing.problems,
+            problems=problems,
+            held=tuple(h for h in held if h in {i.name for i in relevant}),
         )
 
     def _check(self, snapshot: Snapshot) -> Checked:
@@ -171,6 +280,7 @@ class Informer:
                 problems=problems,
                 templates=templates,
                 constraints=constraints,
+                held=snapshot.held,
             )
         )
 
@@ -190,6 +300,7 @@ class Informer:
                 problems=previous.problems if previous else (),
                 templates=previous.templates if previous else 0,
                 constraints=previous.constraints if previous else 0,
+                held=previous.held if previous else (),
             )
         )
         try:
@@ -202,3 +313,20 @@ class Informer:
                 self.source.wait(interval)
         finally:
             self.source.close()
+
+
+class HeldBack(CelkeeperError):
+    """A problem of a version held back (its item's last good version is enforced instead)."""
+
+    def __init__(self, err: CelkeeperError) -> None:
+        super().__init__(f"{err.message}; keeping the last good version of {err.location.file}", err.location)
+
+
+def _by_item(errors: Iterable[CelkeeperError]) -> dict[str, list[CelkeeperError]]:
+    """The problems located in each item (by the item's name, the file of their location)."""
+    out: dict[str, list[CelkeeperError]] = {}
+    for err in errors:
+        name = err.location.file
+        if name:
+            out.setdefault(name, []).append(err)
+    return out

@@ -20,7 +20,12 @@ class Listing:
     synced: bool  # everything that existed when the source started is in `items`
     namespaces: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     namespaces_complete: bool = False  # see Snapshot.namespaces_complete
-    problems: tuple[str, ...] = ()  # the source's own problems (unreadable file, lost watch), one line each
+    problems: tuple[str, ...] = ()  # the source's own problems (lost watch, missing folder), one line each
+    # Fail-static (the informer keeps the last good version of these; see informer/loop.py):
+    failed: Mapping[str, str] = field(default_factory=dict)  # name -> why it cannot be used now
+    keep: frozenset[str] = frozenset()  # names missing for a moment (not yet a deletion): keep quietly
+    complete: bool = True  # False: the source could not see everything; a name it does not list is
+    # not deleted (e.g. the policy folder vanished)
 
 
 class Source(Protocol):

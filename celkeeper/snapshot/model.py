@@ -54,12 +54,18 @@ class Snapshot:
     # kubernetes.io/metadata.name, as a new namespace has.
     namespaces_complete: bool = False
     problems: tuple[str, ...] = ()  # source-level problems (e.g. an unreadable file), one line each
+    # fail-static (informer/loop.py): items published at their last good version because the current
+    # one cannot be used (its problems are in `problems`), and items published although never good
+    # (no earlier version to keep: loaded with their problems, as Gatekeeper would)
+    held: tuple[str, ...] = ()
+    unproven: tuple[str, ...] = ()
 
     def content_key(self) -> tuple[object, ...]:
         """Equal for two snapshots with the same content (generation and time aside)."""
         ns = digest(json.dumps(self.namespaces, sort_keys=True)) if self.namespaces else ""
         items = tuple((i.name, i.digest) for i in self.items)
-        return (self.source, self.synced, items, ns, self.namespaces_complete, self.problems)
+        return (self.source, self.synced, items, ns, self.namespaces_complete, self.problems, self.held,
+                self.unproven)
 
     def to_json(self) -> bytes:
         doc = {
@@ -72,6 +78,8 @@ class Snapshot:
             "namespaces": self.namespaces,
             "namespacesComplete": self.namespaces_complete,
             "problems": list(self.problems),
+            "held": list(self.held),
+            "unproven": list(self.unproven),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -100,6 +108,8 @@ class Snapshot:
                 namespaces=namespaces,
                 namespaces_complete=bool(doc.get("namespacesComplete", False)),
                 problems=tuple(str(p) for p in doc.get("problems") or ()),
+                held=tuple(str(p) for p in doc.get("held") or ()),
+                unproven=tuple(str(p) for p in doc.get("unproven") or ()),
             )
         except (KeyError, TypeError) as err:
             raise ValueError(f"malformed snapshot: {err!r}") from None

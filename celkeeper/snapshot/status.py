@@ -41,6 +41,7 @@ class InformerStatus:
     templates: int = 0
     constraints: int = 0
     problems: tuple[str, ...] = ()  # every problem with the policies, one line each
+    held: tuple[str, ...] = ()  # items published at their last good version (fail-static)
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -54,8 +55,9 @@ def _read(path: Path) -> dict[str, Any] | None:
 def _build(cls: type, doc: dict[str, Any]) -> Any:
     names = {f.name for f in fields(cls)}
     values = {k: v for k, v in doc.items() if k in names}
-    if "problems" in values:
-        values["problems"] = tuple(values["problems"])
+    for key in ("problems", "held"):
+        if key in values:
+            values[key] = tuple(values[key])
     try:
         return cls(**values)
     except TypeError:
@@ -104,6 +106,7 @@ class InformerRecord:
     def write(self, status: InformerStatus) -> None:
         doc = asdict(status)
         doc["problems"] = list(status.problems)
+        doc["held"] = list(status.held)
         write_atomic(self.path, json.dumps(doc).encode())
 
     def read(self) -> InformerStatus | None:

@@ -154,6 +154,8 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
                 constraints=len(loaded.policies.constraints),
                 problems=list(loaded.problems),
             )
+            if loaded.held:
+                detail["heldBack"] = list(loaded.held)  # enforced at their last good version
         if live.last_error:
             detail["lastError"] = live.last_error
         return _json(detail, 200 if live.ready else 503)

@@ -43,6 +43,7 @@ class Loaded:
     namespaces: Mapping[str, Mapping[str, Any]]
     namespaces_complete: bool
     problems: tuple[str, ...]  # source problems, parse errors, template and constraint errors
+    held: tuple[str, ...] = ()  # sources enforced at their last good version (fail-static)
 
     def namespace(self, name: str) -> Mapping[str, Any] | None:
         """The Namespace object by name. Without a complete inventory (a policy folder), a namespace
@@ -150,6 +151,7 @@ class LivePolicies:
             namespaces=snapshot.namespaces,
             namespaces_complete=snapshot.namespaces_complete,
             problems=problems,
+            held=snapshot.held,
         )
         self._loaded = loaded  # one reference assignment: requests see the old set or the new one
         self._first.set()

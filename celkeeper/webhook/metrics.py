@@ -22,6 +22,7 @@ State, read from the status files at scrape time (so exact, whichever worker ans
     celkeeper_snapshot_age_seconds           time since the snapshot of that generation was published
     celkeeper_templates_loaded, celkeeper_constraints_loaded   as loaded by the workers (smallest)
     celkeeper_policy_load_errors             problems found in the policies (parse, template, constraint)
+    celkeeper_policy_sources_held            sources enforced at their last good version (fail-static)
     celkeeper_workers, celkeeper_workers_ready, celkeeper_informer_up
 """
 
@@ -77,6 +78,9 @@ class StateCollector:
                     informer.generation if informer else 0)
         yield gauge("celkeeper_policy_load_errors", "Problems found in the policy sources (parse, template, "
                     "constraint errors) by the informer", len(informer.problems) if informer else 0)
+        held = len(informer.held) if informer else 0
+        yield gauge("celkeeper_policy_sources_held", "Policy sources (files, objects) enforced at their "
+                    "last good version: the current one cannot be used", held)
         yield gauge("celkeeper_workers", "Live webhook workers", len(workers))
         yield gauge("celkeeper_workers_ready", "Workers that have loaded a complete snapshot",
                     sum(1 for w in workers if w.ready))

@@ -296,8 +296,9 @@ class _Arbiter(Arbiter):
             self.replacing = 0
         # never fewer than configured serving, plus the successor being started, plus those leaving
         wanted = self.configured_workers + len(self.retired) + (1 if self.replacing else 0)
-        if wanted != self.num_workers:
-            self.num_workers = wanted
+        arbiter: Any = self  # Gunicorn's num_workers property (untyped)
+        if wanted != arbiter.num_workers:
+            arbiter.num_workers = wanted
 
     def _successor(self) -> int:
         newer = [(w.age, pid) for pid, w in self.WORKERS.items() if w.age > self.after_age]

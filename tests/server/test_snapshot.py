@@ -178,8 +178,9 @@ def test_folder_source_lists_yaml_and_json_recursively_skipping_hidden(tmp_path:
 def test_folder_source_reports_unreadable_text(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_bytes(b"\xff\xfe not utf-8")
     listing = FolderSource(tmp_path).listing()
-    assert listing.items == ()
-    assert listing.problems and "bad.yaml" in listing.problems[0] and "UTF-8" in listing.problems[0]
+    assert listing.items == () and listing.problems == ()
+    (problem,) = listing.failed.values()  # the informer keeps its last good version, or reports it
+    assert "bad.yaml" in problem and "UTF-8" in problem
 
 
 def test_folder_source_check(tmp_path: Path) -> None:

@@ -30,8 +30,14 @@ class CelLimits:
 class Settings:
     engine: str = DEFAULT_ENGINE
     limits: CelLimits = field(default_factory=CelLimits)
+    # namespaces never checked (`prefix*` patterns allowed); they may also carry the ignore label
     exempt_namespaces: frozenset[str] = frozenset()
+    # namespaces where the ignore label is honoured (allowed to carry it: /v1/admitlabel refuses it
+    # elsewhere); on any other namespace the label is ignored
+    ignore_label_namespaces: frozenset[str] = frozenset()
     ignore_label: str = "admission.celkeeper.io/ignore"
+    # whether deleting an exempt or ignore-labelled Namespace object is exempt too (default: checked)
+    exempt_namespace_deletes: bool = False
     # what the webhook answers when it fails internally: "allow" (fail open, Gatekeeper's default) or "deny"
     failure_mode: str = "allow"
     max_request_bytes: int = 3 * 1024 * 1024 + 64 * 1024

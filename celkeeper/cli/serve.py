@@ -81,7 +81,14 @@ def register(subparsers: Any) -> None:
     pol.add_argument("--failure-mode", choices=("allow", "deny"), default="allow",
                      help="answer when evaluation fails internally (default allow, like Gatekeeper)")
     pol.add_argument("--exempt-namespace", metavar="NS", action="append", default=[],
-                     help="never check requests in this namespace (repeatable; `prefix*` allowed)")
+                     help="never check requests in this namespace; it may carry the ignore label "
+                          "(repeatable; `prefix*` allowed)")
+    pol.add_argument("--ignore-label-namespace", metavar="NS", action="append", default=[],
+                     help="a namespace where the admission.celkeeper.io/ignore label is honoured (and may be "
+                          "set: /v1/admitlabel refuses it on any other); repeatable, `prefix*` allowed")
+    pol.add_argument("--exempt-namespace-deletes", action="store_true",
+                     help="let DELETE of an exempt or ignore-labelled Namespace go unchecked too "
+                          "(default: deleting a namespace is always checked)")
     pol.add_argument("--max-request-bytes", type=int, metavar="N",
                      help="largest request body accepted (larger: 413)")
     pol.add_argument("--log-denies", action="store_true", help="log every denied request")
@@ -121,6 +128,8 @@ def _settings(args: argparse.Namespace) -> Any:
         engine=engine_name(args),
         failure_mode=args.failure_mode,
         exempt_namespaces=frozenset(args.exempt_namespace),
+        ignore_label_namespaces=frozenset(args.ignore_label_namespace),
+        exempt_namespace_deletes=args.exempt_namespace_deletes,
     )
     if args.max_request_bytes is not None:
         settings = settings.with_(max_request_bytes=args.max_request_bytes)

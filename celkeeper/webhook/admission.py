@@ -6,7 +6,9 @@ Answer contract (Gatekeeper's):
   `[<constraint>] <message>`, one per line;
 - warn results: response.warnings in the same form, allowed;
 - dryrun results: allowed; logged and counted only;
-- exempt namespaces (configuration) and namespaces labelled with the ignore label: allowed, unchecked;
+- exempt namespaces (configuration), and namespaces labelled with the ignore label among those allowed
+  to carry it (configuration): allowed, unchecked; the label on any other namespace changes nothing;
+  deleting a Namespace is always checked (unless configured otherwise);
 - an internal error answers by the failure mode (allow by default, deny when configured), is logged
   with the request uid, and never shows a traceback;
 - a body that is not an AdmissionReview: HTTP 400 with a one-line reason.
@@ -74,10 +76,21 @@ def _namespace_matches(patterns: frozenset[str], namespace: str) -> bool:
     return any(p.endswith("*") and namespace.startswith(p[:-1]) for p in patterns)
 
 
+def _is_namespace(request: Mapping[str, Any]) -> bool:
+    kind = request.get("kind") or {}
+    return isinstance(kind, Mapping) and not kind.get("group") and kind.get("kind") == "Namespace"
+
+
+def may_carry_ignore_label(settings: Settings, namespace: str) -> bool:
+    """Whether the ignore label is honoured on (and may be set on) this namespace."""
+    return _namespace_matches(settings.exempt_namespaces | settings.ignore_label_namespaces, namespace)
+
+
 def exemption(request: Mapping[str, Any], loaded: Loaded | None, settings: Settings) -> str | None:
     """Why this request is not checked at all, or None when it is."""
-    kind = request.get("kind") or {}
-    is_namespace = isinstance(kind, Mapping) and not kind.get("group") and kind.get("kind") == "Namespace"
+    is_namespace = _is_namespace(request)
+    if is_namespace and request.get("operation") == "DELETE" and not settings.exempt_namespace_deletes:
+        return None  # deleting a (protected) namespace is always checked
     namespace = request.get("namespace") or ""
     labels: Any = None
     if is_namespace:
@@ -94,9 +107,43 @@ def exemption(request: Mapping[str, Any], loaded: Loaded | None, settings: Setti
         return None
     if _namespace_matches(settings.exempt_namespaces, namespace):
         return f"namespace {namespace} is exempt"
-    if isinstance(labels, Mapping) and settings.ignore_label in labels:
+    labelled = isinstance(labels, Mapping) and settings.ignore_label in labels
+    if labelled and may_carry_ignore_label(settings, namespace):
         return f"namespace {namespace} is labelled {settings.ignore_label}"
     return None
+
+
+def label_guard(body: bytes, settings: Settings) -> Answer:
+    """POST /v1/admitlabel: Gatekeeper's namespace label webhook (pkg/webhook/namespacelabel.go) for
+    celkeeper's ignore label. Namespaces may be created or updated with the label only when they are
+    allowed to carry it (--exempt-namespace, --ignore-label-namespace); DELETE and other kinds are
+    allowed. Registered for CREATE and UPDATE of namespaces with failurePolicy Fail (docs)."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        return bad_request(f"malformed JSON: {err}")
+    raw = doc.get("request") if isinstance(doc, dict) else None
+    uid = raw.get("uid") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(uid, str) or not uid:
+        return bad_request("not a valid AdmissionReview: request.uid is missing")
+    if raw.get("operation") == "DELETE":
+        return Answer(200, review_answer(uid, True))  # "Delete is always allowed"
+    if not _is_namespace(raw):
+        return Answer(200, review_answer(uid, True))  # "Not a namespace"
+    obj = raw.get("object")
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        message = "while deserializing resource: the object has no metadata"
+        return Answer(200, review_answer(uid, False, code=500, reason="InternalError", message=message))
+    found = meta.get("name")
+    name = found if isinstance(found, str) else ""
+    labels = meta.get("labels")
+    if may_carry_ignore_label(settings, name) or not isinstance(labels, Mapping):
+        return Answer(200, review_answer(uid, True))
+    if settings.ignore_label in labels:
+        message = f"Only exempt namespace can have the {settings.ignore_label} label"
+        return Answer(200, review_answer(uid, False, code=403, reason="Forbidden", message=message))
+    return Answer(200, review_answer(uid, True))
 
 
 class NotLoaded(RuntimeError):

@@ -2,8 +2,9 @@
 
     app = create_app(WebhookConfig(settings=..., state=StateDir(...)))
 
-Routes: POST /v1/admit, GET /healthz (the process answers), GET /readyz (this worker has loaded and
-compiled a complete snapshot; the body lists what it enforces and every policy problem), GET /metrics.
+Routes: POST /v1/admit, POST /v1/admitlabel (who may carry the ignore label), GET /healthz (the process
+answers), GET /readyz (this worker has loaded and compiled a complete snapshot; the body lists what it
+enforces and every policy problem), GET /metrics.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from werkzeug.exceptions import HTTPException
 
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
-from celkeeper.webhook.admission import Admission, bad_request
+from celkeeper.webhook.admission import Admission, bad_request, label_guard
 from celkeeper.webhook.live import LivePolicies
 from celkeeper.webhook.metrics import WebhookMetrics
 
@@ -134,6 +135,15 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     def admit() -> Response:
         status, payload = endpoint.answer(request.environ)
         return Response(payload, status=status, mimetype=JSON)
+
+    @app.post("/v1/admitlabel")
+    def admitlabel() -> Response:
+        limit = settings.max_request_bytes
+        if (request.content_length or 0) > limit:
+            answer = bad_request(f"request body too large: the limit is {limit} bytes", 413)
+        else:
+            answer = label_guard(request.get_data(cache=False), settings)
+        return Response(orjson.dumps(answer.body), status=answer.status, mimetype=JSON)
 
     @app.get("/healthz")
     def healthz() -> Response:

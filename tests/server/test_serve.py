@@ -43,7 +43,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: legacy\n"
         "  labels:\n    admission.celkeeper.io/ignore: 'true'\n"
     )
-    args = ["--exempt-namespace", "kube-*", "--namespaces", str(namespaces)]
+    args = ["--exempt-namespace", "kube-*", "--ignore-label-namespace", "legacy"]
+    args += ["--namespaces", str(namespaces)]
     proc = ServeProcess(workdir, policy_dir, workers=2, args=args)
     proc.start()
     yield proc
@@ -145,9 +146,12 @@ def test_exempt_namespaces_and_the_ignore_label(server: ServeProcess) -> None:
     assert body["response"]["allowed"] is False
     assert body["response"]["status"]["message"] == "[namespaces-need-owner] missing labels: owner"
     ignored = {"apiVersion": "v1", "kind": "Namespace",
-               "metadata": {"name": "scratch", "labels": {"admission.celkeeper.io/ignore": "yes"}}}
-    _, body = server.admit(review(ignored))
+               "metadata": {"name": "legacy", "labels": {"admission.celkeeper.io/ignore": "yes"}}}
+    _, body = server.admit(review(ignored))  # allowed to carry the label (--ignore-label-namespace legacy)
     assert body["response"]["allowed"] is True
+    ignored["metadata"]["name"] = "scratch"  # type: ignore[index]
+    _, body = server.admit(review(ignored))  # not allowed to: the label changes nothing
+    assert body["response"]["allowed"] is False
 
 
 def test_bad_requests_get_4xx_with_a_reason_and_the_server_stays_up(server: ServeProcess) -> None:

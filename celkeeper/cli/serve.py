@@ -170,6 +170,10 @@ def run(args: argparse.Namespace) -> int:
     state = _state_dir(args.state_dir)
     root = state.root
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(state.metrics)  # before any worker imports prometheus_client
+    # anything else a library writes to a temporary file (the kubernetes client's certificate data,
+    # for one) goes to the state folder too: with a read-only root there may be no writable /tmp
+    os.environ["TMPDIR"] = str(state.tmp)
+    tempfile.tempdir = str(state.tmp)
 
     logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr,
                         datefmt="%Y-%m-%d %H:%M:%S %z")

@@ -11,6 +11,12 @@ control plane runs no garbage collector, so the ownerReference alone would not d
 the template is read from the API: a pod whose template watch lags behind its CRD watch must not
 delete the CRD of a template it has not seen yet. A template that can no longer define a valid CRD
 keeps the CRD it has (deleting it would delete every constraint of the kind over a typo).
+
+Least privilege where RBAC cannot help (`create` cannot be limited to names; the constraint CRDs'
+names are not known in advance): the writer creates only CRDs of the group constraints.celkeeper.io,
+updates and deletes only CRDs of that group labelled celkeeper.io/constraint=yes, and leaves any other
+CRD of the same name alone (reported: a template whose kind collides with a CRD someone else made).
+docs/security.md gives the ValidatingAdmissionPolicy that enforces the same rule in the API server.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from celkeeper.kube.resources import (
     template_constraint_kind,
     uid_of,
 )
-from celkeeper.kube.writes import delete_if_present, write_desired
+from celkeeper.kube.writes import NotOurs, delete_if_present, write_desired
 
 log = logging.getLogger("celkeeper.kube")
 
@@ -73,9 +79,16 @@ def plan(templates: Iterable[Mapping[str, Any]], stored_crds: Iterable[Mapping[s
             result.writes.append((desired, current))
     for _name, crd in sorted(stored.items()):
         owner = labels_of(crd).get(names.TEMPLATE_LABEL)
-        if owner and owner not in template_names:
+        if owner and owner not in template_names and ours(crd):
             result.deletes.append(crd)
     return result
+
+
+def ours(crd: Mapping[str, Any]) -> bool:
+    """A constraint CRD celkeeper made: in its group, with its label."""
+    spec = crd.get("spec") or {}
+    labelled = labels_of(crd).get(names.CONSTRAINT_CRD_LABEL) == "yes"
+    return spec.get("group") == names.CONSTRAINTS_GROUP and labelled
 
 
 def established(crd: Mapping[str, Any]) -> bool:
@@ -129,8 +142,11 @@ class ConstraintCrdWriter:
             raise ApiError(0, "Partial", "; ".join(failed))
 
     def _write(self, desired: dict[str, Any], stored: Mapping[str, Any] | None) -> None:
+        if not ours(desired):  # never: constraint_crd makes them so; the guard makes it a rule
+            name = desired["metadata"]["name"]
+            raise NotOurs(400, "BadRequest", f"refusing to write CRD {name}: not celkeeper's")
         outcome = write_desired(
-            self.client, ALL_CRDS, desired, stored, current=up_to_date, update_body=for_update
+            self.client, ALL_CRDS, desired, stored, current=up_to_date, update_body=for_update, owned=ours
         )
         if outcome is not None:
             self.writes += 1
@@ -145,6 +161,8 @@ class ConstraintCrdWriter:
         except ApiError as err:
             if not err.not_found:
                 raise
+        if not ours(crd):
+            return
         if delete_if_present(self.client, ALL_CRDS, name, uid_of(crd)):
             self.writes += 1
             log.info("deleted constraint CRD %s: its template %s is gone", name, template)

@@ -22,6 +22,11 @@ WRITE_ATTEMPTS = 4
 Current = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], bool]
 Change = Callable[[Mapping[str, Any]], dict[str, Any] | None]
 UpdateBody = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+Owned = Callable[[Mapping[str, Any]], bool]
+
+
+class NotOurs(ApiError):
+    """The object exists but is not one of ours (RBAC lets us write it; we do not)."""
 
 
 def write_desired(
@@ -32,6 +37,7 @@ def write_desired(
     *,
     current: Current,
     update_body: UpdateBody,
+    owned: Owned | None = None,
     attempts: int = WRITE_ATTEMPTS,
 ) -> Literal["created", "updated"] | None:
     """Create `desired` (nothing stored) or replace `stored` with `update_body(stored, desired)`.
@@ -39,9 +45,13 @@ def write_desired(
     On a conflict the object is read again; when `current(stored, desired)` then holds, another writer
     got there first and None is returned. "created" or "updated" when this call wrote it. Other API
     failures raise, and so does an object still changing after `attempts` tries (409 Conflict).
+    With `owned`, an existing object is replaced only when `owned(stored)` (else NotOurs): what RBAC
+    cannot restrict (the names of objects we may create), the writer does.
     """
     name = desired["metadata"]["name"]
     for _ in range(attempts):
+        if stored is not None and owned is not None and not owned(stored):
+            raise NotOurs(409, "Conflict", f"{resource.kind} {name} exists and is not ours (left alone)")
         try:
             if stored is None:
                 client.create(resource, desired)

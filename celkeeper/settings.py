@@ -41,12 +41,17 @@ class Settings:
     # what the webhook answers when it fails internally: "allow" (fail open, Gatekeeper's default) or "deny"
     failure_mode: str = "allow"
     max_request_bytes: int = 3 * 1024 * 1024 + 64 * 1024
+    # seconds the policies may take to decide one admission request: below the webhook's registered
+    # timeoutSeconds (3 s in deploy/, 10 s by default), which also covers reading and writing it
+    eval_deadline: float = 2.0
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ValueError(f"unknown CEL engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
         if self.failure_mode not in ("allow", "deny"):
             raise ValueError(f"failure mode must be 'allow' or 'deny', not {self.failure_mode!r}")
+        if self.eval_deadline < 0:
+            raise ValueError(f"the evaluation deadline cannot be negative ({self.eval_deadline})")
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -91,6 +91,11 @@ def register(subparsers: Any) -> None:
                           "(default: deleting a namespace is always checked)")
     pol.add_argument("--max-request-bytes", type=int, metavar="N",
                      help="largest request body accepted (larger: 413)")
+    pol.add_argument("--eval-deadline", type=float, default=2.0, metavar="SECONDS",
+                     help="time the policies may take to decide one request (default 2; keep it below the "
+                          "webhook's timeoutSeconds): constraints not evaluated in time fail under their "
+                          "failurePolicy; an evaluation that still runs is stopped and answered by "
+                          "--failure-mode (0: no deadline)")
     pol.add_argument("--log-denies", action="store_true", help="log every denied request")
     srv = parser.add_argument_group("server")
     srv.add_argument("--bind", metavar="HOST:PORT", action="append",
@@ -130,6 +135,7 @@ def _settings(args: argparse.Namespace) -> Any:
         exempt_namespaces=frozenset(args.exempt_namespace),
         ignore_label_namespaces=frozenset(args.ignore_label_namespace),
         exempt_namespace_deletes=args.exempt_namespace_deletes,
+        eval_deadline=args.eval_deadline,
     )
     if args.max_request_bytes is not None:
         settings = settings.with_(max_request_bytes=args.max_request_bytes)
@@ -155,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--expected-pods must be at least 1")
     if args.default_wait_for_vapb_generation < 0:
         raise CelkeeperError("--default-wait-for-vapb-generation must not be negative")
+    if args.eval_deadline < 0:
+        raise CelkeeperError("--eval-deadline cannot be negative")
     if args.max_policy_file_bytes < 1:
         raise CelkeeperError("--max-policy-file-bytes must be at least 1")
     settings = _settings(args)

@@ -11,11 +11,16 @@ Answer contract (Gatekeeper's):
   deleting a Namespace is always checked (unless configured otherwise);
 - an internal error answers by the failure mode (allow by default, deny when configured), is logged
   with the request uid, and never shows a traceback;
+- evaluation has a deadline (Settings.eval_deadline, --eval-deadline): the engine reports the
+  constraints it could not evaluate in time as evaluation errors under their failurePolicy; should
+  evaluation overrun it anyway, the watchdog (webhook/deadline.py) interrupts it and the request is
+  answered by the failure mode - the worker goes on serving;
 - a body that is not an AdmissionReview: HTTP 400 with a one-line reason.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -28,12 +33,17 @@ from celkeeper.errors import CelkeeperError
 from celkeeper.model import Decision, EnforcementPoint
 from celkeeper.review import AdmissionRequest, decide, parse_admission_review
 from celkeeper.settings import Settings
+from celkeeper.webhook.deadline import DeadlineExceeded, Watchdog
 from celkeeper.webhook.live import LivePolicies, Loaded
 from celkeeper.webhook.metrics import WebhookMetrics
 
 log = logging.getLogger("celkeeper.webhook")
 
 API_VERSION = "admission.k8s.io/v1"
+#: the watchdog interrupts an evaluation this long after the deadline the engine itself keeps
+BACKSTOP_GRACE = 0.5
+# `decide` takes the deadline once the engine keeps it (issue 11): until then the watchdog alone does
+_DECIDE_TAKES_DEADLINE = "deadline" in inspect.signature(decide).parameters
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,10 @@ def label_guard(body: bytes, settings: Settings) -> Answer:
     return Answer(200, review_answer(uid, True))
 
 
+class DeadlineError(RuntimeError):
+    """Evaluation overran the deadline and was interrupted (answered by the failure mode)."""
+
+
 class NotLoaded(RuntimeError):
     """A request came before this worker loaded its first snapshot (answered by the failure mode)."""
 
@@ -167,6 +181,7 @@ class Admission:
         self.metrics = metrics
         self.log_denies = log_denies
         self.timer = timer
+        self.watchdog = Watchdog()
 
     def handle(self, body: bytes) -> Answer:
         start = self.timer()
@@ -190,6 +205,9 @@ class Admission:
         uid = request.uid
         try:
             answer, decision_label = self._decide(uid, raw, request)
+        except DeadlineExceeded:
+            late = DeadlineError(f"the policies did not decide within {self.settings.eval_deadline} s")
+            return self._internal_error(start, uid, operation, late)
         except Exception as err:
             return self._internal_error(start, uid, operation, err)
         self.metrics.observe_request(decision_label, operation, self.timer() - start)
@@ -202,9 +220,13 @@ class Admission:
             return Answer(200, review_answer(uid, True)), "exempt"
         if loaded is None:
             raise NotLoaded("no policies loaded yet (the first snapshot has not been published or read)")
-        decision: Decision = decide(
-            request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, clock=self.timer
-        )
+        deadline = self.settings.eval_deadline
+        extra: dict[str, Any] = {"deadline": deadline} if _DECIDE_TAKES_DEADLINE else {}
+        with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
+            decision: Decision = decide(
+                request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, clock=self.timer,
+                **extra,
+            )
         self.metrics.observe_evaluations(decision.timings)
         for result in decision.results:
             self.metrics.count_violation(result.action.value, result.constraint_kind, result.constraint_name)
@@ -227,7 +249,7 @@ class Admission:
         allow = self.settings.failure_mode == "allow"
         log.error("internal error answering uid %s (answered %s by the failure mode): %s",
                   uid, "allowed" if allow else "denied", err,
-                  exc_info=None if isinstance(err, NotLoaded) else err)  # expected: one line
+                  exc_info=None if isinstance(err, NotLoaded | DeadlineError) else err)  # expected: one line
         self.metrics.observe_request("error", operation, self.timer() - start)
         note = f"celkeeper could not evaluate the policies (internal error, uid {uid})"
         if allow:

@@ -226,8 +226,6 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=10, help="seconds per measurement (default 10)")
     parser.add_argument("--connections", type=int, default=8, help="concurrent connections (default 8)")
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
-    parser.add_argument("--server-threads", type=int, default=1,
-                        help="threads per Gunicorn worker (default 1)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts (default 1 2)")
     parser.add_argument("--max-requests", type=int, default=0, metavar="N",
                         help="the server's --max-requests (default 0: no worker is replaced while measuring)")
@@ -283,7 +281,7 @@ def main() -> int:
             ceiling = policies != "policies"
             server = ServeProcess(work / f"w{workers}-{policies}", work / policies, workers=workers,
                                   args=["--namespaces", str(work / "namespaces.yaml"),
-                                        "--threads", str(args.server_threads), "--log-level", "warning",
+                                        "--log-level", "warning",
                                         "--max-requests", str(args.max_requests)])
             server.start()
             try:

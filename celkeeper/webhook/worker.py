@@ -68,6 +68,7 @@ class _Conn:
         "framer",
         "out",
         "pending",
+        "queued",
         "served",
         "server",
         "state",
@@ -83,6 +84,7 @@ class _Conn:
         self.framer = framer
         self.state = HANDSHAKE
         self.deadline = 0.0
+        self.queued = 0.0  # the earliest of this connection's entries in the heap (0: none)
         self.events = 0  # what the selector watches for (0: not registered)
         self.out = memoryview(b"")  # what is left to write
         self.pending = b""  # bytes read past the request being answered (pipelining)
@@ -125,7 +127,9 @@ class EventWorker(base.Worker):
         self.selector = selectors.DefaultSelector()
         self.conns: dict[_Conn, None] = {}  # every open connection
         self.idle: dict[_Conn, None] = {}  # connections without a request in progress, oldest first
-        self.heap: list[tuple[float, int, _Conn]] = []  # (deadline, tie, conn); stale entries skipped
+        # (when, tie, conn): at most one entry per connection, the earliest its deadline may be; a
+        # deadline moved later is found when its entry comes up, and queued again (no entry per request)
+        self.heap: list[tuple[float, int, _Conn]] = []
         self.tie = itertools.count()
         self.listening: object = False  # False, or what the listener is registered with (None: accept)
         self.defer_until = 0.0  # a new connection was noticed: it goes to a sibling unless still here then
@@ -168,7 +172,7 @@ class EventWorker(base.Worker):
             again, self.again = self.again, []
             for conn in again:
                 if conn in self.conns and conn.state in (IDLE, READING):
-                    self._guarded(conn, self._read, conn)
+                    self._guarded(conn, self._resume, conn)
             for key, mask in events:
                 if key.data is _WAKE:
                     with contextlib.suppress(OSError):
@@ -289,7 +293,7 @@ class EventWorker(base.Worker):
         elif conn.state == CLOSING:
             self._linger(conn)
         else:
-            self._read(conn)
+            self._resume(conn)  # pipelined bytes already read come before what the socket holds
 
     def _watch(self, conn: _Conn, events: int) -> None:
         if events == conn.events:
@@ -304,15 +308,22 @@ class EventWorker(base.Worker):
 
     def _deadline(self, conn: _Conn, when: float) -> None:
         conn.deadline = when
-        heapq.heappush(self.heap, (when, next(self.tie), conn))
+        if not conn.queued or when < conn.queued:
+            conn.queued = when
+            heapq.heappush(self.heap, (when, next(self.tie), conn))
 
     def _expire(self, now: float) -> None:
         heap = self.heap
         while heap and heap[0][0] <= now:
             when, _, conn = heapq.heappop(heap)
-            if conn in self.conns and conn.deadline == when:
-                self.log.debug("closing a connection from %s: no progress (%s)", conn.client, conn.state)
-                self._close(conn)
+            if conn not in self.conns or when != conn.queued:
+                continue  # closed, or a later entry of the same connection stands for it
+            if conn.deadline > now:  # moved later since: queue it again at its deadline
+                conn.queued = conn.deadline
+                heapq.heappush(heap, (conn.deadline, next(self.tie), conn))
+                continue
+            self.log.debug("closing a connection from %s: no progress (%s)", conn.client, conn.state)
+            self._close(conn)
 
     def _close(self, conn: _Conn) -> None:
         self._watch(conn, 0)
@@ -429,14 +440,21 @@ class EventWorker(base.Worker):
             self._start_close(conn)
             return
         self._to_idle(conn, time.monotonic() + self.cfg.keepalive)
-        if conn.pending:  # pipelined: the next request is (partly) here already
+        # the next request may be here already (pipelined, or in TLS's buffer where the selector
+        # cannot see it): look next round, not now - no recursion, and the others get their turn
+        self.again.append(conn)
+
+    def _resume(self, conn: _Conn) -> None:
+        """A connection back from answering: the pipelined bytes first, then what the socket holds."""
+        if conn.pending:
             pending, conn.pending = conn.pending, b""
             frame = self._feed(conn, pending)
             if frame is not None:
                 self._answer(conn, frame)
                 return
-        if conn in self.conns and conn.state in (IDLE, READING):
-            self._read(conn)  # TLS may hold decrypted bytes the selector cannot see
+            if conn not in self.conns or conn.state not in (IDLE, READING):
+                return
+        self._read(conn)
 
     def _start_close(self, conn: _Conn) -> None:
         """Stop writing, then drain what the client still sends for a moment, so that closing with

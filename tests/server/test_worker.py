@@ -86,3 +86,15 @@ def test_a_silent_connection_does_not_hold_the_worker(server: ServeProcess) -> N
         assert time.monotonic() - started < 3  # gthread's wait for the first bytes is 5 s
     finally:
         silent.close()
+
+
+def test_a_long_pipeline_is_answered_whole_and_in_order(server: ServeProcess) -> None:
+    # one request after the other from the same connection, each already waiting when the previous
+    # answer is written: handled one per loop round (neither recursion nor starving the others)
+    count = 1200
+    with _tls(server) as sock:
+        sock.settimeout(60)
+        sock.sendall(b"".join(_request(f"uid-{i}") for i in range(count)))
+        answers = _read_responses(sock, count)
+    assert [a["response"]["uid"] for a in answers] == [f"uid-{i}" for i in range(count)]
+    assert "RecursionError" not in server.log(2000)

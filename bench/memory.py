@@ -40,7 +40,7 @@ from celkeeper.policy import TemplateCompiler, build_policy_set
 def rss():
     return int(re.search(r"VmRSS:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
 
-folder, engine_name = sys.argv[1], sys.argv[2]
+folder, engine_name, no_prepare = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 settings = Settings(engine=engine_name) if engine_name else Settings()
 engine = get_engine(settings.engine, settings.limits)
 before = rss()
@@ -48,7 +48,7 @@ started = time.perf_counter()
 listing = FolderSource(folder).listing()
 parsed = DocumentCache().policy_documents(listing.items)
 policies = build_policy_set(parsed.documents, TemplateCompiler(engine))
-prepare = getattr(policies, "prepare", None)
+prepare = None if no_prepare else getattr(policies, "prepare", None)
 plans = prepare() if prepare is not None else 0
 took = time.perf_counter() - started
 del listing
@@ -59,9 +59,9 @@ print(json.dumps({"rss": rss(), "before": before, "seconds": took, "constraints"
 """
 
 
-def measure(folder: Path, engine: str) -> dict[str, float]:
+def measure(folder: Path, engine: str, no_prepare: bool = False) -> dict[str, float]:
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(folder), engine],
+        [sys.executable, "-c", CHILD, str(folder), engine, "1" if no_prepare else "0"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -78,11 +78,13 @@ def main() -> int:
     )
     parser.add_argument("--constraints", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--engine", default="", help="CEL engine (default: celkeeper's default)")
+    parser.add_argument("--no-prepare", action="store_true",
+                        help="leave out the engine's prepared evaluation plans (what the rest costs)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-memory-") as tmp:
         base_dir = Path(tmp) / "templates-only"
         large_policy_set(base_dir, 0)
-        base = measure(base_dir, args.engine)
+        base = measure(base_dir, args.engine, args.no_prepare)
         print(
             f"engine {base['engine']}; a worker with the 19 example templates and no constraint: "
             f"{base['rss'] / 2**20:.1f} MiB RSS"
@@ -95,7 +97,7 @@ def main() -> int:
             for distinct in (False, True):
                 folder = Path(tmp) / f"{count}-{distinct}"
                 large_policy_set(folder, count, distinct=distinct)
-                got = measure(folder, args.engine)
+                got = measure(folder, args.engine, args.no_prepare)
                 if got["constraints"] != count or got["errors"]:
                     raise SystemExit(f"bench: expected {count} constraints without errors, got {got}")
                 per = (got["rss"] - base["rss"]) / count / 1024

@@ -25,16 +25,18 @@ class LoadBoard:
     releases slots; each worker writes its own slot and reads the others'."""
 
     def __init__(self) -> None:
-        self._mem = mmap.mmap(-1, 4 * SLOTS)
-        self._counts = memoryview(self._mem).cast("i")
+        self._mem = mmap.mmap(-1, 4 * (SLOTS + 1))
+        self._counts = memoryview(self._mem).cast("i")  # one per slot, then the slots ever claimed
         for i in range(SLOTS):
             self._counts[i] = _FREE
+        self._counts[SLOTS] = 0
 
     def claim(self) -> int:
         """(master) A free slot for a worker about to be forked, -1 when there is none."""
         for i in range(SLOTS):
             if self._counts[i] == _FREE:
                 self._counts[i] = _AWAY
+                self._counts[SLOTS] = max(self._counts[SLOTS], i + 1)
                 return i
         return -1
 
@@ -50,5 +52,10 @@ class LoadBoard:
 
     def least_other(self, slot: int) -> int | None:
         """The fewest connections any other accepting worker holds (None when there is none)."""
-        others = [n for i, n in enumerate(self._counts) if i != slot and n >= 0]
-        return min(others) if others else None
+        counts = self._counts
+        least = None
+        for i in range(counts[SLOTS]):  # only the slots ever claimed (a few)
+            n = counts[i]
+            if i != slot and n >= 0 and (least is None or n < least):
+                least = n
+        return least

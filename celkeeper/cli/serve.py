@@ -51,9 +51,9 @@ def register(subparsers: Any) -> None:
                      "and the ignore label see; a namespace not listed has no labels")
     src.add_argument("--poll-interval", type=float, default=0.5, metavar="SECONDS",
                      help="how often the folder is checked for changes (default 0.5)")
-    src.add_argument("--max-policy-file-bytes", type=int, default=4 * 1024 * 1024, metavar="N",
+    src.add_argument("--max-policy-file-bytes", type=int, default=2 * 1024 * 1024, metavar="N",
                      help="a policy file larger than this is not read (its last good version stays; "
-                          "default 4 MiB)")
+                          "default 2 MiB)")
     add_engine_option(src)
     kube = parser.add_argument_group("kubernetes (with --source kubernetes)")
     kube.add_argument("--kubeconfig", metavar="FILE",

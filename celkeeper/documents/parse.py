@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -40,6 +41,8 @@ def parse_documents(text: str, name: str) -> ParsedText:
         for node in _compose_all(text):
             index += 1
             _collect(node, name, index, lines, documents=documents, errors=errors, budget=budget)
+    except TooManyValues as err:
+        errors.append(DocumentError(str(err), Location(file=name, document=index + 1, line=err.line)))
     except MarkedYAMLError as err:
         if _looks_like_json_stream(text, name):
             return _parse_json_stream(text, name)
@@ -80,8 +83,35 @@ class _Budget:
             )
 
 
+#: values (maps, lists, scalars) one text may hold: beyond, it is not read. Parsing costs ~50 us and
+#: ~1 KB per value (ruamel's composer and the positions kept for every field), so this bounds it to
+#: seconds and a few hundred MB whatever the text's shape; policies hold ~1 value per 10 bytes.
+MAX_VALUES = 300_000
+
+
+class TooManyValues(YAMLError):
+    def __init__(self, line: int) -> None:
+        super().__init__(f"more than {MAX_VALUES:,} values (maps, lists, scalars) in one file: not read")
+        self.line = line
+
+
+class _BoundedComposer(Composer):
+    """ruamel's composer, stopping at MAX_VALUES nodes (its documented extension point: YAML.Composer)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.composed = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.composed += 1
+        if self.composed > MAX_VALUES:
+            raise TooManyValues(self.parser.peek_event().start_mark.line + 1)
+        return super().compose_node(parent, index)
+
+
 def _compose_all(text: str) -> Iterator[Node | None]:
     yaml = YAML(typ="rt")
+    yaml.Composer = _BoundedComposer
     yield from yaml.compose_all(text)
 
 

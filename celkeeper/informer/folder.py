@@ -28,7 +28,7 @@ from celkeeper.localfiles import Stamp, stamp_of, walk
 from celkeeper.snapshot import SnapshotItem
 
 SUFFIXES = (".yaml", ".yml", ".json")
-DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024  # a policy file larger than this is not read
+DEFAULT_MAX_FILE_BYTES = 2 * 1024 * 1024  # a policy file larger than this is not read
 DELETION_GRACE = 1.0  # seconds a file must be gone before it counts as deleted
 _SETTLE = 0.1  # seconds between the two scans that must agree
 _KEEPING = "enforcing the policies last read from it"

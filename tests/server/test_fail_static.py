@@ -265,3 +265,13 @@ def test_json_files_are_held_too(setup: Setup) -> None:
     (setup.policies / "constraint.json").write_text(json.dumps(constraint)[:-5])  # half-written
     assert setup.publish().held == (str(setup.policies / "constraint.json"),)
     shutil.rmtree(setup.policies)
+
+
+def test_parsing_stops_at_a_number_of_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from celkeeper.documents import parse as parse_module
+
+    monkeypatch.setattr(parse_module, "MAX_VALUES", 1000)
+    parsed = parse_documents("items:\n" + "- {a: b}\n" * 400, "many.yaml")  # 1,202 values
+    (error,) = parsed.errors
+    assert str(error).startswith("many.yaml:") and "more than 1,000 values" in str(error)
+    assert parse_documents("items:\n" + "- {a: b}\n" * 300, "fewer.yaml").errors == ()

@@ -20,7 +20,6 @@ Answer contract (Gatekeeper's):
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -42,8 +41,6 @@ log = logging.getLogger("celkeeper.webhook")
 API_VERSION = "admission.k8s.io/v1"
 #: the watchdog interrupts an evaluation this long after the deadline the engine itself keeps
 BACKSTOP_GRACE = 0.5
-# `decide` takes the deadline once the engine keeps it (issue 11): until then the watchdog alone does
-_DECIDE_TAKES_DEADLINE = "deadline" in inspect.signature(decide).parameters
 
 
 @dataclass(frozen=True)
@@ -221,11 +218,10 @@ class Admission:
         if loaded is None:
             raise NotLoaded("no policies loaded yet (the first snapshot has not been published or read)")
         deadline = self.settings.eval_deadline
-        extra: dict[str, Any] = {"deadline": deadline} if _DECIDE_TAKES_DEADLINE else {}
         with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
             decision: Decision = decide(
                 request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, clock=self.timer,
-                **extra,
+                deadline=deadline,
             )
         self.metrics.observe_evaluations(decision.timings)
         for result in decision.results:

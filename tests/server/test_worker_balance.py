@@ -1,4 +1,4 @@
-"""Connections are spread over the workers (celkeeper.webhook.worker.BalancedThreadWorker): with plain
+"""Connections are spread over the workers (celkeeper.webhook.balance, the workers' load board): with plain
 gthread one worker accepts nearly every connection even while busy, and keep-alive connections stay
 with it. Each connection asks /readyz which worker answers it."""
 

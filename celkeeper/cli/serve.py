@@ -7,8 +7,9 @@ The informer watches the policy folder (or the cluster's ConstraintTemplates, co
 namespaces) and publishes snapshots; each worker loads them within a fraction of a second,
 recompiling only templates that changed. In a cluster, the informer also creates each template's
 constraint CRD and reports, per pod, what the workers enforce. Routes: POST /v1/admit, GET /healthz,
-GET /readyz, GET /metrics. SIGTERM or Ctrl-C stops gracefully; SIGHUP replaces the workers one at a
-time (each successor accepts before its predecessor stops).
+GET /readyz, GET /metrics. SIGTERM stops gracefully after a drain (--drain-seconds: every answer
+closes its connection, so kept-alive clients move elsewhere first), Ctrl-C without one; SIGHUP
+replaces the workers one at a time (each successor accepts before its predecessor stops).
 
 Everything celkeeper writes goes under --state-dir (snapshots, worker statuses, metrics, markers,
 heartbeat files): with a read-only root filesystem, make that one folder writable (an emptyDir).
@@ -108,6 +109,11 @@ def register(subparsers: Any) -> None:
                      help="seconds before a stuck worker is replaced (default 30)")
     srv.add_argument("--graceful-timeout", type=int, default=10,
                      help="seconds workers get to finish on stop/restart (default 10)")
+    srv.add_argument("--drain-seconds", type=float, default=5.0, metavar="SECONDS",
+                     help="on SIGTERM, keep serving this long first, every answer closing its connection, so "
+                          "that clients with kept-alive connections move elsewhere before the server stops "
+                          "(default 5; 0: none; SIGINT skips it). Stopping takes up to this plus "
+                          "--graceful-timeout")
     srv.add_argument("--keepalive", type=int, default=60,
                      help="seconds an idle connection is kept open (default 60)")
     srv.add_argument("--handshake-timeout", type=float, default=5.0, metavar="SECONDS",
@@ -161,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--expected-pods must be at least 1")
     if args.default_wait_for_vapb_generation < 0:
         raise CelkeeperError("--default-wait-for-vapb-generation must not be negative")
+    if args.drain_seconds < 0:
+        raise CelkeeperError("--drain-seconds must be 0 or more")
     if args.eval_deadline < 0:
         raise CelkeeperError("--eval-deadline cannot be negative")
     if args.max_policy_file_bytes < 1:
@@ -209,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         timeout=args.timeout,
         graceful_timeout=args.graceful_timeout,
+        drain_seconds=args.drain_seconds,
         keepalive=args.keepalive,
         handshake_timeout=args.handshake_timeout,
         request_timeout=args.request_timeout,

@@ -20,6 +20,15 @@ app and its first policies: `<control>/<pid>.up`, plus `worker_ready(pid)`), so 
 set, slow to compile, never leaves no worker accepting. Gunicorn's own SIGHUP starts every new worker
 at once and stops the old ones immediately.
 
+Stopping (SIGTERM to the master, as Kubernetes stops a pod): for `drain_seconds` the master only sets
+the drain flag (webhook/worker.py, DrainFlag): the workers keep accepting and answering, each answer
+with `Connection: close`, so clients holding kept-alive connections (the API server) move to new ones
+after their next request, while the Service's endpoints and kube-proxy catch up. Then Gunicorn's
+graceful stop: listeners closed, workers SIGTERMed (they take what waits in the backlog, finish what
+is in progress, half-close idle connections) and killed after `graceful_timeout`. The drain ends
+early when no worker is left; SIGINT/SIGQUIT skip or cut it (a quick stop). At most drain_seconds +
+graceful_timeout in all: keep the pod's terminationGracePeriodSeconds above that.
+
 The workers and the informer share nothing but files (snapshots, statuses, metrics, the control
 folder's markers).
 """
@@ -30,6 +39,7 @@ import contextlib
 import gc
 import logging
 import os
+import queue
 import signal
 import sys
 import time
@@ -43,7 +53,7 @@ from gunicorn.arbiter import Arbiter
 
 from celkeeper.tls import ServerTLS
 from celkeeper.webhook.balance import LoadBoard
-from celkeeper.webhook.worker import EventWorker
+from celkeeper.webhook.worker import DrainFlag, EventWorker
 
 log = logging.getLogger("celkeeper.server")
 
@@ -54,6 +64,7 @@ class ServerOptions:
     workers: int = 2
     timeout: int = 30  # a worker silent for this long is killed and replaced
     graceful_timeout: int = 10  # on stop/restart, workers finish their requests within this
+    drain_seconds: float = 0.0  # on SIGTERM, serve this long first, every answer closing its connection
     keepalive: int = 60  # idle keep-alive connections are closed after this (the API server reuses them)
     handshake_timeout: float = 5.0  # a connection must complete its TLS handshake within this
     request_timeout: float = 10.0  # a request must arrive whole within this of its first byte (and a
@@ -72,15 +83,18 @@ class ServerOptions:
     worker_tmp_dir: str | None = None  # Gunicorn's heartbeat files (None: /dev/shm if writable, else /tmp)
 
 
-def worker_class_for(options: ServerOptions, board: LoadBoard | None = None) -> type[EventWorker]:
+def worker_class_for(
+    options: ServerOptions, board: LoadBoard | None = None, drain: DrainFlag | None = None
+) -> type[EventWorker]:
     """The worker class of one server: EventWorker with this server's limits, its load board (new
-    connections spread over the workers), and, with a control folder, a worker at --max-requests asks
-    for a replacement rather than leaving."""
+    connections spread over the workers), its drain flag, and, with a control folder, a worker at
+    --max-requests asks for a replacement rather than leaving."""
     attrs: dict[str, Any] = {
         "handshake_timeout": options.handshake_timeout,
         "request_timeout": options.request_timeout,
         "max_body": options.max_body,
         "board": board,
+        "drain": drain,
     }
     control = options.control_dir
     if control is not None:
@@ -247,6 +261,7 @@ class _Arbiter(Arbiter):
         self.replacing_since = 0.0
         self.after_age = 0  # its replacement is the youngest worker older than this age
         self.retired: set[int] = set()  # replaced workers told to stop, not yet gone
+        self.drained = False
         super().__init__(app)
 
     @property
@@ -320,9 +335,28 @@ class _Arbiter(Arbiter):
                 sidecar.reap()
 
     def stop(self, graceful: bool = True) -> None:
+        if graceful and not self.drained:
+            self._drain()
         for sidecar in self.sidecars:
             sidecar.terminate()
         super().stop(graceful)
+
+    def _drain(self) -> None:
+        """Serve on for drain_seconds, every answer closing its connection (see the module docstring)."""
+        self.drained = True
+        seconds = self.server_app.options.drain_seconds
+        if seconds <= 0 or not self.WORKERS:
+            return
+        self.log.info("Draining for %.1f s: answers close their connections", seconds)
+        self.server_app.drain.set()
+        until = time.monotonic() + seconds
+        while self.WORKERS and time.monotonic() < until:
+            with contextlib.suppress(queue.Empty):
+                if self.SIG_QUEUE.get_nowait() in (signal.SIGINT, signal.SIGQUIT):
+                    self.log.info("Quick shutdown requested: drain cut short")
+                    break
+            self.reap_workers()
+            time.sleep(0.1)
         for sidecar in self.sidecars:
             sidecar.stop(timeout=5.0)
 
@@ -364,6 +398,7 @@ class WebhookServer(BaseApplication):
         self.on_worker_gone = on_worker_gone
         self.worker_ready = worker_ready
         self.board = LoadBoard() if options.workers > 1 else None  # made in the master, shared by fork
+        self.drain = DrainFlag()  # likewise
         super().__init__()
 
     def _worker_gone(self, pid: int) -> None:
@@ -410,7 +445,7 @@ class WebhookServer(BaseApplication):
         settings: dict[str, Any] = {
             "bind": list(o.binds),
             "workers": o.workers,
-            "worker_class": worker_class_for(o, self.board),
+            "worker_class": worker_class_for(o, self.board, self.drain),
             "worker_connections": o.max_connections,
             "timeout": o.timeout,
             "graceful_timeout": o.graceful_timeout,

@@ -19,8 +19,16 @@ room, so idle connections cannot lock the listener either.
 A response is written in one piece (head and body in one TLS record); a client that does not read it
 holds nothing but its buffer. A worker that has served `max_requests` asks the master for a
 replacement (`retire_request`) and keeps serving until the master stops it (once the replacement
-accepts): see webhook/server.py. SIGTERM: stop accepting, finish what is in progress, answer a request
-arriving on a kept-alive connection within 2 s with `Connection: close`, leave.
+accepts): see webhook/server.py.
+
+Stopping without resetting a client (a pod leaving a Service while the API server keeps connections to
+it alive). Draining (`DrainFlag`, set by the master for `--drain-seconds` after its SIGTERM): the worker
+keeps accepting and answering, every answer says `Connection: close` and is followed by a half-close,
+so each client moves to a new connection after its next request. SIGTERM to the worker: it accepts the
+connections already waiting in the listener's backlog (closing the last listener would reset them),
+closes its listener, finishes what is in progress, answers a request arriving on a kept-alive connection
+within 2 s with `Connection: close`, then closes idle connections with a half-close (FIN, never a reset
+under unread bytes) and leaves (at the latest at Gunicorn's graceful timeout).
 
 Gunicorn is used for: the master and its supervision (webhook/server.py), the worker base class, TLS
 settings (`gunicorn.sock.ssl_context`), and the HTTP request parser, WSGI environ and response
@@ -34,6 +42,7 @@ import contextlib
 import errno
 import heapq
 import itertools
+import mmap
 import os
 import selectors
 import socket
@@ -57,6 +66,19 @@ READ_BUDGET = 1024 * 1024  # bytes read from one connection before the others ge
 _WAKE = object()
 _NOTICE = object()  # the listener's data while this worker leaves new connections to a sibling
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+class DrainFlag:
+    """One byte shared by the master and the workers it forks: set while the server drains."""
+
+    def __init__(self) -> None:
+        self._mem = mmap.mmap(-1, 1)
+
+    def set(self) -> None:
+        self._mem[0] = 1
+
+    def is_set(self) -> bool:
+        return self._mem[0] == 1
 
 
 class _Conn:
@@ -116,6 +138,7 @@ class EventWorker(base.Worker):
     max_body = 3 * 1024 * 1024 + 64 * 1024
     drain_limit = 64 * 1024 * 1024
     board: LoadBoard | None = None  # shared with the sibling workers (webhook/balance.py)
+    drain: DrainFlag | None = None  # set by the master while the server drains (webhook/server.py)
     slot = -1  # this worker's slot on the board, set by the master before the fork
 
     def request_replacement(self) -> bool:
@@ -183,7 +206,7 @@ class EventWorker(base.Worker):
                 elif isinstance(key.data, _Conn):
                     self._guarded(key.data, self._ready, key.data, mask)
                 else:
-                    self._guarded(None, self._accept, key.fileobj)
+                    self._guarded_accept(key.fileobj)
                     if self.board is not None:
                         self.board.publish(self.slot, len(self.conns))
             self._expire(time.monotonic())
@@ -204,8 +227,22 @@ class EventWorker(base.Worker):
             if conn is not None and conn in self.conns:
                 self._close(conn)
 
+    def draining(self) -> bool:
+        """Answers close their connection: the server is stopping, or draining before it stops."""
+        return not self.alive or (self.drain is not None and self.drain.is_set())
+
     def _begin_stop(self, now: float) -> None:
+        # connections the kernel completed but no worker accepted yet would be reset with the last
+        # listener: take them (they are answered like the others, with `Connection: close`)
+        for listener in self.sockets:
+            with contextlib.suppress(OSError):
+                listener.setblocking(False)
+            for _ in range(self.cfg.backlog):
+                if not self._guarded_accept(listener):
+                    break
         self._set_listening(False)
+        for listener in self.sockets:  # no more waiting in a backlog nobody takes: refused at once
+            listener.close()
         self.stop_at = now + self.cfg.graceful_timeout
         for conn in list(self.idle):
             if conn.state == IDLE:
@@ -233,7 +270,7 @@ class EventWorker(base.Worker):
         elif now >= self.defer_until:  # still waiting after DEFER: the siblings are busy; take it
             self.defer_until = 0.0
             for listener in self.sockets:
-                self._guarded(None, self._accept, listener)
+                self._guarded_accept(listener)
             board.publish(self.slot, len(self.conns))
             self._set_listening(_NOTICE)
         else:
@@ -251,12 +288,20 @@ class EventWorker(base.Worker):
         self.listening = how
 
     # -- connections ----------------------------------------------------------------------------------
-    def _accept(self, listener: Any) -> None:
+    def _guarded_accept(self, listener: Any) -> bool:
+        """Accept one connection (False: none was waiting, or accepting failed)."""
+        try:
+            return self._accept(listener)
+        except Exception:
+            self.log.exception("internal error on a connection from (accept)")
+            return False
+
+    def _accept(self, listener: Any) -> bool:
         try:
             raw, client = listener.accept()
         except OSError as err:
             if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNABORTED, errno.EMFILE, errno.ENFILE):
-                return
+                return False
             raise
         if len(self.conns) >= self.cfg.worker_connections and self.idle:
             self._close(next(iter(self.idle)))  # full: the one idle the longest makes room
@@ -272,7 +317,7 @@ class EventWorker(base.Worker):
         except (OSError, ValueError) as err:
             self.log.debug("cannot set up a connection from %s: %s", client, err)
             util.close(raw)
-            return
+            return True
         conn = _Conn(tls, client, listener.getsockname(), framer)
         self.conns[conn] = None
         self.idle[conn] = None
@@ -282,6 +327,7 @@ class EventWorker(base.Worker):
             self._handshake(conn)
         else:
             self._to_idle(conn, now + self.request_timeout)
+        return True
 
     def _ready(self, conn: _Conn, mask: int) -> None:
         if conn not in self.conns:  # closed by an earlier event of the same round
@@ -321,6 +367,10 @@ class EventWorker(base.Worker):
             if conn.deadline > now:  # moved later since: queue it again at its deadline
                 conn.queued = conn.deadline
                 heapq.heappush(heap, (conn.deadline, next(self.tie), conn))
+                continue
+            conn.queued = 0  # this entry is used up
+            if conn.state == IDLE and conn.served:
+                self._start_close(conn)  # kept alive, nothing sent since: FIN, then read what comes
                 continue
             self.log.debug("closing a connection from %s: no progress (%s)", conn.client, conn.state)
             self._close(conn)
@@ -436,10 +486,11 @@ class EventWorker(base.Worker):
                 return
             conn.out = conn.out[sent:]
         conn.served += 1
-        if conn.close_after or not self.alive:
+        if conn.close_after:  # (decided with the answer: one that did not say close keeps the connection)
             self._start_close(conn)
             return
-        self._to_idle(conn, time.monotonic() + self.cfg.keepalive)
+        now = time.monotonic()
+        self._to_idle(conn, now + (STOP_LINGER if self.stop_at else self.cfg.keepalive))
         # the next request may be here already (pipelined, or in TLS's buffer where the selector
         # cannot see it): look next round, not now - no recursion, and the others get their turn
         self.again.append(conn)
@@ -494,7 +545,7 @@ class EventWorker(base.Worker):
             resp, environ = wsgi.create(req, out, conn.client, conn.server, self.cfg)
             environ["wsgi.multithread"] = False
             self._count_request()
-            if not self.alive or frame.close or not self.cfg.keepalive:
+            if self.draining() or frame.close or not self.cfg.keepalive:
                 resp.force_close()
             respiter = self.wsgi(environ, resp.start_response)
             try:

@@ -162,6 +162,19 @@ def test_the_arbiter_offers_what_rolling_replacement_uses() -> None:
         assert needed in spawn, f"spawn_worker changed: {needed!r}"
 
 
+def test_a_graceful_stop_goes_through_stop_where_the_drain_runs() -> None:
+    """The drain (webhook/server.py, _Arbiter.stop) runs before Gunicorn's own stop: SIGTERM must end
+    in stop(graceful=True) (through halt), SIGINT in stop(False), and the signal queue must be one the
+    drain can poll."""
+    assert "raise StopIteration" in inspect.getsource(Arbiter.handle_term)
+    assert "self.stop()" in inspect.getsource(Arbiter.halt)
+    assert "self.stop(False)" in inspect.getsource(Arbiter.handle_int)
+    stop = inspect.getsource(Arbiter.stop)
+    assert "close_sockets(self.LISTENERS" in stop and "self.kill_workers(sig)" in stop
+    assert "self.SIG_QUEUE.put_nowait(sig)" in inspect.getsource(Arbiter.signal)
+    assert "SIG_QUEUE = queue.SimpleQueue()" in inspect.getsource(Arbiter.__init__)
+
+
 def test_h1c_frames_a_head_as_the_worker_reads_it() -> None:
     head = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
     parsed = gunicorn_h1c.parse_request_fast(head)

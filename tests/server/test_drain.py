@@ -52,7 +52,7 @@ def _wait_exit(server: ServeProcess, timeout: float) -> None:
 
 
 def test_sigterm_drains_kept_alive_connections_without_failing_a_call(tmp_path: Path) -> None:
-    args = ["--drain-seconds", str(DRAIN), "--graceful-timeout", str(GRACEFUL), "--log-level", "debug"]
+    args = ["--drain-seconds", str(DRAIN), "--graceful-timeout", str(GRACEFUL)]
     server = ServeProcess(tmp_path / "srv", POLICIES, workers=2, args=args).start()
     assert server.process is not None
     try:

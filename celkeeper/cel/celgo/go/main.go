@@ -133,18 +133,31 @@ type templateReply struct {
 	Error         string              `json:"error,omitempty"`
 }
 
-// celgo_template compiles a K8sNativeValidation source (a JSON object) as Gatekeeper's driver does.
-// Returns the handle (0 when Gatekeeper refuses the template: the reply says why).
+type templateOptions struct {
+	// the kinds of synced data the template reads (celkeeper's extension; none: Gatekeeper's template)
+	DataKinds []engine.DataKind `json:"dataKinds"`
+}
+
+// celgo_template compiles a K8sNativeValidation source (a JSON object) as Gatekeeper's driver does,
+// with options (JSON, may be empty: {"dataKinds": [{"apiVersion", "kind"}, ...]} for a template that
+// reads synced data). Returns the handle (0 when Gatekeeper refuses the template: the reply says why).
 //
 //export celgo_template
-func celgo_template(src *C.char, n C.int, out **C.char, outn *C.int) (result C.longlong) {
+func celgo_template(src *C.char, n C.int, opts *C.char, optn C.int, out **C.char, outn *C.int) (result C.longlong) {
 	defer guard(out, outn, &result)
 	var source map[string]any
 	if err := utiljson.Unmarshal(bytesOf(src, n), &source); err != nil {
 		replyJSON(out, outn, templateReply{Error: "the source is not a JSON object: " + err.Error()})
 		return 0
 	}
-	t, err := engine.CompileTemplate(source)
+	var options templateOptions
+	if raw := bytesOf(opts, optn); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &options); err != nil {
+			replyJSON(out, outn, templateReply{Error: "the template options are not valid: " + err.Error()})
+			return 0
+		}
+	}
+	t, err := engine.CompileTemplateReading(source, options.DataKinds)
 	if err != nil {
 		replyJSON(out, outn, templateReply{Error: err.Error()})
 		return 0
@@ -184,16 +197,42 @@ type validateReply struct {
 	Elapsed   []int64             `json:"ns"`
 }
 
+// celgo_store_open opens a synced data store (its path, UTF-8) read-only, with at most maxConns
+// connections. Returns the handle, or 0 with {"error": ...}.
+//
+//export celgo_store_open
+func celgo_store_open(path *C.char, n C.int, maxConns C.int, out **C.char, outn *C.int) (result C.longlong) {
+	defer guard(out, outn, &result)
+	s, err := engine.OpenStore(string(bytesOf(path, n)), int(maxConns))
+	if err != nil {
+		replyJSON(out, outn, map[string]string{"error": err.Error()})
+		return 0
+	}
+	reply(out, outn, []byte("{}"))
+	return C.longlong(register(s))
+}
+
+// celgo_store_close closes a store and releases its handle.
+//
+//export celgo_store_close
+func celgo_store_close(h C.longlong) {
+	if s, ok := lookup(int64(h)).(*engine.Store); ok {
+		_ = s.Close()
+	}
+	celgo_release(h)
+}
+
 // celgo_validate decides one request for constraints (handles from celgo_constraint, in order): the
 // AdmissionRequest JSON without object/oldObject (header), those objects' JSON (empty: none), the
-// request's Namespace object (empty: none), and a timeout (ns, 0: none). Replies with one list of
+// request's Namespace object (empty: none), the synced data store templates that read data read
+// (a handle from celgo_store_open; 0: none, they see an empty inventory), and a timeout (ns, 0: none). Replies with one list of
 // decisions per constraint (only those that do not admit) and the nanoseconds spent on each
 // ({"d": [...], "ns": [...]}), or {"error": ...} when the request cannot be read (as Gatekeeper's
 // driver fails the whole query).
 //
 //export celgo_validate
 func celgo_validate(header *C.char, hn C.int, object *C.char, on C.int, oldObject *C.char, oldn C.int,
-	namespace *C.char, nsn C.int, list *C.longlong, count C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
+	namespace *C.char, nsn C.int, store C.longlong, list *C.longlong, count C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
 	var status C.longlong
 	defer func() { result = C.int(status) }()
 	defer guard(out, outn, &status)
@@ -204,6 +243,16 @@ func celgo_validate(header *C.char, hn C.int, object *C.char, on C.int, oldObjec
 	}
 	ctx, cancel := deadline(timeout)
 	defer cancel()
+	if store != 0 {
+		s, ok := lookup(int64(store)).(*engine.Store)
+		if !ok {
+			replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no data store with handle %d", store)})
+			return 1
+		}
+		view := engine.NewView(ctx, s)
+		defer view.Close()
+		r.ReadData(view)
+	}
 	ids := unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count))
 	decisions := make([][]engine.Decision, len(ids))
 	elapsed := make([]int64, len(ids))

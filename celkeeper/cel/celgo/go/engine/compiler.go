@@ -31,7 +31,15 @@ type templateCompiler struct {
 	mu      sync.Mutex
 	mapType *apiservercel.DeclType
 	base    *environment.EnvSet
-	envs    map[plugincel.OptionalVariableDeclarations]*environment.EnvSet
+	envs    map[envKey]*environment.EnvSet
+	// the template being compiled reads synced data (its expressions see `data`)
+	data bool
+}
+
+// envKey names an environment: Kubernetes' options, and whether `data` is declared.
+type envKey struct {
+	options plugincel.OptionalVariableDeclarations
+	data    bool
 }
 
 var (
@@ -63,16 +71,21 @@ func newTemplateCompiler() (*templateCompiler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &templateCompiler{mapType: newMapType, base: newEnvSet, envs: map[plugincel.OptionalVariableDeclarations]*environment.EnvSet{}}, nil
+	return &templateCompiler{mapType: newMapType, base: newEnvSet, envs: map[envKey]*environment.EnvSet{}}, nil
 }
 
-// begin starts a template's compilation (no variable declared); end must follow.
-func (c *templateCompiler) begin() {
+// begin starts a template's compilation (no variable declared; `data` declared when the template
+// reads synced data); end must follow.
+func (c *templateCompiler) begin(data bool) {
 	c.mu.Lock()
 	c.mapType.Fields = map[string]*apiservercel.DeclField{}
+	c.data = data
 }
 
-func (c *templateCompiler) end() { c.mu.Unlock() }
+func (c *templateCompiler) end() {
+	c.data = false
+	c.mu.Unlock()
+}
 
 // compileAndStoreVariable is CompositedCompiler.CompileAndStoreVariable: the variable compiles in
 // the environment declaring the variables before it, then is declared with its output type.
@@ -85,16 +98,27 @@ func (c *templateCompiler) compileAndStoreVariable(variable plugincel.NamedExpre
 	return result
 }
 
-// env is compile.go mustBuildEnvs's environment for the options, built when first needed.
+// env is compile.go mustBuildEnvs's environment for the options, built when first needed; for a
+// template that reads synced data, the same environment with `data` declared (dyn) besides.
 func (c *templateCompiler) env(options plugincel.OptionalVariableDeclarations) (*environment.EnvSet, error) {
-	if env, ok := c.envs[options]; ok {
+	key := envKey{options, c.data}
+	if env, ok := c.envs[key]; ok {
 		return env, nil
 	}
 	env, err := createEnvForOpts(c.base, plugincel.BuildNamespaceType(), plugincel.BuildRequestType(), options)
 	if err != nil {
 		return nil, err
 	}
-	c.envs[options] = env
+	if c.data {
+		env, err = env.Extend(environment.VersionedOptions{
+			IntroducedVersion: version.MajorMinor(1, 0),
+			EnvOptions:        []cel.EnvOption{cel.Variable(DataVarName, cel.DynType)},
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.envs[key] = env
 	return env, nil
 }
 

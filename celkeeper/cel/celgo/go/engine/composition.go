@@ -39,6 +39,9 @@ type composition struct {
 func (t *Template) newComposition(ctx context.Context, r *Request, c *Constraint) *composition {
 	comp := &composition{Context: ctx, t: t, r: r, c: c}
 	comp.act = activation{object: r.object, oldObject: r.oldObject, request: r.request}
+	if len(t.dataKinds) > 0 {
+		comp.act.data = r.dataFor(t)
+	}
 	if c != nil {
 		comp.act.params = c.params
 	}

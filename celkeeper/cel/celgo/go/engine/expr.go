@@ -62,7 +62,7 @@ func CompileExpression(source string, variables []Variable) (*Expression, error)
 	if err != nil {
 		return nil, err
 	}
-	compiler.begin()
+	compiler.begin(false)
 	defer compiler.end()
 	t := newTemplate()
 	accessors := transform.AllVariablesCEL()

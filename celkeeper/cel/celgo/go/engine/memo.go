@@ -15,7 +15,8 @@ import (
 )
 
 // Why remembering is exact. An evaluation reads only its inputs: the request's values (object,
-// oldObject, request, and namespaceObject outside match conditions), the constraint (`params`,
+// oldObject, request, and namespaceObject outside match conditions; synced data, read in one
+// transaction per request: the same within a request, so never remembered beyond one), the constraint (`params`,
 // through `variables.params` outside variables: Gatekeeper declares `params` for variables only),
 // and other variables. Within one request, evaluating the same compiled expression on the same
 // inputs gives the same value, the same error and the same actual cost (cel-go's cost is a function
@@ -151,7 +152,7 @@ func (t *Template) dependencies(parseEnv *cel.Env, variables, conditions, valida
 					return
 				}
 				switch e.AsIdent() {
-				case "object", "oldObject", "request", "namespaceObject", "authorizer":
+				case "object", "oldObject", "request", "namespaceObject", "authorizer", DataVarName:
 					request = true
 				case "variables":
 					if parent == nil || parent.Kind() != celast.SelectKind || parent.AsSelect().Operand() != e ||

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -76,9 +77,29 @@ type Request struct {
 
 	memo memo // what evaluating constraints on this request produced (memo.go)
 
+	view *View                 // the synced data this request reads (nil: none; inventory.go)
+	data map[*Template]ref.Val // `data` of each template that reads it, made when first needed
+
 	object, oldObject any            // objectToResolveVal(versionedAttr.Versioned{Old,}Object)
 	request           map[string]any // convertObjectToUnstructured(CreateAdmissionRequest(...)).Object
 	namespace         any            // objectToResolveVal(CreateNamespaceObject(namespace))
+}
+
+// ReadData makes the request read synced data through view (one read transaction; the caller
+// closes the view when the request is decided).
+func (r *Request) ReadData(view *View) { r.view = view }
+
+// dataFor is `data` for template t in this request.
+func (r *Request) dataFor(t *Template) ref.Val {
+	if v, ok := r.data[t]; ok {
+		return v
+	}
+	if r.data == nil {
+		r.data = map[*Template]ref.Val{}
+	}
+	v := newDataValue(r.view, t.dataKinds)
+	r.data[t] = v
+	return v
 }
 
 // NewRequest converts an AdmissionRequest: `header` is its JSON without object and oldObject (they

@@ -57,6 +57,9 @@ type Template struct {
 	variableFixed                                                []bool
 	perConstraint                                                bool
 	classes                                                      classes
+
+	// the kinds of synced data the template reads (none: `data` is not declared)
+	dataKinds []DataKind
 }
 
 // builtinVariables is the number of Gatekeeper's built-in variables (anyObject, params).
@@ -79,6 +82,12 @@ func SourceFromMap(source map[string]any) (*schema.Source, error) {
 // Gatekeeper refuses the template; compile errors of its expressions do not: they are kept (and
 // reported per request, as Gatekeeper reports them) and listed in Diagnostics.
 func CompileTemplate(source map[string]any) (*Template, error) {
+	return CompileTemplateReading(source, nil)
+}
+
+// CompileTemplateReading compiles a template that reads synced data of the given kinds (none: a
+// Gatekeeper template, CompileTemplate): its expressions are compiled with `data` declared.
+func CompileTemplateReading(source map[string]any, dataKinds []DataKind) (*Template, error) {
 	src, err := SourceFromMap(source)
 	if err != nil {
 		return nil, err
@@ -94,9 +103,10 @@ func CompileTemplate(source map[string]any) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	compiler.begin()
+	compiler.begin(len(dataKinds) > 0)
 	defer compiler.end()
 	t := newTemplate()
+	t.dataKinds = append([]DataKind(nil), dataKinds...)
 	// filterCompiler.CompileAndStoreVariables(vapVars, celVarsWithParameters, StoredExpressions),
 	// one variable at a time to keep each result (CompileAndStoreVariables is exactly this loop).
 	builtins := len(vapVars) - len(vapVarsSuffix)
@@ -191,6 +201,9 @@ func compileCondition(compiler *templateCompiler, accessors []plugincel.Expressi
 	}
 	return results
 }
+
+// DataKinds are the kinds of synced data the template reads.
+func (t *Template) DataKinds() []DataKind { return t.dataKinds }
 
 // FailurePolicy is "Fail" or "Ignore".
 func (t *Template) FailurePolicy() string {

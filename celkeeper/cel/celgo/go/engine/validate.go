@@ -197,6 +197,7 @@ type activation struct {
 	object, oldObject, params, namespace any
 	variables                            ref.Val
 	request                              map[string]any
+	data                                 ref.Val // synced data, for a template that reads it (inventory.go)
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -213,6 +214,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.namespace, true
 	case plugincel.VariableVarName: // variables always present
 		return a.variables, true
+	case DataVarName: // declared only for templates that read synced data
+		if a.data == nil {
+			return nil, false
+		}
+		return a.data, true
 	default:
 		return nil, false
 	}

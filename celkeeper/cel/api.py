@@ -10,6 +10,10 @@ Template level (what deciding uses; Gatekeeper's K8sNativeValidation driver on K
   name, a failurePolicy other than Fail or Ignore, ...). Callers cache programs by content.
 - `Engine.bind(program, constraint) -> Binding`: a constraint object bound to a template program
   (decoded once; parameters are bound without recompiling).
+- `Engine.open_inventory(path) -> Inventory`: the synced data store at `path` (celkeeper.cel.inventory),
+  opened read-only; a RequestInput carrying it lets the templates that read synced data (those
+  compiled with `TemplateSource.data_kinds`) read it through `data` during that request, in one
+  consistent read. Raises `InventoryError` when it cannot be opened.
 - `Engine.validate(request: RequestInput, bindings, timeout) -> list[Outcome]`: one call per
   request decides every binding given (those Python's matching selected), in order: per binding,
   the decisions of Kubernetes' validator.Validate that do not admit (a false
@@ -42,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from celkeeper.cel.inventory import Gvk
 from celkeeper.errors import CelCompileError, CelkeeperError
 
 #: the parts of a K8sNativeValidation source that hold CEL
@@ -114,6 +119,9 @@ class TemplateSource:
     variables: tuple[NamedSource, ...] = ()
     match_conditions: tuple[NamedSource, ...] = ()
     failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    # the kinds of synced data the template reads (celkeeper's extension, declared with Gatekeeper's
+    # requires-sync-data annotation): its expressions see `data`; none: Gatekeeper's environment
+    data_kinds: tuple[Gvk, ...] = ()
 
 
 class TemplateRefused(CelkeeperError):
@@ -133,6 +141,7 @@ class RequestInput:
     object: Any
     old_object: Any
     namespace: Mapping[str, Any] | None = None
+    inventory: Any = None  # an Inventory of this engine (Engine.open_inventory), or None: no data
 
 
 @dataclass(frozen=True)
@@ -153,6 +162,19 @@ class Outcome:
 
     decisions: tuple[EngineDecision, ...]
     seconds: float = 0.0
+
+
+class InventoryError(CelkeeperError):
+    """The synced data store cannot be opened (missing, unreadable, another format)."""
+
+
+class Inventory(Protocol):
+    """A synced data store opened by an engine."""
+
+    @property
+    def path(self) -> str: ...
+
+    def close(self) -> None: ...
 
 
 class VariableCompileError(CelCompileError):
@@ -204,6 +226,8 @@ class Engine(Protocol):
     def compile_template(self, source: TemplateSource) -> TemplateProgram: ...
 
     def bind(self, program: TemplateProgram, constraint: Mapping[str, Any]) -> Binding: ...
+
+    def open_inventory(self, path: str) -> Inventory: ...
 
     def validate(
         self, request: RequestInput, bindings: Sequence[Binding], timeout: float

@@ -61,6 +61,12 @@ class Gvk:
         group, _, version = api_version.rpartition("/")
         return cls(group, version, kind)
 
+    @classmethod
+    def parse(cls, text: str) -> Gvk:
+        """The inverse of str(): `networking.k8s.io/v1 Ingress`."""
+        api_version, _, kind = text.partition(" ")
+        return cls.of(api_version, kind)
+
 
 #: one requirement: any of these kinds meets it
 Requirement = frozenset[Gvk]
@@ -108,7 +114,9 @@ def requirement_kinds(requirements: Iterable[Requirement]) -> tuple[Gvk, ...]:
     return tuple(sorted({gvk for requirement in requirements for gvk in requirement}))
 
 
-def unmet(requirements: Iterable[Requirement], synced: Mapping[Gvk, bool] | frozenset[Gvk]) -> tuple[Requirement, ...]:
+def unmet(
+    requirements: Iterable[Requirement], synced: Mapping[Gvk, bool] | frozenset[Gvk]
+) -> tuple[Requirement, ...]:
     """The requirements none of whose kinds is synced."""
     return tuple(r for r in requirements if not any(synced_kind(synced, gvk) for gvk in r))
 
@@ -122,6 +130,23 @@ def synced_kind(synced: Mapping[Gvk, bool] | frozenset[Gvk], gvk: Gvk) -> bool:
 def describe(requirement: Requirement) -> str:
     """`networking.k8s.io/v1 Ingress or extensions/v1beta1 Ingress`."""
     return " or ".join(str(g) for g in sorted(requirement))
+
+
+@dataclass(frozen=True)
+class Put:
+    """A change to a store: the object is stored (added or replaced)."""
+
+    object: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Delete:
+    """A change to a store: the object is removed."""
+
+    object: Mapping[str, Any]
+
+
+Change = Put | Delete
 
 
 def object_row(obj: Mapping[str, Any]) -> tuple[Gvk, str, str] | None:

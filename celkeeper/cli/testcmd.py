@@ -1,8 +1,9 @@
 """`celkeeper test -f FILE|DIR ...`: review the objects among the files against the policies among them.
 
 Like `gator test`: templates and constraints are taken from the given files, every other object is
-reviewed (as gator reviews a plain object; an AdmissionReview is reviewed as its request), and
-Namespaces among the objects are known to namespaceSelector. Each result is printed as
+reviewed (as gator reviews a plain object; an AdmissionReview is reviewed as its request),
+Namespaces among the objects are known to namespaceSelector, and every object is synced data for
+the templates that read it (`data.inventory`). Each result is printed as
 `<apiVersion>/<Kind> <namespace>/<name>: [<constraint>] <message> (<action>)`. The exit code is 1
 when a result denies (or a file could not be loaded), else 0.
 """
@@ -59,13 +60,15 @@ def run(args: argparse.Namespace) -> int:
     objects = [d for d in parsed.documents if not is_policy_document(d)]
     namespaces = {d.name: d.data for d in objects if is_namespace(d)}
     rows: list[tuple[Document, Result]] = []
-    for document in objects:
-        try:
-            decision = backend.decide(loaded.policies, document, namespaces)
-        except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
-            problems.append(str(err))
-            continue
-        rows.extend((document, r) for r in decision.results)
+    # like gator test, every object is also synced data (for templates that read it)
+    with backend.inventory(loaded.policies, objects) as data:
+        for document in objects:
+            try:
+                decision = backend.decide(loaded.policies, document, namespaces, data)
+            except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
+                problems.append(str(err))
+                continue
+            rows.extend((document, r) for r in decision.results)
     for problem in problems:
         print(f"celkeeper test: {problem}", file=sys.stderr)
     shown = [(d, r) for d, r in rows if not args.deny_only or r.action is Action.DENY]

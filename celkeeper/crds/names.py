@@ -25,6 +25,18 @@ STATUS_GROUP = "status.celkeeper.io"
 STATUS_VERSION = "v1beta1"
 STATUS_API_VERSION = f"{STATUS_GROUP}/{STATUS_VERSION}"
 
+# the kinds to sync for templates that read synced data: celkeeper's SyncSet (Gatekeeper's SyncSet
+# and Config, in Gatekeeper's groups, are read too)
+SYNCSET_GROUP = "syncset.celkeeper.io"
+SYNCSET_VERSION = "v1alpha1"
+SYNCSET_KIND = "SyncSet"
+GATEKEEPER_SYNCSET_GROUP = "syncset.gatekeeper.sh"
+GATEKEEPER_CONFIG_GROUP = "config.gatekeeper.sh"
+GATEKEEPER_CONFIG_VERSION = "v1alpha1"
+GATEKEEPER_CONFIG_KIND = "Config"
+# Gatekeeper reads the Config named `config` in its own namespace only; celkeeper in the pods' namespace
+CONFIG_NAME = "config"
+
 # Gatekeeper's groups, accepted wherever a template or constraint document is read
 GATEKEEPER_TEMPLATES_GROUP = "templates.gatekeeper.sh"
 GATEKEEPER_CONSTRAINTS_GROUP = "constraints.gatekeeper.sh"
@@ -32,6 +44,7 @@ GATEKEEPER_CONSTRAINTS_GROUP = "constraints.gatekeeper.sh"
 TEMPLATE_KIND = "ConstraintTemplate"
 TEMPLATE_POD_STATUS_KIND = "ConstraintTemplatePodStatus"
 CONSTRAINT_POD_STATUS_KIND = "ConstraintPodStatus"
+SYNC_POD_STATUS_KIND = "SyncPodStatus"
 
 # `kubectl get constraints` lists every constraint kind through these categories (as Gatekeeper)
 CONSTRAINT_CATEGORIES = ("constraint", "constraints")
@@ -122,6 +135,11 @@ def template_pod_status_name(pod: str, template: str) -> str:
 def constraint_pod_status_name(pod: str, kind: str, constraint: str) -> str:
     """Name of the ConstraintPodStatus that pod `pod` writes for constraint `constraint` of kind `kind`."""
     return _checked_status_name(pack_name(pod, kind.lower(), constraint))
+
+
+def sync_pod_status_name(pod: str) -> str:
+    """Name of the SyncPodStatus that pod `pod` writes (one per pod)."""
+    return _checked_status_name(pack_name(pod))
 
 
 def template_pod_status_labels(pod: str, template: str) -> dict[str, str]:

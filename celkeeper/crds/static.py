@@ -312,14 +312,99 @@ def constraint_pod_status_crd() -> Manifest:
     )
 
 
+# --- synced data -----------------------------------------------------------------------------------
+
+
+def _gvk_entry(description: str) -> Schema:
+    return obj(
+        {
+            "group": string('The API group ("" for the core group).'),
+            "version": string("The version."),
+            "kind": string("The kind."),
+        },
+        description,
+    )
+
+
+def sync_set_crd() -> Manifest:
+    """The CRD of SyncSet (`syncsets.syncset.celkeeper.io`): kinds to sync, Gatekeeper's SyncSet in
+    celkeeper's group (Gatekeeper's own `syncset.gatekeeper.sh` and Config are read too)."""
+    spec = obj(
+        {"gvks": array(_gvk_entry("One kind to sync."), "The kinds to sync.")},
+        "The kinds whose objects celkeeper caches for templates that read synced data.",
+    )
+    schema = root(
+        {"spec": spec}, "Kinds celkeeper syncs for templates that read synced data (data.inventory)."
+    )
+    return crd(
+        names.SYNCSET_GROUP,
+        names.SYNCSET_KIND,
+        "syncsets",
+        "Cluster",
+        [version(names.SYNCSET_VERSION, schema, storage=True, columns=[AGE_COLUMN])],
+        labels={names.SYSTEM_LABEL: "yes"},
+    )
+
+
+def sync_pod_status_crd() -> Manifest:
+    """The CRD of SyncPodStatus: what one pod has synced, kind by kind, and how fresh (namespaced)."""
+    kind = obj(
+        {
+            "group": string("The API group."),
+            "version": string("The version."),
+            "kind": string("The kind."),
+            "resource": string("The resource it is listed and watched as (empty: not served)."),
+            "synced": boolean("The first list of this kind completed: templates may rely on it."),
+            "objects": int64("How many objects of this kind the pod holds."),
+            "resourceVersion": string("The resourceVersion the pod's watch has reached."),
+            "listedAt": string("When its last complete list was stored (RFC 3339).", format="date-time"),
+            "observedAt": string(
+                "When the pod last heard of this kind (an event or a bookmark; RFC 3339): its freshness.",
+                format="date-time",
+            ),
+            "error": string("Why it is not synced (not served, forbidden, ...)."),
+            "sources": array(string(), "What asks for it: SyncSet/<name>, Config/<namespace>/<name>."),
+        },
+        "One synced kind.",
+    )
+    status = obj(
+        {
+            "id": string("The pod that writes this status."),
+            "kinds": array(kind, "Every kind the pod is asked to sync."),
+            "excludedNamespaces": array(
+                string(), "Namespaces not synced (the Config's spec.match for the sync process)."
+            ),
+            "errors": array(status_error(), "Problems with the sync configuration."),
+        },
+        "What the pod has synced.",
+    )
+    schema = root(
+        {"status": status}, "What one celkeeper pod has synced for templates that read synced data."
+    )
+    columns = [
+        printer_column("Pod", "string", ".status.id", "The pod that reports."),
+        AGE_COLUMN,
+    ]
+    return crd(
+        names.STATUS_GROUP,
+        names.SYNC_POD_STATUS_KIND,
+        "syncpodstatuses",
+        "Namespaced",
+        [version(names.STATUS_VERSION, schema, storage=True, columns=columns)],
+        labels={names.SYSTEM_LABEL: "yes"},
+    )
+
+
 # file name in crds/ -> builder, in the order they are applied
 STATIC_CRDS = {
     "constrainttemplate-customresourcedefinition.yaml": constraint_template_crd,
     "constrainttemplatepodstatus-customresourcedefinition.yaml": constraint_template_pod_status_crd,
     "constraintpodstatus-customresourcedefinition.yaml": constraint_pod_status_crd,
+    "syncset-customresourcedefinition.yaml": sync_set_crd,
+    "syncpodstatus-customresourcedefinition.yaml": sync_pod_status_crd,
 }
 
 
 def static_crds() -> list[Manifest]:
-    """celkeeper's own CRDs (template, template pod status, constraint pod status), in apply order."""
+    """celkeeper's own CRDs (template, its pod statuses, SyncSet, sync pod status), in apply order."""
     return [build() for build in STATIC_CRDS.values()]

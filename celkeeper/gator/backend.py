@@ -7,18 +7,23 @@ compiler, so a template shared by many tests or suites is compiled once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from celkeeper.cel import get_engine
+from celkeeper.cel.inventory import object_row
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, ConstraintError, ReviewError, TemplateError
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import is_constraint_document, is_namespace, is_template_document
 from celkeeper.model import Decision, EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
-from celkeeper.review import decide, parse_admission_review, request_for_object
+from celkeeper.review import SyncedData, decide, parse_admission_review, request_for_object
+from celkeeper.snapshot.datastore import write_inventory
 from celkeeper.templates import TemplateCompiler
 
 
@@ -56,8 +61,33 @@ class PolicyBackend:
         return bool(errors) and all(isinstance(e, ConstraintError | TemplateError) for e in errors)
 
     # -- reviewing --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def inventory(self, policies: PolicySet, objects: Iterable[Document]) -> Iterator[SyncedData | None]:
+        """The synced data of an offline review: `objects` (gator's `inventory:`, or every object
+        `test` is given), for the templates that read synced data (None when none does): a store of
+        its own, written and opened for the review, then removed."""
+        if not any(t.reads_data for t in policies.templates.values()):
+            yield None
+            return
+        data = [
+            d.data
+            for d in objects
+            if isinstance(d.data, Mapping) and not is_admission_review(d) and object_row(d.data)
+        ]
+        with tempfile.TemporaryDirectory(prefix="celkeeper-inventory-") as directory:
+            path = write_inventory(Path(directory) / "inventory.db", data)
+            opened = self.compiler.engine.open_inventory(str(path))
+            try:
+                yield SyncedData(inventory=opened, synced=None)  # an inventory is complete
+            finally:
+                opened.close()
+
     def decide(
-        self, policies: PolicySet, document: Document, namespaces: Mapping[str, Mapping[str, Any]]
+        self,
+        policies: PolicySet,
+        document: Document,
+        namespaces: Mapping[str, Mapping[str, Any]],
+        data: SyncedData | None = None,
     ) -> Decision:
         """The decision on one document: a plain object, or an AdmissionReview (its request is used)."""
         try:
@@ -78,11 +108,12 @@ class PolicyBackend:
                     )
         except ReviewError as err:
             raise err.at(file=document.file, document=document.index) from None
-        return decide(request, policies, namespaces.get, self.point)
+        return decide(request, policies, namespaces.get, self.point, data=data)
 
     def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[str]:
         namespaces = {d.name: d.data for d in inventory if is_namespace(d)}
-        return [r.message for r in self.decide(policies, obj, namespaces).results]
+        with self.inventory(policies, inventory) as data:
+            return [r.message for r in self.decide(policies, obj, namespaces, data).results]
 
 
 def _gvk(document: Document) -> str:

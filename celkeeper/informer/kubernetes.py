@@ -6,19 +6,25 @@ Feeds the informer exactly like the folder source: `listing()` is the complete c
 (templates and constraints as JSON objects, Namespace objects), `wait()` returns on a watch event.
 Inside, in the informer process:
 
-- a WatchManager with five registrars: the policies (templates, one constraint kind per template,
+- a WatchManager with seven registrars: the policies (templates, one constraint kind per template,
   namespaces), the constraint CRD writer (templates, constraint CRDs), the ValidatingAdmissionPolicy writer
   (templates, constraint CRDs, policies and bindings), the status aggregator (templates, constraint kinds,
-  pod statuses, constraint CRDs) and this pod's status reporter (pod statuses). A template that appears or
-  goes starts or stops the watch of its constraint kind, without a restart.
+  pod statuses, constraint CRDs), this pod's status reporter (pod statuses), the synced data (the sync
+  configuration - Gatekeeper's Config and SyncSets, celkeeper's SyncSets - and every kind it names,
+  written to the data store the workers' engines read: celkeeper.kube.datasync) and its SyncPodStatus
+  writer. A template that appears or goes starts or stops the watch of its constraint kind, and a kind
+  added to or removed from the sync configuration its watch, without a restart.
 - a controller thread running the CRD writer, the policy writer, the pod status reporter and the
   aggregator. The policy writer works from the plan (celkeeper.vap.plan_vap) of each policy set the
   informer builds; this pod's outcome goes into its status objects (vapGenerationStatus,
   enforcementPointsStatus).
 
 The listing is `synced` once the templates, the namespaces and every constraint kind of the templates
-listed at that moment have been listed: the workers become ready only with a snapshot that holds all
-of them (a pod does not serve until it has bootstrapped everything that existed at its start).
+listed at that moment have been listed, and the sync configuration and every kind it named then are in
+the data store: the workers become ready only with a snapshot that holds all of them (a pod does not
+serve until it has bootstrapped everything that existed at its start). The snapshot also says which
+kinds are synced: a template reading a kind that is not fails under its failurePolicy, and its
+constraints are reported not enforced.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from celkeeper.cel.inventory import Gvk
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError
 from celkeeper.informer.kubernetes_status import PodStatusReporter
@@ -50,10 +57,13 @@ from celkeeper.kube import (
     observe,
     policy_object,
 )
+from celkeeper.kube.datasync import DataSync
 from celkeeper.kube.podstatus import Observation
 from celkeeper.kube.policies import PolicyWatch
+from celkeeper.kube.syncstatus import SyncStatusWriter
 from celkeeper.kube.vapwriter import VapSyncOptions, VapWriter
 from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir, WorkerBoard
+from celkeeper.snapshot.datastore import DataStore
 from celkeeper.vap.plan import VapOptions, plan_vap
 
 log = logging.getLogger("celkeeper.informer")
@@ -95,8 +105,18 @@ class KubernetesSource:
             Pod(options.pod_name, options.pod_namespace, expected_pods=options.expected_pods),
             WorkerBoard(options.state.workers), on_change=self._wake_controllers, vap_status=self._vap_status,
         )
+        # the second set of dynamic watches: the kinds the sync configuration names, into the store the
+        # workers' engines read (templates that read synced data)
+        self.store = DataStore(options.state.data)
+        self.data = DataSync(
+            self.client, self.manager, self.store, options.pod_namespace, on_change=self._data_changed
+        )
+        self.sync_status = SyncStatusWriter(
+            self.client, self.manager, lambda: self.reporter.pod, self.data, options.state.data_status
+        )
         self.controllers = ControllerLoop(
-            [self.crds, self.vaps, self.reporter, self.aggregator], resync=options.resync
+            [self.crds, self.vaps, self.data, self.reporter, self.sync_status, self.aggregator],
+            resync=options.resync,
         )
         self._changed = threading.Event()
         self._stop = threading.Event()
@@ -114,6 +134,9 @@ class KubernetesSource:
         self.vaps.register()
         self.aggregator.register()
         self.reporter.register()
+        self.data.register()
+        self.sync_status.register()
+        self.data.start()
         self.manager.start()
         self.controllers.start()
         log.info("watching %s as pod %s/%s (%d pod(s) expected)", self.client.server,
@@ -124,6 +147,8 @@ class KubernetesSource:
         self._changed.set()
         self.controllers.stop()
         self.manager.stop()
+        self.data.stop()
+        self.store.close()
 
     def wait(self, timeout: float) -> None:
         if self._changed.wait(timeout) and not self._stop.is_set():
@@ -134,6 +159,10 @@ class KubernetesSource:
         self._changed.set()
 
     def _wake_controllers(self) -> None:
+        self.controllers.wake()
+
+    def _data_changed(self) -> None:
+        self._changed.set()  # which kinds are synced is part of the snapshot
         self.controllers.wake()
 
     def _vap_status(self, observation: Observation) -> Mapping[str, Any] | None:
@@ -161,9 +190,10 @@ class KubernetesSource:
 
     def listing(self) -> Listing:
         view = self.policies.view()
-        if view.synced and not self._synced:
+        if view.synced and self.data.bootstrapped() and not self._synced:
             self._synced = True
-            log.info("listed every template, constraint and namespace: %d object(s)", len(view.objects))
+            log.info("listed every template, constraint and namespace (%d object(s)) and the synced data "
+                     "of the kinds configured at start", len(view.objects))
         items = [item for item in (self._item(obj) for obj in view.objects) if item is not None]
         names = {item.name for item in items}
         self._items = {k: v for k, v in self._items.items() if k in names}
@@ -179,6 +209,7 @@ class KubernetesSource:
             namespaces={name: namespace_object(ns) for name, ns in view.namespaces.items()},
             namespaces_complete=view.namespaces_synced,
             problems=problems,
+            synced_kinds=tuple(sorted(str(g) for g in self.data.synced_kinds())),
         )
 
     # -- what the workers are given (PublicationListener) -----------------------------------------
@@ -195,7 +226,10 @@ class KubernetesSource:
                 objects[item.name] = obj
         if policies is not None:  # before the reporter hears of it: its status then carries the outcome
             self.vaps.published(plan_vap(policies, self.options.vap))
-        self.reporter.published(snapshot.generation, snapshot.synced, observe(objects, policies, errors))
+        synced = frozenset(Gvk.parse(k) for k in snapshot.synced_kinds)
+        self.reporter.published(
+            snapshot.generation, snapshot.synced, observe(objects, policies, errors, synced)
+        )
         self.controllers.wake()
 
 

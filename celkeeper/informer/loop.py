@@ -232,6 +232,7 @@ class Informer:
             namespaces_complete=listing.namespaces_complete,
             problems=problems,
             held=tuple(h for h in held if h in {i.name for i in relevant}),
+            synced_kinds=listing.synced_kinds,
         )
 
     def _check(self, snapshot: Snapshot) -> Checked:

@@ -26,6 +26,7 @@ class Listing:
     keep: frozenset[str] = frozenset()  # names missing for a moment (not yet a deletion): keep quietly
     complete: bool = True  # False: the source could not see everything; a name it does not list is
     # not deleted (e.g. the policy folder vanished)
+    synced_kinds: tuple[str, ...] = ()  # see Snapshot.synced_kinds
 
 
 class Source(Protocol):

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from celkeeper.cel.inventory import Gvk, describe, unmet
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError, ConstraintError, DocumentError, TemplateError
 from celkeeper.kube.objects import item_name
@@ -29,6 +30,7 @@ OPERATIONS = ("webhook",)
 _AT_IN_EXPRESSION = re.compile(r" \(at (\d+):(\d+) in the expression\)$")
 _OBJECT_PREFIX = re.compile(r"^(?:template [^:\s]+|constraint [^:\s]+/[^:\s]+): ")
 MAX_ERRORS = 20  # per object: a status object stays small whatever is wrong with the template
+DATA_NOT_SYNCED = "data_not_synced"  # the code of the error of objects whose synced data is missing
 
 
 @dataclass(frozen=True)
@@ -91,16 +93,29 @@ def observe(
     objects: Mapping[str, Mapping[str, Any]],
     policies: PolicySet | None,
     errors: Iterable[CelkeeperError],
+    synced: frozenset[Gvk] = frozenset(),
 ) -> dict[ObservationKey, Observation]:
     """What one snapshot holds of each object. `objects`: snapshot item name -> the object in it;
     `policies`: the policy set built from the snapshot (None when it could not be built); `errors`:
-    every problem found building it (each located in its item by `location.file`)."""
+    every problem found building it (each located in its item by `location.file`); `synced`: the kinds
+    of synced data the pod has. A template that reads data no synced kind provides says so, and its
+    constraints are not enforced (the webhook fails them under the template's failurePolicy)."""
     by_item: dict[str, list[StatusError]] = {}
     for err in errors:
         if err.location.file:
             by_item.setdefault(err.location.file, []).append(status_error(err))
     loaded_templates = set(policies.templates) if policies is not None else set()
     loaded_constraints = {(c.kind, c.name) for c in policies.constraints} if policies is not None else set()
+    waiting: dict[str, StatusError] = {}  # template name -> why its data is not there
+    for template in policies.templates.values() if policies is not None else ():
+        missing = unmet(template.requirements, synced)
+        if missing:
+            waiting[template.name] = StatusError(
+                DATA_NOT_SYNCED,
+                f"reads {describe(missing[0])}, which this pod has not synced (name it in a SyncSet or "
+                "the Config's spec.sync.syncOnly); until it is, requests fail under the template's "
+                f"failurePolicy ({template.failure_policy.value})",
+            )
     found: dict[ObservationKey, Observation] = {}
     for item, obj in objects.items():
         if item_name(obj) != item:
@@ -113,6 +128,10 @@ def observe(
             problems += (StatusError("error", "the policies of this snapshot could not be built"),)
         is_template = kind == names.TEMPLATE_KIND
         enforced = name in loaded_templates if is_template else (kind, name) in loaded_constraints
+        data_error = waiting.get(name if is_template else kind.lower())
+        if data_error is not None:
+            problems += (data_error,)
+            enforced = enforced and is_template  # a template is loaded; its constraints do not hold
         found[(kind, name)] = Observation(
             kind=kind,
             name=name,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -65,6 +66,10 @@ class Reflector:
         self._stream: WatchStream | None = None
         self._thread: threading.Thread | None = None
         self.resource_version = ""
+        # when the API server last told this watch anything (a list, an event, a bookmark: the
+        # server sends one about every minute), Unix time; 0 before the first list
+        self.last_contact = 0.0
+        self.last_error = ""  # why the last attempt failed ("" once it succeeds again)
         self.lists = 0  # how many times it listed (1 + relists), for logs and tests
         self.relists_after_gone = 0
         self.reconnects = 0
@@ -121,6 +126,8 @@ class Reflector:
                     missing = 0
                 delivered = self._watch()
                 failures = 0 if delivered else failures
+                if delivered:
+                    self.last_error = ""
                 if not delivered:
                     self._sleep(self._backoff(0))  # an empty watch that ended at once: do not spin
             except ApiError as err:
@@ -135,6 +142,7 @@ class Reflector:
                     self.resource_version = ""  # the collection went away: list again (empty) and wait
                     continue
                 failures += 1
+                self.last_error = str(err)
                 delay = self._backoff(failures)
                 level = logging.INFO if failures == 1 else logging.WARNING
                 log.log(level, "watch of %s failed (%s); retrying in %.1fs", self.resource, err, delay)
@@ -157,6 +165,8 @@ class Reflector:
         self.lists += 1
         if self._stop.is_set():
             return
+        self.last_contact = time.time()
+        self.last_error = ""
         self.sink.replaced(self, listed.items, False)
         self.resource_version = listed.resource_version
         log.debug("listed %s: %d object(s) at resourceVersion %s", self.resource, len(listed.items),
@@ -178,6 +188,7 @@ class Reflector:
                 if self._stop.is_set():
                     return delivered
                 delivered = True
+                self.last_contact = time.time()
                 if event.type == "ERROR":
                     raise error_from_status(event.object)
                 version = str((event.object.get("metadata") or {}).get("resourceVersion") or "")

@@ -6,7 +6,8 @@
     request = request_for_object(obj, ...) -> AdmissionRequest
         a review of a plain object (audit, CLI), built as gator builds it: kind, name and namespace
         from the object, no operation unless given.
-    decide(request, policies, namespaces, point, clock=None, *, deadline=3.0) -> celkeeper.model.Decision
+    decide(request, policies, namespaces, point, clock=None, *, deadline=3.0, data=None)
+        -> celkeeper.model.Decision
         request:    AdmissionRequest
         policies:   celkeeper.policy.PolicySet
         namespaces: Callable[[str], Mapping | None]  the Namespace object by name (None: unknown)
@@ -15,6 +16,9 @@
                     constraint kind
         deadline:   seconds the engine may spend (constraints not reached in time fail under their
                     failurePolicy)
+        data:       SyncedData | None: the store templates that read synced data read, and which
+                    kinds are synced (a template whose data is not synced fails under its
+                    failurePolicy without being evaluated)
 
 Semantics: which constraints apply is Gatekeeper's target handler (matching, here in Python); what
 each decides is Kubernetes' CEL validator as Gatekeeper's K8sNativeValidation driver runs it
@@ -24,7 +28,7 @@ no clock (unless passed in), no globals.
 """
 
 from celkeeper.cel.admission import namespace_object
-from celkeeper.review.decide import DEFAULT_DEADLINE, NamespaceLookup, decide
+from celkeeper.review.decide import DEFAULT_DEADLINE, NamespaceLookup, SyncedData, decide, not_synced
 from celkeeper.review.request import (
     API_VERSION,
     AdmissionRequest,
@@ -37,8 +41,10 @@ __all__ = [
     "DEFAULT_DEADLINE",
     "AdmissionRequest",
     "NamespaceLookup",
+    "SyncedData",
     "decide",
     "namespace_object",
+    "not_synced",
     "parse_admission_review",
     "request_for_object",
 ]

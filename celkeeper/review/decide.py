@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from celkeeper.cel.api import RequestInput
+from celkeeper.cel.inventory import Gvk, describe, unmet
 from celkeeper.match import MatchError, targets_of
-from celkeeper.model import Action, Decision, EnforcementPoint, Result
+from celkeeper.model import Action, Decision, EnforcementPoint, FailurePolicy, Result
 from celkeeper.policy import Candidate, PolicySet
 from celkeeper.review.request import AdmissionRequest
+from celkeeper.templates import CompiledTemplate
 
 #: seconds one decision may take in the engine: below the API server's 10 s webhook timeout and at
 #: Gatekeeper's own registration timeout (3 s); constraints not reached in time fail under their
@@ -18,6 +21,34 @@ from celkeeper.review.request import AdmissionRequest
 DEFAULT_DEADLINE = 3.0
 
 NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class SyncedData:
+    """What templates that read synced data read: the engine's opened store (None: an empty
+    inventory), and the kinds whose first list completed (None: every kind, e.g. an offline
+    inventory, which is complete by definition)."""
+
+    inventory: Any = None
+    synced: frozenset[Gvk] | None = None
+
+
+def not_synced(template: CompiledTemplate, data: SyncedData | None) -> str | None:
+    """Why a template cannot be evaluated on the data there is: the first requirement no synced kind
+    meets (the decision is then an evaluation error under the template's failurePolicy), or None."""
+    if not template.requirements:
+        return None
+    synced = data.synced if data is not None else frozenset()
+    if synced is None:
+        return None
+    missing = unmet(template.requirements, synced)
+    if not missing:
+        return None
+    return (
+        f"data not synced: template {template.name} reads {describe(missing[0])}, which celkeeper has "
+        "not synced (name it in a SyncSet or in the Config's spec.sync.syncOnly; its first list must "
+        "complete)"
+    )
 
 
 def decide(
@@ -28,11 +59,14 @@ def decide(
     clock: Callable[[], float] | None = None,
     *,
     deadline: float = DEFAULT_DEADLINE,
+    data: SyncedData | None = None,
 ) -> Decision:
     """Every violation of the policies by the request, with the action that applies at `point`.
 
     `deadline`: seconds the engine may spend on the request (0: no limit). `clock`: when given,
-    Decision.timings holds the seconds spent per constraint kind (as the engine measured them)."""
+    Decision.timings holds the seconds spent per constraint kind (as the engine measured them).
+    `data`: the synced data templates that read it see (None: none is synced); a template whose
+    data is not synced is not evaluated: its decision is that error, under its failurePolicy."""
     kinds = request.object_kinds()
     if len(kinds) == 1:
         group, kind = next(iter(kinds))
@@ -68,6 +102,12 @@ def decide(
             except MatchError as err:
                 matched = f"unable to match constraints: {err}"
             decided[id(match)] = matched
+        if matched is True and template.requirements:
+            why = not_synced(template, data)
+            if why is not None:
+                if template.failure_policy is FailurePolicy.IGNORE:
+                    continue
+                matched = why
         if matched:
             selected.append((candidate, actions, matched))
     if not selected:
@@ -81,6 +121,7 @@ def decide(
                 old_object=request.old_object,
                 # Gatekeeper's driver is given the Namespace by its webhook and audit, never by gator
                 namespace=lookup.namespace if point_name != EnforcementPoint.CLI.value else None,
+                inventory=data.inventory if data is not None else None,
             ),
             [c.binding for c in evaluated],
             deadline,

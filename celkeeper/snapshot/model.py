@@ -59,13 +59,25 @@ class Snapshot:
     # (no earlier version to keep: loaded with their problems, as Gatekeeper would)
     held: tuple[str, ...] = ()
     unproven: tuple[str, ...] = ()
+    # the kinds of synced data whose first list is in the data store ("<apiVersion> <kind>", sorted):
+    # templates reading other kinds fail under their failurePolicy (celkeeper.review.not_synced)
+    synced_kinds: tuple[str, ...] = ()
 
     def content_key(self) -> tuple[object, ...]:
         """Equal for two snapshots with the same content (generation and time aside)."""
         ns = digest(json.dumps(self.namespaces, sort_keys=True)) if self.namespaces else ""
         items = tuple((i.name, i.digest) for i in self.items)
-        return (self.source, self.synced, items, ns, self.namespaces_complete, self.problems, self.held,
-                self.unproven)
+        return (
+            self.source,
+            self.synced,
+            items,
+            ns,
+            self.namespaces_complete,
+            self.problems,
+            self.held,
+            self.unproven,
+            self.synced_kinds,
+        )
 
     def to_json(self) -> bytes:
         doc = {
@@ -80,6 +92,7 @@ class Snapshot:
             "problems": list(self.problems),
             "held": list(self.held),
             "unproven": list(self.unproven),
+            "syncedKinds": list(self.synced_kinds),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -110,6 +123,7 @@ class Snapshot:
                 problems=tuple(str(p) for p in doc.get("problems") or ()),
                 held=tuple(str(p) for p in doc.get("held") or ()),
                 unproven=tuple(str(p) for p in doc.get("unproven") or ()),
+                synced_kinds=tuple(str(k) for k in doc.get("syncedKinds") or ()),
             )
         except (KeyError, TypeError) as err:
             raise ValueError(f"malformed snapshot: {err!r}") from None

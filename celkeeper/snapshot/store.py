@@ -28,6 +28,8 @@ class StateDir:
         <root>/informer.json     the informer's status (pid, generation published, problems)
         <root>/workers/<pid>.json  each worker's status (generation loaded, readiness)
         <root>/metrics/          prometheus_client multiprocess files
+        <root>/data.db           synced cluster data (informer writes, workers' engines read)
+        <root>/data.json         what is synced, kind by kind, and how fresh (informer writes)
         <root>/server/           the master's and workers' markers (<pid>.up, <pid>.retire)
         <root>/tmp/              Gunicorn's worker heartbeat files when /dev/shm is not writable
 
@@ -43,12 +45,16 @@ class StateDir:
         self.metrics = root / "metrics"
         self.server = root / "server"
         self.tmp = root / "tmp"
+        self.data = root / "data.db"
+        self.data_status = root / "data.json"
 
     def reset(self) -> None:
-        """Start clean: no snapshot, statuses or metrics left from an earlier server."""
+        """Start clean: no snapshot, statuses, metrics or synced data left from an earlier server."""
         self.root.mkdir(parents=True, exist_ok=True)
-        for path in (self.snapshot, self.informer):
+        for path in (self.snapshot, self.informer, self.data_status):
             path.unlink(missing_ok=True)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.data}{suffix}").unlink(missing_ok=True)
         for directory in (self.workers, self.metrics, self.server, self.tmp):
             shutil.rmtree(directory, ignore_errors=True)
             directory.mkdir()

@@ -34,6 +34,7 @@ from celkeeper.cel.api import (
     TemplateSource,
     ValidationSource,
 )
+from celkeeper.cel.inventory import Requirement, requirement_kinds
 from celkeeper.documents import Document, index_path, key_path
 from celkeeper.errors import CelkeeperError, Location, TemplateError
 from celkeeper.model import FailurePolicy
@@ -70,6 +71,12 @@ class CompiledTemplate:
     document: Document
     errors: tuple[TemplateError, ...] = ()
     code_hash: str = ""
+    # the synced data it reads (celkeeper.cel.inventory): each requirement met by any of its kinds
+    requirements: tuple[Requirement, ...] = ()
+
+    @property
+    def reads_data(self) -> bool:
+        return bool(self.requirements)
 
     @property
     def compiles(self) -> bool:
@@ -94,6 +101,7 @@ def template_source(spec: TemplateSpec) -> TemplateSource:
         variables=tuple(NamedSource(v.name, v.expression.source) for v in spec.variables),
         match_conditions=tuple(NamedSource(c.name, c.expression.source) for c in spec.match_conditions),
         failure_policy="Ignore" if spec.failure_policy is FailurePolicy.IGNORE else "Fail",
+        data_kinds=requirement_kinds(spec.requirements),
     )
 
 
@@ -162,11 +170,12 @@ class TemplateCompiler:
             document=spec.document,
             errors=tuple(
                 sorted(
-                    (_locate(spec, d) for d in program.diagnostics),
+                    (*spec.warnings, *(_locate(spec, d) for d in program.diagnostics)),
                     key=lambda e: (e.location.line or 0, e.location.column or 0),
                 )
             ),
             code_hash=spec.code_hash,
+            requirements=spec.requirements,
         )
 
     def bind(self, template: CompiledTemplate, constraint: Mapping[str, Any]) -> Binding:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from celkeeper.cel.inventory import SYNC_ANNOTATION, Requirement, RequirementsError, parse_requirements
 from celkeeper.documents import Document, field_path, index_path, key_path
 from celkeeper.errors import TemplateError
 from celkeeper.model import FailurePolicy
@@ -64,6 +65,12 @@ class TemplateSpec:
     operations: frozenset[str] | None  # None: every operation
     parameters: ParameterSchema
     code_hash: str  # content hash of everything compiling depends on
+    # the synced data it reads (Gatekeeper's requires-sync-data annotation; celkeeper gives such a
+    # template `data`): each requirement met by any of its kinds
+    requirements: tuple[Requirement, ...] = ()
+    # problems that do not refuse the template (a malformed annotation: read as Gatekeeper reads it,
+    # i.e. no data)
+    warnings: tuple[TemplateError, ...] = ()
 
 
 def parse_template(document: Document) -> tuple[TemplateSpec | None, list[TemplateError]]:
@@ -101,8 +108,11 @@ def parse_template(document: Document) -> tuple[TemplateSpec | None, list[Templa
 
     if problems.errors or kind is None or parameters is None or failure_policy is None:
         return None, sorted(problems.errors, key=lambda e: (e.location.line or 0, e.location.column or 0))
+    requirements, warnings = _requirements(document, meta, str(name))
     code_hash = hashlib.sha256(
-        json.dumps([source_path, source], sort_keys=True, default=str).encode()
+        json.dumps(
+            [source_path, source, [sorted(map(str, r)) for r in requirements]], sort_keys=True, default=str
+        ).encode()
     ).hexdigest()
     return TemplateSpec(
         name=str(name),
@@ -117,7 +127,35 @@ def parse_template(document: Document) -> tuple[TemplateSpec | None, list[Templa
         operations=operations,
         parameters=parameters,
         code_hash=code_hash,
+        requirements=requirements,
+        warnings=warnings,
     ), []
+
+
+def _requirements(
+    document: Document, meta: Any, name: str
+) -> tuple[tuple[Requirement, ...], tuple[TemplateError, ...]]:
+    """The synced data a template declares (celkeeper.cel.inventory). A malformed annotation is a
+    problem of the template, which is then loaded as Gatekeeper loads it: without data."""
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    text = annotations.get(SYNC_ANNOTATION) if isinstance(annotations, dict) else None
+    if text is None:
+        return (), ()
+    path = key_path(key_path("metadata", "annotations"), SYNC_ANNOTATION)
+    if not isinstance(text, str):
+        problem = "must be a string"
+    else:
+        try:
+            return parse_requirements(text), ()
+        except RequirementsError as err:
+            problem = str(err)
+    error = document.error(
+        TemplateError,
+        f"template {name}: annotation {SYNC_ANNOTATION} is not Gatekeeper's requires-sync-data format "
+        f"({problem}); the template reads no synced data",
+        path,
+    )
+    return (), (error,)
 
 
 def _kind(spec: dict[str, Any], name: Any, problems: Problems) -> str | None:

@@ -222,6 +222,7 @@ class Admission:
             decision: Decision = decide(
                 request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, clock=self.timer,
                 deadline=deadline,
+                data=loaded.data,
             )
         self.metrics.observe_evaluations(decision.timings)
         for result in decision.results:

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -105,6 +106,15 @@ class WebhookConfig:
     freeze_gc: bool = False
 
 
+def synced_data(path: Path) -> dict[str, Any] | None:
+    """What the informer says is synced (its data.json), or None."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def _json(payload: Any, status: int = 200) -> Response:
     return Response(json.dumps(payload, separators=(",", ":")), status=status, mimetype=JSON)
 
@@ -166,6 +176,12 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
             )
             if loaded.held:
                 detail["heldBack"] = list(loaded.held)  # enforced at their last good version
+            synced = synced_data(config.state.data_status)
+            if synced is not None or loaded.synced_kinds:
+                # ready waits for the first list of every kind synced at start (the snapshot is complete
+                # only then); this is what is synced now, and how fresh (the informer's data.json)
+                kinds = [{"kind": k, "synced": True} for k in loaded.synced_kinds]
+                detail["syncedData"] = synced or {"kinds": kinds}
         if live.last_error:
             detail["lastError"] = live.last_error
         return _json(detail, 200 if live.ready else 503)

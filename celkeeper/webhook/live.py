@@ -29,6 +29,7 @@ from celkeeper.snapshot.documents import DocumentCache
 
 if TYPE_CHECKING:
     from celkeeper.policy import PolicySet
+    from celkeeper.review import SyncedData
 
 log = logging.getLogger("celkeeper.webhook")
 
@@ -44,6 +45,10 @@ class Loaded:
     namespaces_complete: bool
     problems: tuple[str, ...]  # source problems, parse errors, template and constraint errors
     held: tuple[str, ...] = ()  # sources enforced at their last good version (fail-static)
+    # what templates that read synced data read: the store (opened by this worker's engine) and the
+    # kinds synced (None when no template reads synced data)
+    data: SyncedData | None = None
+    synced_kinds: tuple[str, ...] = ()
 
     def namespace(self, name: str) -> Mapping[str, Any] | None:
         """The Namespace object by name. Without a complete inventory (a policy folder), a namespace
@@ -72,6 +77,8 @@ class LivePolicies:
         self.freeze_gc = freeze_gc
         self.store = SnapshotStore(state.snapshot)
         self.board = WorkerBoard(state.workers)
+        self.data_path = state.data
+        self._inventory: Any = None  # the data store, opened by the engine when a template reads it
         self.clock = clock
         self.on_load = on_load
         self.pid = os.getpid()
@@ -142,6 +149,7 @@ class LivePolicies:
             *(str(e) for e in parsed.errors),
             *(str(e) for e in policies.errors),
         )
+        data = self._data(policies, snapshot.synced_kinds)
         loaded = Loaded(
             generation=snapshot.generation,
             created=snapshot.created,
@@ -152,6 +160,8 @@ class LivePolicies:
             namespaces_complete=snapshot.namespaces_complete,
             problems=problems,
             held=snapshot.held,
+            data=data,
+            synced_kinds=snapshot.synced_kinds,
         )
         self._loaded = loaded  # one reference assignment: requests see the old set or the new one
         self._first.set()
@@ -171,6 +181,23 @@ class LivePolicies:
         if self.on_load is not None:
             self.on_load(True)
         return True
+
+    def _data(self, policies: PolicySet, synced_kinds: tuple[str, ...]) -> SyncedData | None:
+        """What the templates that read synced data read (None when none does). A store that cannot be
+        opened gives them none: they fail under their failurePolicy (never a verdict on missing data)."""
+        from celkeeper.cel import InventoryError
+        from celkeeper.cel.inventory import Gvk
+        from celkeeper.review import SyncedData
+
+        if not any(t.reads_data for t in policies.templates.values()):
+            return None
+        if self._inventory is None:
+            try:
+                self._inventory = policies.engine.open_inventory(str(self.data_path))
+            except InventoryError as err:
+                log.warning("worker %d cannot read synced data: %s", self.pid, err)
+                return SyncedData(None, frozenset())
+        return SyncedData(self._inventory, frozenset(Gvk.parse(k) for k in synced_kinds))
 
     def _failed(self, stamp: object, message: str) -> bool:
         if stamp != self._failed_stamp:

@@ -24,6 +24,7 @@ from celkeeper.cel.api import (
     CelError,
     Diagnostic,
     EngineDecision,
+    InventoryError,
     Outcome,
     RequestInput,
     TemplateRefused,
@@ -36,6 +37,8 @@ from celkeeper.errors import CelCompileError, ReviewError
 
 NAME = "cel-go"
 _NONE = b"null"
+#: connections a store keeps open (one per request reading it at once: a worker's threads)
+STORE_CONNECTIONS = 8
 
 
 def _dumps(value: Any) -> bytes:
@@ -89,6 +92,22 @@ class _Handle:
 
     def __post_init__(self) -> None:
         self._finalizer = weakref.finalize(self, self.library.release, self.handle)
+
+
+@dataclass(eq=False)
+class GoInventory:
+    """A synced data store the library has opened (read-only)."""
+
+    library: Library
+    handle: int
+    path: str
+    _finalizer: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._finalizer = weakref.finalize(self, self.library.store_close, self.handle)
+
+    def close(self) -> None:
+        self._finalizer()
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,7 +177,12 @@ class CelGoEngine:
 
     # -- templates ------------------------------------------------------------------------------
     def compile_template(self, source: TemplateSource) -> GoTemplate:
-        handle, reply = self._lib.template(orjson.dumps(source.raw, option=orjson.OPT_NON_STR_KEYS))
+        options = b""
+        if source.data_kinds:
+            options = orjson.dumps(
+                {"dataKinds": [{"apiVersion": k.api_version, "kind": k.kind} for k in source.data_kinds]}
+            )
+        handle, reply = self._lib.template(orjson.dumps(source.raw, option=orjson.OPT_NON_STR_KEYS), options)
         if handle <= 0:
             raise TemplateRefused(str(reply.get("error", "the template cannot be compiled")))
         diagnostics = tuple(
@@ -181,9 +205,17 @@ class CelGoEngine:
             raise ValueError(str(reply.get("error", "the constraint cannot be bound")))
         return GoBinding(program, _Handle(self._lib, handle))
 
+    def open_inventory(self, path: str) -> GoInventory:
+        handle, reply = self._lib.store_open(path.encode(), STORE_CONNECTIONS)
+        if handle <= 0:
+            raise InventoryError(str(reply.get("error", f"cannot open the synced data store {path}")))
+        return GoInventory(self._lib, handle, path)
+
     def validate(self, request: RequestInput, bindings: Sequence[Any], timeout: float) -> list[Outcome]:
         if not bindings:
             return []
+        inventory = request.inventory
+        store = inventory.handle if isinstance(inventory, GoInventory) else 0
         reply = self._lib.validate(
             _dumps(dict(request.request)),
             _dumps(request.object) if request.object is not None else b"",
@@ -191,6 +223,7 @@ class CelGoEngine:
             _dumps(request.namespace) if request.namespace is not None else b"",
             [b.ref.handle for b in bindings],
             max(int(timeout * 1e9), 1) if timeout > 0 else 0,
+            store,
         )
         if "error" in reply:
             if reply.get("internal"):  # a bug (a panic in the library): an internal error, not the request's

@@ -50,12 +50,14 @@ class Library:
         self._sig(dll.celgo_free, None, [ctypes.c_void_p])
         self._sig(dll.celgo_release, None, [ll])
         self._sig(dll.celgo_info, None, [out, outn])
-        self._sig(dll.celgo_template, ll, [p, i, out, outn])
+        self._sig(dll.celgo_template, ll, [p, i, p, i, out, outn])
+        self._sig(dll.celgo_store_open, ll, [p, i, i, out, outn])
+        self._sig(dll.celgo_store_close, None, [ll])
         self._sig(dll.celgo_constraint, ll, [ll, p, i, out, outn])
         self._sig(
             dll.celgo_validate,
             i,
-            [p, i, p, i, p, i, p, i, ctypes.POINTER(ll), i, ll, out, outn],
+            [p, i, p, i, p, i, p, i, ll, ctypes.POINTER(ll), i, ll, out, outn],
         )
         self._sig(dll.celgo_expression, ll, [p, i, out, outn])
         self._sig(dll.celgo_evaluate, i, [ll, p, i, ll, out, outn])
@@ -88,11 +90,23 @@ class Library:
         data: dict[str, Any] = orjson.loads(self._take(out, n))
         return data
 
-    def template(self, source: bytes) -> tuple[int, dict[str, Any]]:
+    def template(self, source: bytes, options: bytes = b"") -> tuple[int, dict[str, Any]]:
         self.check()
         out, n = self._reply()
-        handle = self._dll.celgo_template(source, len(source), ctypes.byref(out), ctypes.byref(n))
+        handle = self._dll.celgo_template(
+            source, len(source), options, len(options), ctypes.byref(out), ctypes.byref(n)
+        )
         return int(handle), orjson.loads(self._take(out, n))
+
+    def store_open(self, path: bytes, max_conns: int) -> tuple[int, dict[str, Any]]:
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.celgo_store_open(path, len(path), max_conns, ctypes.byref(out), ctypes.byref(n))
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def store_close(self, handle: int) -> None:
+        if os.getpid() == self.pid:
+            self._dll.celgo_store_close(handle)
 
     def constraint(self, template: int, document: bytes) -> tuple[int, dict[str, Any]]:
         self.check()
@@ -110,6 +124,7 @@ class Library:
         namespace_json: bytes,
         constraints: Sequence[int],
         timeout_ns: int,
+        store: int = 0,
     ) -> Any:
         self.check()
         out, n = self._reply()
@@ -123,6 +138,7 @@ class Library:
             len(old_object_json),
             namespace_json,
             len(namespace_json),
+            store,
             ids,
             len(constraints),
             timeout_ns,

@@ -38,10 +38,12 @@ from celkeeper.cel.celpython.ast import Checked, Ident, walk
 from celkeeper.cel.celpython.environment import VARIABLES
 from celkeeper.cel.celpython.frontend import Frontend
 from celkeeper.cel.celpython.functions import function_table
+from celkeeper.cel.celpython.inventory import PyInventory
 from celkeeper.cel.celpython.library import LibraryRuntime
 from celkeeper.cel.celpython.lowering import function_name, lower
 from celkeeper.cel.celpython.validator import PyBinding, PyTemplate
 from celkeeper.cel.celpython.values import Optional, to_cel, to_python
+from celkeeper.cel.inventory import DATA_VARIABLE
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 
@@ -163,22 +165,43 @@ class _Evaluation:
 class PyActivation:
     """One request's inputs, converted to celpy values on first use (then cached)."""
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], converted: dict[str, Any] | None = None) -> None:
         self._raw = data
-        self._converted: dict[str, Any] = {}
+        self._converted: dict[str, Any] = {} if converted is None else converted
+        self._data: Any = None
+
+    def with_data(self, data: Any) -> PyActivation:
+        """The same inputs plus `data` (a template's synced data, plain Python data), sharing what
+        has been converted already."""
+        child = PyActivation(self._raw, self._converted)
+        child._data = data
+        return child
 
     def context(self, names: tuple[str, ...]) -> dict[str, Any]:
         out = {}
         for name in names:
+            if name == DATA_VARIABLE:
+                if self._data is not None and not isinstance(self._data, _Converted):
+                    self._data = _Converted(to_cel(self._data))
+                out[name] = self._data.value if self._data is not None else None
+                continue
             if name not in self._converted:
                 self._converted[name] = to_cel(self._raw.get(name))
             out[name] = self._converted[name]
         return out
 
 
+@dataclass(frozen=True)
+class _Converted:
+    value: Any
+
+
+_INPUTS = (*VARIABLES, DATA_VARIABLE)
+
+
 def _inputs(checked: Checked) -> tuple[str, ...]:
     names = {n.name for n in walk(checked.expr) if isinstance(n, Ident)}
-    return tuple(v for v in VARIABLES if v in names)
+    return tuple(v for v in _INPUTS if v in names)
 
 
 class CelPythonEngine:
@@ -228,8 +251,10 @@ class CelPythonEngine:
                 f"cel-python cannot run this expression (internal lowering error: {exc})"
             ) from None
 
-    def compile(self, source: str, variables: Mapping[str, str] | None = None) -> PyProgram:
-        compiled = self.frontend.compile(source, variables)
+    def compile(
+        self, source: str, variables: Mapping[str, str] | None = None, *, data: bool = False
+    ) -> PyProgram:
+        compiled = self.frontend.compile(source, variables, data=data)
         checked = binding.bind(_copy(compiled.checked))
         text, slot_texts = lower(checked)
         runner = self._parse(text, source)
@@ -258,7 +283,15 @@ class CelPythonEngine:
 
     # -- templates ------------------------------------------------------------------------------
     def compile_template(self, source: TemplateSource) -> PyTemplate:
-        return validator.compile_template(self.compile, self.frontend.undeclared_params, source)
+        data = bool(source.data_kinds)
+
+        def compile_one(text: str, variables: Mapping[str, str]) -> PyProgram:
+            return self.compile(text, variables, data=data)
+
+        return validator.compile_template(compile_one, self.frontend.undeclared_params, source)
+
+    def open_inventory(self, path: str) -> PyInventory:
+        return PyInventory(path)
 
     def bind(self, program: Any, constraint: Mapping[str, Any]) -> PyBinding:
         assert isinstance(program, PyTemplate)

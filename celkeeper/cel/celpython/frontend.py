@@ -36,6 +36,7 @@ from celkeeper.cel.celpython.ast import Call, CelType, Checked, Comprehension, E
 from celkeeper.cel.celpython.environment import VARIABLES, checker_yaml, runtime_yaml
 from celkeeper.cel.celpython.limits import check_source, check_tree, position
 from celkeeper.cel.celpython.validators import validate
+from celkeeper.cel.inventory import DATA_VARIABLE
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 
@@ -50,6 +51,10 @@ _CACHE_SIZE = 256  # compiled template variables kept, per distinct set of varia
 #: checking environments kept (one per set of declared variable types; ~400 KiB each once used,
 #: ~1.6 ms to make again): enough for the expressions of a few templates
 _ENV_CACHE_SIZE = 16
+
+
+# (data declared, the declared variables' names and types)
+_EnvKey = tuple[bool, tuple[tuple[str, str], ...]]
 
 
 @dataclass(frozen=True)
@@ -145,26 +150,28 @@ class Frontend:
         # used to evaluate duration()/timestamp() literals at compile time
         self.literal_env = cel.NewEnv(config=cel.NewEnvConfigFromYaml(runtime_yaml()))
         self._lock = threading.Lock()
-        self._envs: OrderedDict[tuple[tuple[str, str], ...], object] = OrderedDict()
-        self._variables: OrderedDict[tuple[tuple[str, str], ...], list[_Variable]] = OrderedDict()
+        self._envs: OrderedDict[_EnvKey, object] = OrderedDict()
+        self._variables: OrderedDict[_EnvKey, list[_Variable]] = OrderedDict()
         self._any_object: _Variable | None = None
 
-    def _new_env(self, declared: Mapping[str, CelType]) -> object:
+    def _new_env(self, declared: Mapping[str, CelType], data: bool = False) -> object:
         variables = dict.fromkeys(VARIABLES, cel.Type.DYN)
+        if data:  # a template that reads synced data (celkeeper.cel.inventory)
+            variables[DATA_VARIABLE] = cel.Type.DYN
         for name, t in declared.items():
             variables[f"variables.{name}"] = _to_cel_type(t)
         return cel.NewEnv(config=self._config, variables=variables)
 
-    def _env(self, declared: Mapping[str, CelType]) -> object:
-        if not declared:
+    def _env(self, declared: Mapping[str, CelType], data: bool = False) -> object:
+        if not declared and not data:
             return self._base
-        key = tuple(sorted((k, str(v)) for k, v in declared.items()))
+        key = (data, tuple(sorted((k, str(v)) for k, v in declared.items())))
         with self._lock:
             env = self._envs.get(key)
             if env is not None:
                 self._envs.move_to_end(key)
                 return env
-        env = self._new_env(declared)
+        env = self._new_env(declared, data)
         with self._lock:
             self._envs[key] = env
             while len(self._envs) > _ENV_CACHE_SIZE:
@@ -205,7 +212,9 @@ class Frontend:
         line, col = position(source, offset)
         return CelCompileError("undeclared reference to 'params' (in container '')", line, col)
 
-    def _check(self, source: str, known: Mapping[str, _Variable]) -> tuple[Checked, tuple[str, ...]]:
+    def _check(
+        self, source: str, known: Mapping[str, _Variable], data: bool = False
+    ) -> tuple[Checked, tuple[str, ...]]:
         """Check `source` with the variables it refers to declared; returns the tree and its uses."""
         check_source(source, self.limits)
         uses: list[str] = []
@@ -220,7 +229,7 @@ class Frontend:
                 raise CelCompileError(f"undefined field '{name}'", line, col)
             if name not in uses:
                 uses.append(name)
-        env = self._env(declared)
+        env = self._env(declared, data)
         try:
             checked = astcodec.decode_checked(env.compile(source).serialize())  # type: ignore[attr-defined]
         except RuntimeError as exc:
@@ -231,8 +240,8 @@ class Frontend:
             uses.append("@constraint")
         return checked, tuple(uses)
 
-    def _compile_variables(self, variables: Mapping[str, str]) -> list[_Variable]:
-        key = tuple(variables.items())
+    def _compile_variables(self, variables: Mapping[str, str], data: bool = False) -> list[_Variable]:
+        key = (data, tuple(variables.items()))
         with self._lock:
             cached = self._variables.get(key)
             if cached is not None:
@@ -248,7 +257,7 @@ class Frontend:
             if name in known:
                 raise CelCompileError(f"variable {name!r} is defined twice")
             try:
-                checked, uses = self._check(expression, known)
+                checked, uses = self._check(expression, known, data)
             except CelCompileError as err:
                 raise VariableCompileError(name, err) from None
             var = _Variable(name, checked.type_of(checked.expr), checked, uses)
@@ -268,11 +277,14 @@ class Frontend:
 
     # ------------------------------------------------------------------------------- assembly
 
-    def compile(self, source: str, variables: Mapping[str, str] | None = None) -> Compiled:
-        """Check `source` (and the variables, cached); raise CelCompileError or return Compiled."""
-        compiled_vars = self._compile_variables(variables or {})
+    def compile(
+        self, source: str, variables: Mapping[str, str] | None = None, *, data: bool = False
+    ) -> Compiled:
+        """Check `source` (and the variables, cached); raise CelCompileError or return Compiled.
+        `data`: `data` is declared (a template that reads synced data)."""
+        compiled_vars = self._compile_variables(variables or {}, data)
         known = {v.name: v for v in compiled_vars}
-        checked, uses = self._check(source, known)
+        checked, uses = self._check(source, known, data)
         output_type = checked.type_of(checked.expr)
 
         # the slots this expression needs, dependencies first

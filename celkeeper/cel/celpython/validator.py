@@ -30,12 +30,15 @@ from celkeeper.cel.api import (
     CelError,
     Diagnostic,
     EngineDecision,
+    InventoryError,
     Outcome,
     Part,
     RequestInput,
     TemplateRefused,
     TemplateSource,
 )
+from celkeeper.cel.celpython.inventory import PyInventory, read_data
+from celkeeper.cel.inventory import Gvk
 from celkeeper.errors import CelCompileError
 
 RESERVED_PREFIX = "gatekeeper_internal_"
@@ -90,6 +93,7 @@ class PyTemplate:
     messages: tuple[CompiledPart | None, ...]  # one per validation
     static_messages: tuple[str, ...]  # one per validation ("" when none)
     variables: tuple[tuple[str, str], ...]  # the variables that compile, in order
+    data_kinds: tuple[Gvk, ...] = ()  # the synced data it reads (`data`)
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,6 +191,7 @@ def compile_template(
         messages=messages,
         static_messages=tuple(v.message or "" for v in source.validations),
         variables=tuple(good.items()),
+        data_kinds=source.data_kinds,
     )
 
 
@@ -224,8 +229,30 @@ class Validator:
         )
         # matchconditions/matcher.go evaluates without the namespace
         self.conditions = engine.activation(object=obj, old_object=request.old_object, request=req)
+        inventory = request.inventory
+        self.view = inventory.view() if isinstance(inventory, PyInventory) else None
+        # per template reading synced data: its activations, with `data`
+        self._with_data: dict[int, tuple[Any, Any]] = {}
+
+    def _activations(self, template: PyTemplate) -> tuple[Any, Any]:
+        """(validations, match conditions) activations for a template."""
+        if not template.data_kinds:
+            return self.validations, self.conditions
+        found = self._with_data.get(id(template))
+        if found is None:
+            data = read_data(self.view, template.data_kinds)
+            found = (self.validations.with_data(data), self.conditions.with_data(data))
+            self._with_data[id(template)] = found
+        return found
 
     def run(self, bindings: Sequence[PyBinding]) -> list[Outcome]:
+        try:
+            return self._run(bindings)
+        finally:
+            if self.view is not None:
+                self.view.close()
+
+    def _run(self, bindings: Sequence[PyBinding]) -> list[Outcome]:
         out: list[Outcome] = []
         for binding in bindings:
             started = time.monotonic()
@@ -265,7 +292,11 @@ class Validator:
                     return []
             budget = CostBudget(PER_CALL_LIMIT, self.deadline)
             try:
-                values = [self._eval(v, binding, self.validations, budget) for v in template.validations]
+                activation = self._activations(template)[0]
+            except InventoryError as err:
+                return [_error(f, f"cannot read synced data: {err}")]
+            try:
+                values = [self._eval(v, binding, activation, budget) for v in template.validations]
             except OutOfBudget:
                 return [_error(f, OUT_OF_BUDGET)]
             decisions: list[EngineDecision] = []
@@ -293,8 +324,12 @@ class Validator:
         budget = CostBudget(MATCH_CONDITIONS_BUDGET, self.deadline)
         errors: list[str] = []
         try:
+            activation = self._activations(template)[1]
+        except InventoryError as err:
+            return _Failure(f"cannot read synced data: {err}")
+        try:
             for condition in template.conditions:
-                value = self._eval(condition, binding, self.conditions, budget)
+                value = self._eval(condition, binding, activation, budget)
                 if isinstance(value, _Failure):
                     errors.append(value.text)
                 elif value is False:
@@ -315,7 +350,7 @@ class Validator:
         message = ""
         part = template.messages[i]
         if part is not None:
-            text = self._eval(part, binding, self.validations, budget)
+            text = self._eval(part, binding, self._activations(template)[0], budget)
             if isinstance(text, str):
                 message = text.strip()
                 if len(message.encode()) > MAX_MESSAGE_BYTES or "\n" in message:

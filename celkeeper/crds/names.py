@@ -138,8 +138,8 @@ def constraint_pod_status_name(pod: str, kind: str, constraint: str) -> str:
 
 
 def sync_pod_status_name(pod: str) -> str:
-    """Name of the SyncPodStatus that pod `pod` writes (one per pod)."""
-    return _checked_status_name(pack_name(pod))
+    """Name of the SyncPodStatus that pod `pod` writes (one per pod): the pod's name."""
+    return _checked_status_name(pod)
 
 
 def template_pod_status_labels(pod: str, template: str) -> dict[str, str]:

@@ -1,0 +1,256 @@
+"""Referential policies end to end on a real kube-apiserver: `celkeeper serve --source kubernetes` (one pod,
+two workers, RBAC from deploy/rbac.yaml and deploy/sync-rbac.yaml only) registered as the webhook for
+Ingresses and Services, the unique-ingress-host and unique-service-selector templates of referential/
+applied with kubectl, the kinds they read synced by SyncSets.
+
+Objects are created, changed and deleted between requests; Services are added to the sync
+configuration while the pod runs; until then the constraint reading them says so on its status, is not
+enforced, and its requests fail under the template's failurePolicy.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from celkeeper.documents import parse_documents
+from tests.incluster.support import (
+    ROOT,
+    KubeServe,
+    by_pod,
+    create_namespace,
+    get,
+    install_crds,
+    rbac_kubeconfig,
+    remove_templates,
+    status,
+)
+from tests.support.admission import NAMESPACE_LABEL
+from tests.support.apiserver import ControlPlane
+from tests.support.kubectl import apply
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.kube
+
+POD = "pod-r"
+SUFFIX = secrets.token_hex(3)
+INGRESS_KIND = f"K8sUniqueIngressHost{SUFFIX}"
+SERVICE_KIND = f"K8sUniqueServiceSelector{SUFFIX}"
+SYNC_RBAC = ROOT / "deploy" / "sync-rbac.yaml"
+
+
+def _document(path: Path) -> dict[str, Any]:
+    parsed = parse_documents(path.read_text(encoding="utf-8"), str(path))
+    data: dict[str, Any] = json.loads(json.dumps(parsed.documents[0].data))
+    return data
+
+
+def template(folder: str, kind: str) -> dict[str, Any]:
+    """A template of referential/, in celkeeper's API group, with a kind of this module's own."""
+    doc = _document(ROOT / "referential" / folder / "template.yaml")
+    doc["apiVersion"] = "templates.celkeeper.io/v1"
+    doc["metadata"]["name"] = kind.lower()
+    doc["spec"]["crd"]["spec"]["names"]["kind"] = kind
+    return doc
+
+
+def constraint(kind: str, name: str, groups: list[str], kinds: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "constraints.celkeeper.io/v1beta1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {"match": {"kinds": [{"apiGroups": groups, "kinds": kinds}]}},
+    }
+
+
+def syncset(name: str, group: str, version: str, kind: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "syncset.celkeeper.io/v1alpha1",
+        "kind": "SyncSet",
+        "metadata": {"name": name},
+        "spec": {"gvks": [{"group": group, "version": version, "kind": kind}]},
+    }
+
+
+def webhook(name: str, url: str, ca_pem: bytes, selector: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "validation.celkeeper.io",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode("ascii")},
+            "rules": [
+                {"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                 "resources": ["ingresses"], "scope": "Namespaced"},
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                 "resources": ["services"], "scope": "Namespaced"},
+            ],
+            "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: selector}},
+        }],
+    }
+
+
+def ingress(name: str, namespace: str, *hosts: str) -> dict[str, Any]:
+    backend = {"service": {"name": "web", "port": {"number": 80}}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"rules": [
+            {"host": h, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}
+            for h in hosts
+        ]},
+    }
+
+
+def service(name: str, namespace: str, selector: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"ports": [{"port": 80}], "selector": selector},
+    }
+
+
+@dataclass
+class Env:
+    cluster: ControlPlane
+    server: KubeServe
+    pod_namespace: str
+    namespaces: tuple[str, str]
+
+    def create(self, obj: dict[str, Any], *args: str) -> tuple[bool, str]:
+        proc = self.cluster.kubectl("create", *args, "-f", "-", input=obj, check=False)
+        return proc.returncode == 0, proc.stderr
+
+    def denied(self, obj: dict[str, Any], text: str) -> bool:
+        ok, err = self.create(obj, "--dry-run=server")
+        return not ok and text in err
+
+    def allowed(self, obj: dict[str, Any]) -> bool:
+        return self.create(obj, "--dry-run=server")[0]
+
+    def sync_status(self) -> dict[str, Any]:
+        found = get(self.cluster, "syncpodstatuses", "-n", self.pod_namespace, POD)
+        return dict((found or {}).get("status") or {})
+
+    def synced_kind(self, kind: str) -> dict[str, Any] | None:
+        entry = next((k for k in self.sync_status().get("kinds") or () if k["kind"] == kind), None)
+        return entry if entry and entry.get("synced") else None
+
+
+@pytest.fixture(scope="module")
+def env(kube_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    install_crds(kube_cluster)
+    for crd in ("syncsets.syncset.celkeeper.io", "syncpodstatuses.status.celkeeper.io"):
+        kube_cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{crd}")
+    pod_namespace = create_namespace(kube_cluster, "celkeeper-refdata")
+    kubeconfig = rbac_kubeconfig(kube_cluster, pod_namespace, f"celkeeper-{SUFFIX}", also=[SYNC_RBAC])
+    apply(kube_cluster, syncset(f"ingresses-{SUFFIX}", "networking.k8s.io", "v1", "Ingress"))
+    for obj in (template("unique-ingress-host", INGRESS_KIND), template("unique-service-selector", SERVICE_KIND)):
+        apply(kube_cluster, obj)
+    server = KubeServe(tmp_path_factory.mktemp(POD), kubeconfig, POD, pod_namespace, workers=2)
+    server.start()
+    selector = secrets.token_hex(4)
+    name = f"celkeeper-refdata-{selector}"
+    url = f"https://127.0.0.1:{server.port}/v1/admit"
+    kube_cluster.kubectl("apply", "-f", "-", input=webhook(name, url, server.certs.ca_cert.read_bytes(), selector))
+    labels = {NAMESPACE_LABEL: selector}
+    namespaces = (create_namespace(kube_cluster, "t-refdata", labels), create_namespace(kube_cluster, "t-refdata", labels))
+    try:
+        for kind in (INGRESS_KIND, SERVICE_KIND):
+            crd = f"{kind.lower()}.constraints.celkeeper.io"
+            wait_for(lambda crd=crd: get(kube_cluster, "crd", crd), timeout=30, what=f"CRD {crd}")
+        apply(kube_cluster, constraint(INGRESS_KIND, "unique-ingress-host", ["networking.k8s.io"], ["Ingress"]))
+        apply(kube_cluster, constraint(SERVICE_KIND, "unique-service-selector", [""], ["Service"]))
+        yield Env(kube_cluster, server, pod_namespace, namespaces)
+    finally:
+        kube_cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found", check=False)
+        server.stop()
+        kube_cluster.kubectl("delete", "syncsets.syncset.celkeeper.io", "--all", "--ignore-not-found", check=False)
+        remove_templates(kube_cluster, "k8suniqu")
+
+
+def test_unique_ingress_hosts_follow_the_cluster_as_it_changes(env: Env) -> None:
+    first, second = env.namespaces
+    host, other = f"a-{SUFFIX}.example.com", f"b-{SUFFIX}.example.com"
+    wait_for(lambda: env.synced_kind("Ingress"), timeout=30, what="Ingresses to be synced")
+    # the webhook reaches celkeeper (the API server learns of the configuration through its informers)
+    ok, err = env.create(ingress("web", first, host))
+    assert ok, err
+    taken = ingress("copy", second, host)
+    wait_for(lambda: env.denied(taken, f"ingress host conflicts with an existing ingress <{host}>"),
+             timeout=20, interval=0.3, what="the second Ingress with the same host to be denied")
+    assert env.allowed(ingress("copy", second, other))
+    # changed: the first Ingress moves to the other host; it is not in conflict with itself
+    env.cluster.kubectl("apply", "-f", "-", input=ingress("web", first, other))
+    wait_for(lambda: env.allowed(taken), timeout=20, interval=0.3, what="the freed host to be allowed")
+    assert env.denied(ingress("copy", second, other, f"c-{SUFFIX}.example.com"), f"<{other}>")
+    # deleted: every host is free again
+    env.cluster.kubectl("delete", "ingress", "web", "-n", first)
+    wait_for(lambda: env.allowed(ingress("copy", second, other)), timeout=20, interval=0.3,
+             what="the deleted Ingress's host to be allowed")
+    entry = env.synced_kind("Ingress")
+    assert entry is not None
+    assert entry["resource"] == "ingresses"
+    assert entry["resourceVersion"] and entry["listedAt"] and entry["observedAt"]
+    assert entry["sources"] == [f"SyncSet/ingresses-{SUFFIX}"]
+
+
+def test_services_added_to_the_sync_at_run_time(env: Env) -> None:
+    first, second = env.namespaces
+    kind = SERVICE_KIND.lower()
+    # not synced yet: the constraint says so, is not enforced, and its requests fail (failurePolicy Fail)
+    entry = wait_for(lambda: by_pod(env.cluster, kind, "unique-service-selector").get(POD), timeout=30,
+                     what="the constraint's byPod entry")
+    assert entry["enforced"] is False
+    assert [e["code"] for e in entry["errors"]] == ["data_not_synced"]
+    assert "reads v1 Service, which this pod has not synced" in entry["errors"][0]["message"]
+    assert status(env.cluster, kind, "unique-service-selector").get("enforced") is False
+    assert env.synced_kind("Service") is None
+    app = f"app-{SUFFIX}"
+    wait_for(lambda: env.denied(service("one", first, {"app": app}),
+                                f"data not synced: template {kind} reads v1 Service"),
+             timeout=20, interval=0.3, what="Services to fail while they are not synced")
+    # Services join the sync configuration: no restart
+    apply(env.cluster, syncset(f"services-{SUFFIX}", "", "v1", "Service"))
+    wait_for(lambda: env.synced_kind("Service"), timeout=30, what="Services to be synced")
+    wait_for(lambda: status(env.cluster, kind, "unique-service-selector").get("enforced") is True, timeout=30,
+             what="the constraint to be enforced")
+    assert "errors" not in by_pod(env.cluster, kind, "unique-service-selector")[POD]
+    ok, err = env.create(service("one", first, {"app": app}))
+    assert ok, err
+    clash = service("two", second, {"app": app})
+    wait_for(lambda: env.denied(clash, f"same selector as service <one> in namespace <{first}>"), timeout=20,
+             interval=0.3, what="the same selector to be denied")
+    assert env.allowed(service("two", second, {"app": app, "tier": "web"}))
+    env.cluster.kubectl("patch", "service", "one", "-n", first, "--type=merge", "-p",
+                        json.dumps({"spec": {"selector": {"app": app, "tier": "db"}}}))
+    wait_for(lambda: env.allowed(clash), timeout=20, interval=0.3, what="the changed selector to be free")
+    assert env.denied(service("two", second, {"app": app, "tier": "db"}), "same selector as service <one>")
+    env.cluster.kubectl("delete", "service", "one", "-n", first)
+    wait_for(lambda: env.allowed(service("two", second, {"app": app, "tier": "db"})), timeout=20,
+             interval=0.3, what="the deleted Service's selector to be free")
+
+
+def test_readiness_shows_what_is_synced(env: Env) -> None:
+    wait_for(lambda: env.synced_kind("Ingress"), timeout=30, what="Ingresses to be synced")
+    response = requests.get(f"https://127.0.0.1:{env.server.port}/readyz",
+                            verify=str(env.server.certs.ca_cert), timeout=10)
+    assert response.status_code == 200
+    kinds = {k["kind"]: k for k in response.json()["syncedData"]["kinds"]}
+    assert kinds["Ingress"]["synced"] is True
+    assert kinds["Ingress"]["observedAt"]

@@ -85,21 +85,33 @@ def webhook(name: str, url: str, ca_pem: bytes, selector: str) -> dict[str, Any]
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": name},
-        "webhooks": [{
-            "name": "validation.celkeeper.io",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 10,
-            "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode("ascii")},
-            "rules": [
-                {"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                 "resources": ["ingresses"], "scope": "Namespaced"},
-                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                 "resources": ["services"], "scope": "Namespaced"},
-            ],
-            "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: selector}},
-        }],
+        "webhooks": [
+            {
+                "name": "validation.celkeeper.io",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode("ascii")},
+                "rules": [
+                    {
+                        "apiGroups": ["networking.k8s.io"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["ingresses"],
+                        "scope": "Namespaced",
+                    },
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["services"],
+                        "scope": "Namespaced",
+                    },
+                ],
+                "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: selector}},
+            }
+        ],
     }
 
 
@@ -109,10 +121,12 @@ def ingress(name: str, namespace: str, *hosts: str) -> dict[str, Any]:
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"rules": [
-            {"host": h, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}
-            for h in hosts
-        ]},
+        "spec": {
+            "rules": [
+                {"host": h, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}
+                for h in hosts
+            ]
+        },
     }
 
 
@@ -160,27 +174,41 @@ def env(kube_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) ->
     pod_namespace = create_namespace(kube_cluster, "celkeeper-refdata")
     kubeconfig = rbac_kubeconfig(kube_cluster, pod_namespace, f"celkeeper-{SUFFIX}", also=[SYNC_RBAC])
     apply(kube_cluster, syncset(f"ingresses-{SUFFIX}", "networking.k8s.io", "v1", "Ingress"))
-    for obj in (template("unique-ingress-host", INGRESS_KIND), template("unique-service-selector", SERVICE_KIND)):
+    for obj in (
+        template("unique-ingress-host", INGRESS_KIND),
+        template("unique-service-selector", SERVICE_KIND),
+    ):
         apply(kube_cluster, obj)
     server = KubeServe(tmp_path_factory.mktemp(POD), kubeconfig, POD, pod_namespace, workers=2)
     server.start()
     selector = secrets.token_hex(4)
     name = f"celkeeper-refdata-{selector}"
     url = f"https://127.0.0.1:{server.port}/v1/admit"
-    kube_cluster.kubectl("apply", "-f", "-", input=webhook(name, url, server.certs.ca_cert.read_bytes(), selector))
+    kube_cluster.kubectl(
+        "apply", "-f", "-", input=webhook(name, url, server.certs.ca_cert.read_bytes(), selector)
+    )
     labels = {NAMESPACE_LABEL: selector}
-    namespaces = (create_namespace(kube_cluster, "t-refdata", labels), create_namespace(kube_cluster, "t-refdata", labels))
+    namespaces = (
+        create_namespace(kube_cluster, "t-refdata", labels),
+        create_namespace(kube_cluster, "t-refdata", labels),
+    )
     try:
         for kind in (INGRESS_KIND, SERVICE_KIND):
             crd = f"{kind.lower()}.constraints.celkeeper.io"
             wait_for(lambda crd=crd: get(kube_cluster, "crd", crd), timeout=30, what=f"CRD {crd}")
-        apply(kube_cluster, constraint(INGRESS_KIND, "unique-ingress-host", ["networking.k8s.io"], ["Ingress"]))
+        apply(
+            kube_cluster, constraint(INGRESS_KIND, "unique-ingress-host", ["networking.k8s.io"], ["Ingress"])
+        )
         apply(kube_cluster, constraint(SERVICE_KIND, "unique-service-selector", [""], ["Service"]))
         yield Env(kube_cluster, server, pod_namespace, namespaces)
     finally:
-        kube_cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found", check=False)
+        kube_cluster.kubectl(
+            "delete", "validatingwebhookconfiguration", name, "--ignore-not-found", check=False
+        )
         server.stop()
-        kube_cluster.kubectl("delete", "syncsets.syncset.celkeeper.io", "--all", "--ignore-not-found", check=False)
+        kube_cluster.kubectl(
+            "delete", "syncsets.syncset.celkeeper.io", "--all", "--ignore-not-found", check=False
+        )
         remove_templates(kube_cluster, "k8suniqu")
 
 
@@ -192,8 +220,12 @@ def test_unique_ingress_hosts_follow_the_cluster_as_it_changes(env: Env) -> None
     ok, err = env.create(ingress("web", first, host))
     assert ok, err
     taken = ingress("copy", second, host)
-    wait_for(lambda: env.denied(taken, f"ingress host conflicts with an existing ingress <{host}>"),
-             timeout=20, interval=0.3, what="the second Ingress with the same host to be denied")
+    wait_for(
+        lambda: env.denied(taken, f"ingress host conflicts with an existing ingress <{host}>"),
+        timeout=20,
+        interval=0.3,
+        what="the second Ingress with the same host to be denied",
+    )
     assert env.allowed(ingress("copy", second, other))
     # changed: the first Ingress moves to the other host; it is not in conflict with itself
     env.cluster.kubectl("apply", "-f", "-", input=ingress("web", first, other))
@@ -201,8 +233,12 @@ def test_unique_ingress_hosts_follow_the_cluster_as_it_changes(env: Env) -> None
     assert env.denied(ingress("copy", second, other, f"c-{SUFFIX}.example.com"), f"<{other}>")
     # deleted: every host is free again
     env.cluster.kubectl("delete", "ingress", "web", "-n", first)
-    wait_for(lambda: env.allowed(ingress("copy", second, other)), timeout=20, interval=0.3,
-             what="the deleted Ingress's host to be allowed")
+    wait_for(
+        lambda: env.allowed(ingress("copy", second, other)),
+        timeout=20,
+        interval=0.3,
+        what="the deleted Ingress's host to be allowed",
+    )
     entry = env.synced_kind("Ingress")
     assert entry is not None
     assert entry["resource"] == "ingresses"
@@ -214,42 +250,70 @@ def test_services_added_to_the_sync_at_run_time(env: Env) -> None:
     first, second = env.namespaces
     kind = SERVICE_KIND.lower()
     # not synced yet: the constraint says so, is not enforced, and its requests fail (failurePolicy Fail)
-    entry = wait_for(lambda: by_pod(env.cluster, kind, "unique-service-selector").get(POD), timeout=30,
-                     what="the constraint's byPod entry")
+    entry = wait_for(
+        lambda: by_pod(env.cluster, kind, "unique-service-selector").get(POD),
+        timeout=30,
+        what="the constraint's byPod entry",
+    )
     assert entry["enforced"] is False
     assert [e["code"] for e in entry["errors"]] == ["data_not_synced"]
     assert "reads v1 Service, which this pod has not synced" in entry["errors"][0]["message"]
     assert status(env.cluster, kind, "unique-service-selector").get("enforced") is False
     assert env.synced_kind("Service") is None
     app = f"app-{SUFFIX}"
-    wait_for(lambda: env.denied(service("one", first, {"app": app}),
-                                f"data not synced: template {kind} reads v1 Service"),
-             timeout=20, interval=0.3, what="Services to fail while they are not synced")
+    wait_for(
+        lambda: env.denied(
+            service("one", first, {"app": app}), f"data not synced: template {kind} reads v1 Service"
+        ),
+        timeout=20,
+        interval=0.3,
+        what="Services to fail while they are not synced",
+    )
     # Services join the sync configuration: no restart
     apply(env.cluster, syncset(f"services-{SUFFIX}", "", "v1", "Service"))
     wait_for(lambda: env.synced_kind("Service"), timeout=30, what="Services to be synced")
-    wait_for(lambda: status(env.cluster, kind, "unique-service-selector").get("enforced") is True, timeout=30,
-             what="the constraint to be enforced")
+    wait_for(
+        lambda: status(env.cluster, kind, "unique-service-selector").get("enforced") is True,
+        timeout=30,
+        what="the constraint to be enforced",
+    )
     assert "errors" not in by_pod(env.cluster, kind, "unique-service-selector")[POD]
     ok, err = env.create(service("one", first, {"app": app}))
     assert ok, err
     clash = service("two", second, {"app": app})
-    wait_for(lambda: env.denied(clash, f"same selector as service <one> in namespace <{first}>"), timeout=20,
-             interval=0.3, what="the same selector to be denied")
+    wait_for(
+        lambda: env.denied(clash, f"same selector as service <one> in namespace <{first}>"),
+        timeout=20,
+        interval=0.3,
+        what="the same selector to be denied",
+    )
     assert env.allowed(service("two", second, {"app": app, "tier": "web"}))
-    env.cluster.kubectl("patch", "service", "one", "-n", first, "--type=merge", "-p",
-                        json.dumps({"spec": {"selector": {"app": app, "tier": "db"}}}))
+    env.cluster.kubectl(
+        "patch",
+        "service",
+        "one",
+        "-n",
+        first,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"selector": {"app": app, "tier": "db"}}}),
+    )
     wait_for(lambda: env.allowed(clash), timeout=20, interval=0.3, what="the changed selector to be free")
     assert env.denied(service("two", second, {"app": app, "tier": "db"}), "same selector as service <one>")
     env.cluster.kubectl("delete", "service", "one", "-n", first)
-    wait_for(lambda: env.allowed(service("two", second, {"app": app, "tier": "db"})), timeout=20,
-             interval=0.3, what="the deleted Service's selector to be free")
+    wait_for(
+        lambda: env.allowed(service("two", second, {"app": app, "tier": "db"})),
+        timeout=20,
+        interval=0.3,
+        what="the deleted Service's selector to be free",
+    )
 
 
 def test_readiness_shows_what_is_synced(env: Env) -> None:
     wait_for(lambda: env.synced_kind("Ingress"), timeout=30, what="Ingresses to be synced")
-    response = requests.get(f"https://127.0.0.1:{env.server.port}/readyz",
-                            verify=str(env.server.certs.ca_cert), timeout=10)
+    response = requests.get(
+        f"https://127.0.0.1:{env.server.port}/readyz", verify=str(env.server.certs.ca_cert), timeout=10
+    )
     assert response.status_code == 200
     kinds = {k["kind"]: k for k in response.json()["syncedData"]["kinds"]}
     assert kinds["Ingress"]["synced"] is True

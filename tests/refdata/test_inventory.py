@@ -27,7 +27,7 @@ from tests.support.celgo import require_celgo
 
 ROOT = Path(__file__).resolve().parents[2]
 INGRESS = Gvk("networking.k8s.io", "v1", "Ingress")
-ANNOTATION = 'metadata.gatekeeper.sh/requires-sync-data'
+ANNOTATION = "metadata.gatekeeper.sh/requires-sync-data"
 
 
 @pytest.fixture(params=ENGINES)
@@ -38,9 +38,12 @@ def engine(request: pytest.FixtureRequest) -> Engine:
 
 
 def ingress(name: str, namespace: str, *hosts: str) -> dict[str, Any]:
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"rules": [{"host": h} for h in hosts]}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"rules": [{"host": h} for h in hosts]},
+    }
 
 
 def template_yaml(annotation: str | None, expression: str, failure_policy: str = "Fail") -> str:
@@ -80,7 +83,9 @@ def policies(engine: Engine, text: str) -> Any:
 
 
 def messages(engine: Engine, policy_set: Any, obj: dict[str, Any], data: SyncedData | None) -> list[str]:
-    decision = decide(request_for_object(obj), policy_set, lambda _: None, EnforcementPoint.WEBHOOK, data=data)
+    decision = decide(
+        request_for_object(obj), policy_set, lambda _: None, EnforcementPoint.WEBHOOK, data=data
+    )
     return [r.message for r in decision.results]
 
 
@@ -89,11 +94,15 @@ def messages(engine: Engine, policy_set: Any, obj: dict[str, Any], data: SyncedD
 
 def test_requirements_are_read_as_gatekeeper_reads_them() -> None:
     # the annotation as gatekeeper-library writes it: a JSON string inside quotes, over several lines
-    text = '|\n"[\n  [\n {"groups": ["extensions"], "versions": ["v1beta1"], "kinds": ["Ingress"]},\n' \
+    text = (
+        '|\n"[\n  [\n {"groups": ["extensions"], "versions": ["v1beta1"], "kinds": ["Ingress"]},\n'
         ' {"groups": ["networking.k8s.io"], "versions": ["v1beta1", "v1"], "kinds": ["Ingress"]}\n ]\n]"\n'
+    )
     (requirement,) = parse_requirements(text.removeprefix("|\n"))
     assert requirement == {
-        Gvk("extensions", "v1beta1", "Ingress"), Gvk("networking.k8s.io", "v1beta1", "Ingress"), INGRESS,
+        Gvk("extensions", "v1beta1", "Ingress"),
+        Gvk("networking.k8s.io", "v1beta1", "Ingress"),
+        INGRESS,
     }
     assert unmet((requirement,), frozenset({INGRESS})) == ()
     assert unmet((requirement,), frozenset()) == (requirement,)
@@ -151,8 +160,9 @@ def test_a_request_reads_one_consistent_view(tmp_path: Path) -> None:
     store.apply([Put(ingress("b", "two"))])  # written while the request reads
     assert read_data(view, [INGRESS]) == before
     view.close()
-    assert set(read_data(PyInventory(str(tmp_path / "data.db")).view(), [INGRESS])["inventory"]["namespace"]) \
-        == {"one", "two"}
+    assert set(
+        read_data(PyInventory(str(tmp_path / "data.db")).view(), [INGRESS])["inventory"]["namespace"]
+    ) == {"one", "two"}
 
 
 def test_a_store_that_cannot_be_read_is_an_error(engine: Engine, tmp_path: Path) -> None:
@@ -178,22 +188,28 @@ def test_a_template_whose_data_is_not_synced_fails_under_its_failure_policy(
     if failure_policy == "Fail":
         assert got == [
             "data not synced: template k8sreads reads networking.k8s.io/v1 Ingress, which celkeeper has not "
-            "synced (name it in a SyncSet or in the Config's spec.sync.syncOnly; its first list must complete)"
+            "synced (name it in a SyncSet or in the Config's spec.sync.syncOnly; its first list must "
+            "complete)"
         ]
     else:
         assert got == []
     # no synced data at all (a folder of policies): the same
     assert messages(engine, loaded, ingress("web", "prod", "a"), None) == got
     # synced: evaluated
-    assert messages(engine, loaded, ingress("web", "prod", "a"), SyncedData(inventory, frozenset({INGRESS}))) \
-        == ["hosts: dev"]
+    assert messages(
+        engine, loaded, ingress("web", "prod", "a"), SyncedData(inventory, frozenset({INGRESS}))
+    ) == ["hosts: dev"]
     inventory.close()
 
 
 def test_the_pod_status_says_a_constraint_waits_for_its_data(engine: Engine) -> None:
     loaded = policies(engine, template_yaml(REQUIRES_INGRESS, NO_OTHER))
     found = [
-        {"apiVersion": "templates.celkeeper.io/v1", "kind": "ConstraintTemplate", "metadata": {"name": "k8sreads"}},
+        {
+            "apiVersion": "templates.celkeeper.io/v1",
+            "kind": "ConstraintTemplate",
+            "metadata": {"name": "k8sreads"},
+        },
         {"apiVersion": "constraints.celkeeper.io/v1beta1", "kind": "K8sReads", "metadata": {"name": "reads"}},
     ]
     objects = {str(item_name(o)): o for o in found}
@@ -201,7 +217,9 @@ def test_the_pod_status_says_a_constraint_waits_for_its_data(engine: Engine) -> 
     constraint = waiting[("K8sReads", "reads")]
     assert constraint.enforced is False
     assert [e.code for e in constraint.errors] == ["data_not_synced"]
-    assert constraint.errors[0].message.startswith("reads networking.k8s.io/v1 Ingress, which this pod has not")
+    assert constraint.errors[0].message.startswith(
+        "reads networking.k8s.io/v1 Ingress, which this pod has not"
+    )
     assert waiting[("ConstraintTemplate", "k8sreads")].enforced is True
     synced = observe(objects, loaded, [], frozenset({INGRESS}))
     assert synced[("K8sReads", "reads")].enforced is True
@@ -217,7 +235,11 @@ def test_verify_feeds_suites_inventory_to_data(engine_name: str) -> None:
         require_celgo()
     proc = subprocess.run(
         [sys.executable, "-m", "celkeeper", "verify", "--engine", engine_name, "-v", "referential/"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "--- PASS: host-taken" in proc.stdout
@@ -227,21 +249,37 @@ def test_verify_feeds_suites_inventory_to_data(engine_name: str) -> None:
 def test_test_makes_every_object_synced_data(tmp_path: Path) -> None:
     folder = ROOT / "referential" / "unique-ingress-host"
     proc = subprocess.run(
-        [sys.executable, "-m", "celkeeper", "test", "-f", str(folder / "template.yaml"),
-         "-f", str(folder / "constraint.yaml"), "-f", str(folder / "objects")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "celkeeper",
+            "test",
+            "-f",
+            str(folder / "template.yaml"),
+            "-f",
+            str(folder / "constraint.yaml"),
+            "-f",
+            str(folder / "objects"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     # every object is in the inventory: the two Ingresses sharing example-host.example.com deny each
     # other, the two sharing example-host3 too; none conflicts with itself
     lines = sorted(proc.stdout.splitlines())
     assert proc.returncode == 1, proc.stderr
-    assert lines == sorted([
-        "networking.k8s.io/v1/Ingress default/ingress-host1: [unique-ingress-host] ingress host conflicts "
-        "with an existing ingress <example-host.example.com> (deny)",
-        "networking.k8s.io/v1/Ingress default/ingress-host2: [unique-ingress-host] ingress host conflicts "
-        "with an existing ingress <example-host.example.com> (deny)",
-        "networking.k8s.io/v1/Ingress default/ingress-host3: [unique-ingress-host] ingress host conflicts "
-        "with an existing ingress <example-host3.example.com> (deny)",
-        "networking.k8s.io/v1/Ingress other-ns/ingress-host4: [unique-ingress-host] ingress host conflicts "
-        "with an existing ingress <example-host3.example.com>, <example-host.example.com> (deny)",
-    ]), proc.stdout
+    assert lines == sorted(
+        [
+            "networking.k8s.io/v1/Ingress default/ingress-host1: [unique-ingress-host] "
+            "ingress host conflicts with an existing ingress <example-host.example.com> (deny)",
+            "networking.k8s.io/v1/Ingress default/ingress-host2: [unique-ingress-host] "
+            "ingress host conflicts with an existing ingress <example-host.example.com> (deny)",
+            "networking.k8s.io/v1/Ingress default/ingress-host3: [unique-ingress-host] "
+            "ingress host conflicts with an existing ingress <example-host3.example.com> (deny)",
+            "networking.k8s.io/v1/Ingress other-ns/ingress-host4: [unique-ingress-host] "
+            "ingress host conflicts with an existing ingress <example-host3.example.com>, <example-host.example.com> (deny)",
+        ]
+    ), proc.stdout

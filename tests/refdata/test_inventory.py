@@ -280,6 +280,7 @@ def test_test_makes_every_object_synced_data(tmp_path: Path) -> None:
             "networking.k8s.io/v1/Ingress default/ingress-host3: [unique-ingress-host] "
             "ingress host conflicts with an existing ingress <example-host3.example.com> (deny)",
             "networking.k8s.io/v1/Ingress other-ns/ingress-host4: [unique-ingress-host] "
-            "ingress host conflicts with an existing ingress <example-host3.example.com>, <example-host.example.com> (deny)",
+            "ingress host conflicts with an existing ingress <example-host3.example.com>, "
+            "<example-host.example.com> (deny)",
         ]
     ), proc.stdout

@@ -126,17 +126,20 @@ class DataStore:
             if kind_id in by_id
         }
 
-    def size(self) -> int:
-        """Bytes on disk (the database and its write-ahead log)."""
-        total = 0
+    def size(self) -> tuple[int, int]:
+        """Bytes on disk: the database, and its write-ahead log."""
+        sizes = []
         for suffix in ("", "-wal"):
-            with contextlib.suppress(OSError):
-                total += os.stat(f"{self.path}{suffix}").st_size
-        return total
+            try:
+                sizes.append(os.stat(f"{self.path}{suffix}").st_size)
+            except OSError:
+                sizes.append(0)
+        return sizes[0], sizes[1]
 
     def checkpoint(self) -> None:
-        """Fold the write-ahead log into the database (SQLite also does it every 1,000 pages)."""
-        self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        """Fold the write-ahead log into the database and empty it (SQLite also folds it every 1,000
+        pages, without emptying it)."""
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def settle(self) -> None:
         """Leave WAL mode (a store no one writes any more: readers then need no shared-memory file)."""

@@ -110,6 +110,7 @@ type View struct {
 	err   error
 	kinds map[DataKind]int64 // the kinds the store has (any object ever synced)
 	begun bool
+	stmts map[*sql.Stmt]*sql.Stmt // the store's statements, prepared in this transaction
 }
 
 // NewView is a view of s for one request (s nil: an empty inventory).
@@ -160,7 +161,17 @@ func (v *View) Close() {
 	}
 }
 
-func (v *View) stmt(s *sql.Stmt) *sql.Stmt { return v.tx.StmtContext(v.ctx, s) }
+func (v *View) stmt(s *sql.Stmt) *sql.Stmt {
+	if found, ok := v.stmts[s]; ok {
+		return found
+	}
+	if v.stmts == nil {
+		v.stmts = map[*sql.Stmt]*sql.Stmt{}
+	}
+	found := v.tx.StmtContext(v.ctx, s)
+	v.stmts[s] = found
+	return found
+}
 
 // the queries a data value makes (each under the view's lock: a transaction is one connection)
 
@@ -219,6 +230,33 @@ func (v *View) body(kind int64, namespace, name string) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	return data, err == nil, err
+}
+
+// bodies is every (name, body) of one kind in one namespace.
+func (v *View) bodies(kind int64, namespace string) (map[string][]byte, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.begin(); err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	if v.tx == nil {
+		return out, nil
+	}
+	rows, err := v.stmt(v.store.bodiesStmt).QueryContext(v.ctx, kind, namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var body []byte
+		if err := rows.Scan(&name, &body); err != nil {
+			return nil, err
+		}
+		out[name] = body
+	}
+	return out, rows.Err()
 }
 
 func (v *View) kindsIn(namespace string) (map[int64]bool, error) {
@@ -410,12 +448,30 @@ func (d *dataReader) byVersion(namespace string, having func() (map[int64]bool, 
 	})
 }
 
-// objects is the name -> object map of one kind in one namespace ("": cluster-scoped).
+// objects is the name -> object map of one kind in one namespace ("": cluster-scoped). An object read
+// by name alone is one query; once the names have been listed (the map is iterated: the expression
+// goes through the objects), every body comes with one query, each decoded when it is read.
 func (d *dataReader) objects(kind int64, namespace string) ref.Val {
+	var listed bool
+	var all map[string][]byte
 	return newLazyMap(func() ([]string, error) {
+		listed = true
 		return d.view.strings(d.view.store.namesStmt, kind, namespace)
 	}, func(name string) (ref.Val, bool, error) {
-		data, ok, err := d.view.body(kind, namespace, name)
+		var data []byte
+		var ok bool
+		var err error
+		if listed && all == nil {
+			if all, err = d.view.bodies(kind, namespace); err != nil {
+				return nil, false, err
+			}
+		}
+		if all != nil {
+			data, ok = all[name]
+			delete(all, name) // decoded once: the map keeps the value
+		} else {
+			data, ok, err = d.view.body(kind, namespace, name)
+		}
 		if err != nil || !ok {
 			return nil, false, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -244,5 +245,40 @@ func TestAStoreOfAnotherFormatIsRefused(t *testing.T) {
 	}
 	if _, err := OpenStore(filepath.Join(t.TempDir(), "missing.db"), 1); err == nil {
 		t.Fatal("a missing store opened")
+	}
+}
+
+// BenchmarkUniqueHostScan decides one Ingress against the unique-host template with 10,000 synced
+// Ingresses (bench/refdata.py measures the same through the library).
+func BenchmarkUniqueHostScan(b *testing.B) {
+	t := &testing.T{}
+	s := newTestStore(t)
+	tx, _ := s.db.Begin()
+	s.db.Exec(`INSERT INTO kinds (api_version, kind) VALUES ('networking.k8s.io/v1', 'Ingress')`)
+	for i := 0; i < 10000; i++ {
+		obj := ingress(fmt.Sprintf("team-%d", i%100), fmt.Sprintf("web-%d", i), fmt.Sprintf("web-%d.example.com", i))
+		body, _ := json.Marshal(obj)
+		tx.Exec(`INSERT INTO objects VALUES (1, ?, ?, ?)`, obj["metadata"].(map[string]any)["namespace"], obj["metadata"].(map[string]any)["name"], body)
+	}
+	tx.Commit()
+	store, err := OpenStore(s.path, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl, err := CompileTemplateReading(uniqueHostSource, ingressKinds)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, _ := tmpl.Bind([]byte(`{"apiVersion":"constraints.gatekeeper.sh/v1beta1","kind":"K","metadata":{"name":"c"},"spec":{}}`))
+	mine := ingress("prod", "new", "new.example.com")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := ingressRequest(t, mine)
+		view := NewView(context.Background(), store)
+		r.ReadData(view)
+		if d := tmpl.Validate(context.Background(), r, c, PerCallLimit); len(d) != 0 {
+			b.Fatal(d)
+		}
+		view.Close()
 	}
 }

@@ -184,17 +184,27 @@ class DataSync:
         if event.type == SYNCED:
             self._queue.put(("synced", gvk, event.resource, self._keys(event.resource)))
             return
-        namespace = str(meta(event.object).get("namespace") or "")
-        if event.type == "DELETED" or (namespace and namespace_excluded(self._excluded, namespace)):
+        if event.type == "DELETED" or self._excludes(event.object):
             self._queue.put(("change", Delete(event.object)))
         else:
             self._queue.put(("change", Put(event.object)))
+
+    def _excludes(self, obj: Mapping[str, Any]) -> bool:
+        """Gatekeeper's process excluder for `sync`: an object in an excluded namespace, or a Namespace
+        whose own name is excluded."""
+        if not self._excluded:
+            return False
+        if obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1":
+            namespace = str(meta(obj).get("name") or "")
+        else:
+            namespace = str(meta(obj).get("namespace") or "")
+        return bool(namespace) and namespace_excluded(self._excluded, namespace)
 
     def _keys(self, resource: Resource) -> set[tuple[str, str]]:
         keys = set()
         for obj in self.manager.objects(resource):
             row = object_row(obj)
-            if row is not None and not (row[1] and namespace_excluded(self._excluded, row[1])):
+            if row is not None and not self._excludes(obj):
                 keys.add((row[1], row[2]))
         return keys
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -318,3 +319,88 @@ def test_readiness_shows_what_is_synced(env: Env) -> None:
     kinds = {k["kind"]: k for k in response.json()["syncedData"]["kinds"]}
     assert kinds["Ingress"]["synced"] is True
     assert kinds["Ingress"]["observedAt"]
+
+
+def gatekeeper_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
+    """A stand-in for Gatekeeper's CRD of `kind` (its schema left open): what a cluster moving from
+    Gatekeeper has installed."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+            "scope": scope,
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_gatekeepers_config_and_syncsets_are_read(env: Env) -> None:
+    crds = [
+        gatekeeper_crd("config.gatekeeper.sh", "Config", "configs", "Namespaced"),
+        gatekeeper_crd("syncset.gatekeeper.sh", "SyncSet", "syncsets", "Cluster"),
+    ]
+    try:
+        for crd in crds:
+            env.cluster.kubectl("apply", "-f", "-", input=crd)
+            env.cluster.kubectl(
+                "wait", "--for=condition=Established", "--timeout=30s", f"crd/{crd['metadata']['name']}"
+            )
+        apply(
+            env.cluster,
+            {
+                "apiVersion": "config.gatekeeper.sh/v1alpha1",
+                "kind": "Config",
+                "metadata": {"name": "config", "namespace": env.pod_namespace},
+                "spec": {
+                    "sync": {"syncOnly": [{"group": "", "version": "v1", "kind": "Namespace"}]},
+                    "match": [{"processes": ["sync"], "excludedNamespaces": ["kube-*"]}],
+                },
+            },
+        )
+        apply(
+            env.cluster,
+            {
+                "apiVersion": "syncset.gatekeeper.sh/v1alpha1",
+                "kind": "SyncSet",
+                "metadata": {"name": f"gk-{SUFFIX}"},
+                "spec": {"gvks": [{"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"}]},
+            },
+        )
+
+        def namespaces_synced() -> dict[str, Any] | None:
+            entry = env.synced_kind("Namespace")
+            ingresses = env.synced_kind("Ingress")
+            if entry and ingresses and f"SyncSet/gk-{SUFFIX} (syncset.gatekeeper.sh)" in ingresses["sources"]:
+                return entry
+            return None
+
+        # the missing collections are watched again every few seconds: found without a restart
+        entry = wait_for(namespaces_synced, timeout=60, what="Gatekeeper's Config and SyncSet to be read")
+        assert entry["sources"] == [f"Config/{env.pod_namespace}/config"]
+        assert entry["resource"] == "namespaces"
+        assert entry["objects"] > 0
+        assert env.sync_status()["excludedNamespaces"] == ["kube-*"]
+        # what the workers read: every Namespace but those the Config excludes from sync
+        with sqlite3.connect(f"file:{env.server.state.data}?mode=ro", uri=True) as db:
+            stored = {
+                name
+                for (name,) in db.execute(
+                    "SELECT name FROM objects JOIN kinds ON kinds.id = kind_id WHERE kinds.kind = 'Namespace'"
+                )
+            }
+        assert "default" in stored and env.pod_namespace in stored
+        assert not [n for n in stored if n.startswith("kube-")]
+    finally:
+        env.cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=crds, check=False)

@@ -20,12 +20,12 @@ var storeSchema = []string{
 }
 
 type testStore struct {
-	t    *testing.T
+	t    testing.TB
 	db   *sql.DB
 	path string
 }
 
-func newTestStore(t *testing.T) *testStore {
+func newTestStore(t testing.TB) *testStore {
 	path := filepath.Join(t.TempDir(), "data.db")
 	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL")
 	if err != nil {
@@ -87,7 +87,7 @@ var uniqueHostSource = map[string]any{
 	}},
 }
 
-func ingressRequest(t *testing.T, obj map[string]any) *Request {
+func ingressRequest(t testing.TB, obj map[string]any) *Request {
 	header := []byte(`{"uid":"u","kind":{"group":"networking.k8s.io","version":"v1","kind":"Ingress"},"resource":{"group":"networking.k8s.io","version":"v1","resource":"ingresses"},"operation":"CREATE","name":"` +
 		obj["metadata"].(map[string]any)["name"].(string) + `","namespace":"` + obj["metadata"].(map[string]any)["namespace"].(string) + `","userInfo":{}}`)
 	body, _ := json.Marshal(obj)
@@ -251,8 +251,7 @@ func TestAStoreOfAnotherFormatIsRefused(t *testing.T) {
 // BenchmarkUniqueHostScan decides one Ingress against the unique-host template with 10,000 synced
 // Ingresses (bench/refdata.py measures the same through the library).
 func BenchmarkUniqueHostScan(b *testing.B) {
-	t := &testing.T{}
-	s := newTestStore(t)
+	s := newTestStore(b)
 	tx, _ := s.db.Begin()
 	s.db.Exec(`INSERT INTO kinds (api_version, kind) VALUES ('networking.k8s.io/v1', 'Ingress')`)
 	for i := 0; i < 10000; i++ {
@@ -273,7 +272,7 @@ func BenchmarkUniqueHostScan(b *testing.B) {
 	mine := ingress("prod", "new", "new.example.com")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r := ingressRequest(t, mine)
+		r := ingressRequest(b, mine)
 		view := NewView(context.Background(), store)
 		r.ReadData(view)
 		if d := tmpl.Validate(context.Background(), r, c, PerCallLimit); len(d) != 0 {

@@ -59,6 +59,7 @@ class Store(Protocol):
 
 REGISTRAR = "synced-data"
 BATCH = 500  # changes per transaction at most
+FORBIDDEN = 403
 RESOLVE_RETRY = 30.0  # a kind the API server does not serve is looked up again after this
 
 
@@ -166,9 +167,10 @@ class DataSync:
         if self._initial is None:
             return False
         with self._lock:
-            done = all(
-                (s := self._states.get(g)) is None or s.synced or s.resource is None for g in self._initial
-            )
+            states = [self._states.get(g) for g in self._initial]
+        done = all(
+            s is None or s.synced or s.resource is None or self._forbidden(s.resource) for s in states
+        )
         self._bootstrapped = done
         return done
 
@@ -209,12 +211,25 @@ class DataSync:
         return keys
 
     # -- the configuration (the controller thread) ---------------------------------------------------
+    def _forbidden(self, resource: Resource) -> bool:
+        """The API server refuses this pod the list (RBAC): reported, and not waited for - a pod that
+        may not read a SyncSet or a synced kind must not stay unready for it."""
+        reflector = self.manager.reflector(resource)
+        return reflector is not None and reflector.last_status == FORBIDDEN
+
     def reconcile(self) -> None:
         self.dirty = False
-        if not all(self.manager.synced(r) for r in self.config_resources):
+        settled = [self.manager.synced(r) or self._forbidden(r) for r in self.config_resources]
+        if not all(settled):
             return
+        problems = [
+            f"cannot list {r}: {reflector.last_error}"
+            for r in sorted(self.config_resources, key=str)
+            if self._forbidden(r) and (reflector := self.manager.reflector(r)) is not None
+        ]
         syncsets = [(r.group, o) for r in (GATEKEEPER_SYNCSETS, SYNCSETS) for o in self.manager.objects(r)]
         config = sync_config(self.manager.objects(self.configs), syncsets)
+        config = replace(config, problems=(*problems, *config.problems))
         if config.problems != self.config.problems:
             for problem in config.problems:
                 log.warning("sync configuration: %s", problem)

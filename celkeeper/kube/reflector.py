@@ -70,6 +70,7 @@ class Reflector:
         # server sends one about every minute), Unix time; 0 before the first list
         self.last_contact = 0.0
         self.last_error = ""  # why the last attempt failed ("" once it succeeds again)
+        self.last_status = 0  # its HTTP status (403: forbidden; 0: none, or not an HTTP failure)
         self.lists = 0  # how many times it listed (1 + relists), for logs and tests
         self.relists_after_gone = 0
         self.reconnects = 0
@@ -127,7 +128,7 @@ class Reflector:
                 delivered = self._watch()
                 failures = 0 if delivered else failures
                 if delivered:
-                    self.last_error = ""
+                    self.last_error, self.last_status = "", 0
                 if not delivered:
                     self._sleep(self._backoff(0))  # an empty watch that ended at once: do not spin
             except ApiError as err:
@@ -142,7 +143,7 @@ class Reflector:
                     self.resource_version = ""  # the collection went away: list again (empty) and wait
                     continue
                 failures += 1
-                self.last_error = str(err)
+                self.last_error, self.last_status = str(err), err.status
                 delay = self._backoff(failures)
                 level = logging.INFO if failures == 1 else logging.WARNING
                 log.log(level, "watch of %s failed (%s); retrying in %.1fs", self.resource, err, delay)
@@ -166,7 +167,7 @@ class Reflector:
         if self._stop.is_set():
             return
         self.last_contact = time.time()
-        self.last_error = ""
+        self.last_error, self.last_status = "", 0
         self.sink.replaced(self, listed.items, False)
         self.resource_version = listed.resource_version
         log.debug("listed %s: %d object(s) at resourceVersion %s", self.resource, len(listed.items),

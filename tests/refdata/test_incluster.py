@@ -404,3 +404,32 @@ def test_gatekeepers_config_and_syncsets_are_read(env: Env) -> None:
         assert not [n for n in stored if n.startswith("kube-")]
     finally:
         env.cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=crds, check=False)
+
+
+def test_a_pod_that_may_not_list_a_synced_kind_is_ready_and_says_why(
+    env: Env, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """deploy/rbac.yaml without deploy/sync-rbac.yaml: Ingresses (named by the module's SyncSet) cannot be
+    listed. The pod does not wait for them: it becomes ready, reports the refusal, and the template that
+    reads them fails under its failurePolicy."""
+    pod_namespace = create_namespace(env.cluster, "celkeeper-refdata-norbac")
+    kubeconfig = rbac_kubeconfig(env.cluster, pod_namespace, f"celkeeper-norbac-{SUFFIX}")
+    server = KubeServe(tmp_path_factory.mktemp("pod-n"), kubeconfig, "pod-n", pod_namespace, workers=1)
+    server.start()  # waits until ready
+    try:
+
+        def ingress_refused() -> dict[str, Any] | None:
+            found = get(env.cluster, "syncpodstatuses", "-n", pod_namespace, "pod-n") or {}
+            kinds = (found.get("status") or {}).get("kinds") or ()
+            entry = next((k for k in kinds if k["kind"] == "Ingress"), None)
+            return entry if entry and "403" in entry.get("error", "") else None
+
+        entry = wait_for(ingress_refused, timeout=30, what="the refusal in the SyncPodStatus")
+        assert entry["synced"] is False
+        assert "forbidden" in entry["error"].lower()
+        response = requests.get(
+            f"https://127.0.0.1:{server.port}/readyz", verify=str(server.certs.ca_cert), timeout=10
+        )
+        assert response.status_code == 200
+    finally:
+        server.stop()

@@ -6,6 +6,9 @@ applied with kubectl, the kinds they read synced by SyncSets.
 Objects are created, changed and deleted between requests; Services are added to the sync
 configuration while the pod runs; until then the constraint reading them says so on its status, is not
 enforced, and its requests fail under the template's failurePolicy.
+
+The module's pod runs the default engine, cel-go (required: on CI its absence fails, never falls back);
+a second pod runs cel-python on the same synced data for the unique-host scenario.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +40,7 @@ from tests.incluster.support import (
 )
 from tests.support.admission import NAMESPACE_LABEL
 from tests.support.apiserver import ControlPlane
+from tests.support.celgo import require_celgo
 from tests.support.kubectl import apply
 from tests.support.waiting import wait_for
 
@@ -144,6 +149,7 @@ def service(name: str, namespace: str, selector: dict[str, str]) -> dict[str, An
 class Env:
     cluster: ControlPlane
     server: KubeServe
+    pod: str
     pod_namespace: str
     namespaces: tuple[str, str]
 
@@ -159,7 +165,7 @@ class Env:
         return self.create(obj, "--dry-run=server")[0]
 
     def sync_status(self) -> dict[str, Any]:
-        found = get(self.cluster, "syncpodstatuses", "-n", self.pod_namespace, POD)
+        found = get(self.cluster, "syncpodstatuses", "-n", self.pod_namespace, self.pod)
         return dict((found or {}).get("status") or {})
 
     def synced_kind(self, kind: str) -> dict[str, Any] | None:
@@ -167,55 +173,69 @@ class Env:
         return entry if entry and entry.get("synced") else None
 
 
+@contextmanager
+def serving(
+    cluster: ControlPlane, workdir: Path, pod: str, engine: str, also: tuple[Path, ...] = (SYNC_RBAC,)
+) -> Iterator[Env]:
+    """`celkeeper serve --engine <engine>` as pod `pod` (a namespace and RBAC of its own), registered as
+    the webhook of two fresh namespaces only."""
+    pod_namespace = create_namespace(cluster, f"celkeeper-refdata-{pod}")
+    kubeconfig = rbac_kubeconfig(cluster, pod_namespace, f"celkeeper-{pod}-{SUFFIX}", also=list(also))
+    server = KubeServe(workdir, kubeconfig, pod, pod_namespace, workers=2, args=("--engine", engine))
+    server.start()
+    selector = secrets.token_hex(4)
+    name = f"celkeeper-refdata-{selector}"
+    try:
+        url = f"https://127.0.0.1:{server.port}/v1/admit"
+        cluster.kubectl(
+            "apply", "-f", "-", input=webhook(name, url, server.certs.ca_cert.read_bytes(), selector)
+        )
+        labels = {NAMESPACE_LABEL: selector}
+        namespaces = (
+            create_namespace(cluster, "t-refdata", labels),
+            create_namespace(cluster, "t-refdata", labels),
+        )
+        yield Env(cluster, server, pod, pod_namespace, namespaces)
+    finally:
+        cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found", check=False)
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def env(kube_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    require_celgo()  # the default engine, named: a missing library must not fall back to cel-python here
     install_crds(kube_cluster)
     for crd in ("syncsets.syncset.celkeeper.io", "syncpodstatuses.status.celkeeper.io"):
         kube_cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{crd}")
-    pod_namespace = create_namespace(kube_cluster, "celkeeper-refdata")
-    kubeconfig = rbac_kubeconfig(kube_cluster, pod_namespace, f"celkeeper-{SUFFIX}", also=[SYNC_RBAC])
     apply(kube_cluster, syncset(f"ingresses-{SUFFIX}", "networking.k8s.io", "v1", "Ingress"))
     for obj in (
         template("unique-ingress-host", INGRESS_KIND),
         template("unique-service-selector", SERVICE_KIND),
     ):
         apply(kube_cluster, obj)
-    server = KubeServe(tmp_path_factory.mktemp(POD), kubeconfig, POD, pod_namespace, workers=2)
-    server.start()
-    selector = secrets.token_hex(4)
-    name = f"celkeeper-refdata-{selector}"
-    url = f"https://127.0.0.1:{server.port}/v1/admit"
-    kube_cluster.kubectl(
-        "apply", "-f", "-", input=webhook(name, url, server.certs.ca_cert.read_bytes(), selector)
-    )
-    labels = {NAMESPACE_LABEL: selector}
-    namespaces = (
-        create_namespace(kube_cluster, "t-refdata", labels),
-        create_namespace(kube_cluster, "t-refdata", labels),
-    )
     try:
-        for kind in (INGRESS_KIND, SERVICE_KIND):
-            crd = f"{kind.lower()}.constraints.celkeeper.io"
-            wait_for(lambda crd=crd: get(kube_cluster, "crd", crd), timeout=30, what=f"CRD {crd}")
-        apply(
-            kube_cluster, constraint(INGRESS_KIND, "unique-ingress-host", ["networking.k8s.io"], ["Ingress"])
-        )
-        apply(kube_cluster, constraint(SERVICE_KIND, "unique-service-selector", [""], ["Service"]))
-        yield Env(kube_cluster, server, pod_namespace, namespaces)
+        with serving(kube_cluster, tmp_path_factory.mktemp(POD), POD, "cel-go") as started:
+            for kind in (INGRESS_KIND, SERVICE_KIND):
+                crd = f"{kind.lower()}.constraints.celkeeper.io"
+                wait_for(lambda crd=crd: get(kube_cluster, "crd", crd), timeout=30, what=f"CRD {crd}")
+            apply(
+                kube_cluster,
+                constraint(INGRESS_KIND, "unique-ingress-host", ["networking.k8s.io"], ["Ingress"]),
+            )
+            apply(kube_cluster, constraint(SERVICE_KIND, "unique-service-selector", [""], ["Service"]))
+            yield started
     finally:
-        kube_cluster.kubectl(
-            "delete", "validatingwebhookconfiguration", name, "--ignore-not-found", check=False
-        )
-        server.stop()
         kube_cluster.kubectl(
             "delete", "syncsets.syncset.celkeeper.io", "--all", "--ignore-not-found", check=False
         )
         remove_templates(kube_cluster, "k8suniqu")
 
 
-def test_unique_ingress_hosts_follow_the_cluster_as_it_changes(env: Env) -> None:
+def unique_hosts_follow_the_cluster(env: Env, tag: str) -> None:
+    """Ingresses created, changed and deleted between requests through `env`'s webhook; `tag` keeps the
+    hosts apart from other runs of the scenario."""
     first, second = env.namespaces
-    host, other = f"a-{SUFFIX}.example.com", f"b-{SUFFIX}.example.com"
+    host, other = f"a-{tag}-{SUFFIX}.example.com", f"b-{tag}-{SUFFIX}.example.com"
     wait_for(lambda: env.synced_kind("Ingress"), timeout=30, what="Ingresses to be synced")
     # the webhook reaches celkeeper (the API server learns of the configuration through its informers)
     ok, err = env.create(ingress("web", first, host))
@@ -231,7 +251,7 @@ def test_unique_ingress_hosts_follow_the_cluster_as_it_changes(env: Env) -> None
     # changed: the first Ingress moves to the other host; it is not in conflict with itself
     env.cluster.kubectl("apply", "-f", "-", input=ingress("web", first, other))
     wait_for(lambda: env.allowed(taken), timeout=20, interval=0.3, what="the freed host to be allowed")
-    assert env.denied(ingress("copy", second, other, f"c-{SUFFIX}.example.com"), f"<{other}>")
+    assert env.denied(ingress("copy", second, other, f"c-{tag}-{SUFFIX}.example.com"), f"<{other}>")
     # deleted: every host is free again
     env.cluster.kubectl("delete", "ingress", "web", "-n", first)
     wait_for(
@@ -240,6 +260,10 @@ def test_unique_ingress_hosts_follow_the_cluster_as_it_changes(env: Env) -> None
         interval=0.3,
         what="the deleted Ingress's host to be allowed",
     )
+
+
+def test_unique_ingress_hosts_follow_the_cluster_as_it_changes(env: Env) -> None:
+    unique_hosts_follow_the_cluster(env, "go")
     entry = env.synced_kind("Ingress")
     assert entry is not None
     assert entry["resource"] == "ingresses"
@@ -433,3 +457,25 @@ def test_a_pod_that_may_not_list_a_synced_kind_is_ready_and_says_why(
         assert response.status_code == 200
     finally:
         server.stop()
+
+
+def test_cel_python_reads_the_same_synced_data(env: Env, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A pod running the pure-Python engine (its workers read the store with Python's sqlite3, where
+    cel-go's read it inside the library) decides the same on the same synced data."""
+    with serving(env.cluster, tmp_path_factory.mktemp("pod-p"), "pod-p", "cel-python") as python:
+        unique_hosts_follow_the_cluster(python, "py")
+        wait_for(lambda: python.synced_kind("Service"), timeout=30, what="Services to be synced")
+        first, second = python.namespaces
+        app = f"app-py-{SUFFIX}"
+        ok, err = python.create(service("one", first, {"app": app}))
+        assert ok, err
+        wait_for(
+            lambda: python.denied(
+                service("two", second, {"app": app}), f"same selector as service <one> in namespace <{first}>"
+            ),
+            timeout=20,
+            interval=0.3,
+            what="the same selector to be denied",
+        )
+        assert python.allowed(service("two", second, {"app": app, "tier": "web"}))
+        env.cluster.kubectl("delete", "service", "one", "-n", first)

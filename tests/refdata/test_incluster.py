@@ -164,6 +164,14 @@ class Env:
     def allowed(self, obj: dict[str, Any]) -> bool:
         return self.create(obj, "--dry-run=server")[0]
 
+    def becomes_denied(self, obj: dict[str, Any], text: str, what: str) -> None:
+        """Wait until a server-side dry run of `obj` is denied with `text` (the webhook and the pod's
+        synced data catch up with the cluster)."""
+        wait_for(lambda: self.denied(obj, text), timeout=20, interval=0.3, what=what)
+
+    def becomes_allowed(self, obj: dict[str, Any], what: str) -> None:
+        wait_for(lambda: self.allowed(obj), timeout=20, interval=0.3, what=what)
+
     def sync_status(self) -> dict[str, Any]:
         found = get(self.cluster, "syncpodstatuses", "-n", self.pod_namespace, self.pod)
         return dict((found or {}).get("status") or {})
@@ -241,25 +249,19 @@ def unique_hosts_follow_the_cluster(env: Env, tag: str) -> None:
     ok, err = env.create(ingress("web", first, host))
     assert ok, err
     taken = ingress("copy", second, host)
-    wait_for(
-        lambda: env.denied(taken, f"ingress host conflicts with an existing ingress <{host}>"),
-        timeout=20,
-        interval=0.3,
+    env.becomes_denied(
+        taken,
+        f"ingress host conflicts with an existing ingress <{host}>",
         what="the second Ingress with the same host to be denied",
     )
     assert env.allowed(ingress("copy", second, other))
     # changed: the first Ingress moves to the other host; it is not in conflict with itself
     env.cluster.kubectl("apply", "-f", "-", input=ingress("web", first, other))
-    wait_for(lambda: env.allowed(taken), timeout=20, interval=0.3, what="the freed host to be allowed")
+    env.becomes_allowed(taken, what="the freed host to be allowed")
     assert env.denied(ingress("copy", second, other, f"c-{tag}-{SUFFIX}.example.com"), f"<{other}>")
     # deleted: every host is free again
     env.cluster.kubectl("delete", "ingress", "web", "-n", first)
-    wait_for(
-        lambda: env.allowed(ingress("copy", second, other)),
-        timeout=20,
-        interval=0.3,
-        what="the deleted Ingress's host to be allowed",
-    )
+    env.becomes_allowed(ingress("copy", second, other), what="the deleted Ingress's host to be allowed")
 
 
 def test_unique_ingress_hosts_follow_the_cluster_as_it_changes(env: Env) -> None:
@@ -286,12 +288,9 @@ def test_services_added_to_the_sync_at_run_time(env: Env) -> None:
     assert status(env.cluster, kind, "unique-service-selector").get("enforced") is False
     assert env.synced_kind("Service") is None
     app = f"app-{SUFFIX}"
-    wait_for(
-        lambda: env.denied(
-            service("one", first, {"app": app}), f"data not synced: template {kind} reads v1 Service"
-        ),
-        timeout=20,
-        interval=0.3,
+    env.becomes_denied(
+        service("one", first, {"app": app}),
+        f"data not synced: template {kind} reads v1 Service",
         what="Services to fail while they are not synced",
     )
     # Services join the sync configuration: no restart
@@ -306,11 +305,8 @@ def test_services_added_to_the_sync_at_run_time(env: Env) -> None:
     ok, err = env.create(service("one", first, {"app": app}))
     assert ok, err
     clash = service("two", second, {"app": app})
-    wait_for(
-        lambda: env.denied(clash, f"same selector as service <one> in namespace <{first}>"),
-        timeout=20,
-        interval=0.3,
-        what="the same selector to be denied",
+    env.becomes_denied(
+        clash, f"same selector as service <one> in namespace <{first}>", what="the same selector to be denied"
     )
     assert env.allowed(service("two", second, {"app": app, "tier": "web"}))
     env.cluster.kubectl(
@@ -323,14 +319,11 @@ def test_services_added_to_the_sync_at_run_time(env: Env) -> None:
         "-p",
         json.dumps({"spec": {"selector": {"app": app, "tier": "db"}}}),
     )
-    wait_for(lambda: env.allowed(clash), timeout=20, interval=0.3, what="the changed selector to be free")
+    env.becomes_allowed(clash, what="the changed selector to be free")
     assert env.denied(service("two", second, {"app": app, "tier": "db"}), "same selector as service <one>")
     env.cluster.kubectl("delete", "service", "one", "-n", first)
-    wait_for(
-        lambda: env.allowed(service("two", second, {"app": app, "tier": "db"})),
-        timeout=20,
-        interval=0.3,
-        what="the deleted Service's selector to be free",
+    env.becomes_allowed(
+        service("two", second, {"app": app, "tier": "db"}), what="the deleted Service's selector to be free"
     )
 
 
@@ -469,12 +462,9 @@ def test_cel_python_reads_the_same_synced_data(env: Env, tmp_path_factory: pytes
         app = f"app-py-{SUFFIX}"
         ok, err = python.create(service("one", first, {"app": app}))
         assert ok, err
-        wait_for(
-            lambda: python.denied(
-                service("two", second, {"app": app}), f"same selector as service <one> in namespace <{first}>"
-            ),
-            timeout=20,
-            interval=0.3,
+        python.becomes_denied(
+            service("two", second, {"app": app}),
+            f"same selector as service <one> in namespace <{first}>",
             what="the same selector to be denied",
         )
         assert python.allowed(service("two", second, {"app": app, "tier": "web"}))

@@ -1,6 +1,6 @@
 """One object audited: the violations of the policies by an existing object, as Gatekeeper's audit sees them.
 
-    evaluator = Evaluator(policies)
+    evaluator = Evaluator(policies, data)             # data: the run's synced data (SyncedData), or None
     outcome = evaluator.evaluate(obj, namespace)      # namespace: the object's Namespace object, or None
 
 The object becomes a review as Gatekeeper's audit makes one (pkg/target
@@ -30,7 +30,7 @@ from celkeeper.audit.results import ConstraintKey, ObjectRef, Violation
 from celkeeper.errors import CelkeeperError, ReviewError
 from celkeeper.model import Action, EnforcementPoint, Result
 from celkeeper.policy import Candidate, PolicySet
-from celkeeper.review import decide, request_for_object
+from celkeeper.review import SyncedData, decide, request_for_object
 
 log = logging.getLogger("celkeeper.audit")
 
@@ -49,9 +49,13 @@ class Outcome:
 class Evaluator:
     """Decides objects against one policy set (built per run; immutable)."""
 
-    def __init__(self, policies: PolicySet) -> None:
+    def __init__(self, policies: PolicySet, data: SyncedData | None = None) -> None:
         self.policies = policies
+        self.data = data  # what templates that read synced data read (None: nothing is synced)
         self._constraints = {(c.kind, c.name): c for c in policies.constraints}
+
+    def with_data(self, data: SyncedData | None) -> Evaluator:
+        return Evaluator(self.policies, data)
 
     def audited(self, group: str, kind: str) -> tuple[Candidate, ...]:
         """The constraints that can select objects of this kind and have an action at the audit point."""
@@ -68,7 +72,7 @@ class Evaluator:
             return namespace if name == request.namespace else None
 
         try:
-            decision = decide(request, self.policies, lookup, POINT)
+            decision = decide(request, self.policies, lookup, POINT, data=self.data)
         except Exception as err:  # a bug or an engine failure on this object: find the culprit(s)
             return self._one_by_one(obj, lookup, err)
         if not decision.results:
@@ -98,7 +102,7 @@ class Evaluator:
         for candidate in self.audited(ref.group, ref.kind):
             alone = PolicySet(self.policies.engine, self.policies.templates, [candidate])
             try:
-                decision = decide(request, alone, lookup, POINT)
+                decision = decide(request, alone, lookup, POINT, data=self.data)
             except Exception as err:
                 text = str(err) if isinstance(err, CelkeeperError) else f"{type(err).__name__}: {err}"
                 errors.append(

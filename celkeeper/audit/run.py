@@ -15,22 +15,37 @@ that could match it (the run goes on with the other kinds); a kind no longer ser
 deleted since discovery) has nothing to audit. Objects in `excluded_namespaces` (globs, like
 Gatekeeper's Config `match[].processes: [audit]`; for a Namespace, its own name) are skipped, and so are
 namespaced objects whose Namespace cannot be found (Gatekeeper's audit skips them too).
+
+Synced data: when a template reads synced data (celkeeper's extension), the run first lists every kind
+such templates declare (in the version they name, wherever discovery serves that group and kind) into
+a store of its own (snapshot.datastore), written and closed before the engine opens it, removed after
+the run: the audit reads the cluster as it was at the start of the run, as Gatekeeper's audit reads its
+sync cache. A kind that is not served or cannot be listed is not synced: the templates that need it
+fail under their failurePolicy, as in a webhook pod that has not synced it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from celkeeper.audit.evaluate import MAX_DEPTH, Evaluator, Outcome
 from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
+from celkeeper.cel.inventory import Gvk, Put, describe, requirement_kinds, unmet
 from celkeeper.crds import names
 from celkeeper.kube import ApiError, Client, discover, pages
 from celkeeper.kube.discovery import ApiResource
 from celkeeper.kube.jsondeep import depth
 from celkeeper.match import wildcard_matches
+from celkeeper.policy import PolicySet
+from celkeeper.review import SyncedData
+from celkeeper.snapshot.datastore import DataStore
 
 log = logging.getLogger("celkeeper.audit")
 
@@ -154,7 +169,90 @@ def audit_cluster(
     for problem in found.errors:
         log.warning("discovery: %s (its resources are not audited)", problem)
         results.discovery_errors.append(problem)
-    for resource in selected_resources(evaluator, found.resources, options.excluded_resources):
+    with synced_data(client, evaluator.policies, found.resources, options.chunk_size) as data:
+        _audit_resources(
+            client,
+            evaluator.with_data(data),
+            namespaces,
+            options,
+            report,
+            resources=found.resources,
+            results=results,
+        )
+    return results
+
+
+def data_resources(policies: PolicySet, resources: Iterable[ApiResource]) -> dict[Gvk, ApiResource | None]:
+    """Every kind the templates that read synced data declare, and the resource serving it (in the
+    version the template names) or None when no listable resource of that group and kind is served."""
+    served = {(r.group, r.kind): r for r in resources if r.listable}
+    wanted = requirement_kinds(r for t in policies.templates.values() for r in t.requirements)
+    out: dict[Gvk, ApiResource | None] = {}
+    for gvk in wanted:
+        found = served.get((gvk.group, gvk.kind))
+        out[gvk] = dataclasses.replace(found, version=gvk.version) if found is not None else None
+    return out
+
+
+@contextlib.contextmanager
+def synced_data(
+    client: Client, policies: PolicySet, resources: Iterable[ApiResource], chunk_size: int
+) -> Iterator[SyncedData | None]:
+    """The run's synced data (None when no template reads any): the kinds templates declare, listed
+    into a store of the run's own, opened by the policies' engine."""
+    wanted = data_resources(policies, resources)
+    if not wanted:
+        yield None
+        return
+    synced: set[Gvk] = set()
+    with tempfile.TemporaryDirectory(prefix="celkeeper-audit-data-") as directory:
+        path = Path(directory) / "data.db"
+        store = DataStore(path)
+        try:
+            for gvk, resource in wanted.items():
+                if resource is None:  # (one of a requirement's alternatives, perhaps)
+                    log.debug("synced data: %s is not served", gvk)
+                    continue
+                try:
+                    for page in pages(client, resource.resource(), chunk_size):
+                        store.apply(Put(o) for o in page.items)
+                except ApiError as err:
+                    if err.not_found:  # that version is not served (discovery names the preferred one)
+                        log.debug("synced data: %s is not served", gvk)
+                    else:
+                        log.error("synced data: listing %s failed: %s", gvk, err)
+                    store.drop(gvk)
+                    continue
+                synced.add(gvk)
+            store.settle()
+            for template in policies.templates.values():
+                for requirement in unmet(template.requirements, frozenset(synced)):
+                    log.warning(
+                        "synced data: template %s reads %s, which this run could not list: "
+                        "it fails under its failurePolicy",
+                        template.name,
+                        describe(requirement),
+                    )
+        finally:
+            store.close()  # before the engine opens it (one SQLite copy per file: docs/known-issues.md)
+        opened = policies.engine.open_inventory(str(path))
+        try:
+            yield SyncedData(opened, frozenset(synced))
+        finally:
+            opened.close()
+
+
+def _audit_resources(
+    client: Client,
+    evaluator: Evaluator,
+    namespaces: NamespaceOf,
+    options: AuditOptions,
+    report: Reporter,
+    *,
+    resources: Iterable[ApiResource],
+    results: RunResults,
+) -> None:
+    for resource in selected_resources(evaluator, resources, options.excluded_resources):
         try:
             for page in pages(client, resource.resource(), options.chunk_size):
                 audited = audit_objects(
@@ -172,7 +270,6 @@ def audit_cluster(
                 log.info("%s is no longer served: not audited", resource)
                 continue
             _list_failed(evaluator, resource, err, results)
-    return results
 
 
 def _list_failed(evaluator: Evaluator, resource: ApiResource, err: ApiError, results: RunResults) -> None:

@@ -219,6 +219,7 @@ def _cluster(args: argparse.Namespace) -> int:
 # -- files ----------------------------------------------------------------------------------------------
 def _offline(args: argparse.Namespace) -> int:
     from celkeeper.audit import Evaluator, RunResults, Violation, audit_objects
+    from celkeeper.documents import Document
     from celkeeper.gator.admission import is_admission_review
     from celkeeper.gator.backend import PolicyBackend
     from celkeeper.gator.kinds import is_policy_document
@@ -265,9 +266,16 @@ def _offline(args: argparse.Namespace) -> int:
 
     collected = Collect()
     results = RunResults(args.constraint_violations_limit)
-    audited = audit_objects(
-        Evaluator(loaded.policies), objects, namespaces.get, results, collected, skip_unknown_namespaces=False
-    )
+    # templates that read synced data read every object given (as `celkeeper test` gives them)
+    with backend.inventory(loaded.policies, (Document.from_object(o) for o in objects)) as data:
+        audited = audit_objects(
+            Evaluator(loaded.policies, data),
+            objects,
+            namespaces.get,
+            results,
+            collected,
+            skip_unknown_namespaces=False,
+        )
     for problem in problems:
         print(f"celkeeper audit: {problem}", file=sys.stderr)
     ordered = sorted(collected.violations, key=_row_order)

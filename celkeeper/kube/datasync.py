@@ -57,6 +57,7 @@ class Store(Protocol):
 
     def counts(self) -> dict[Gvk, int]: ...
 
+
 REGISTRAR = "synced-data"
 BATCH = 500  # changes per transaction at most
 FORBIDDEN = 403
@@ -168,9 +169,7 @@ class DataSync:
             return False
         with self._lock:
             states = [self._states.get(g) for g in self._initial]
-        done = all(
-            s is None or s.synced or s.resource is None or self._forbidden(s.resource) for s in states
-        )
+        done = all(s is None or s.synced or s.resource is None or self._forbidden(s.resource) for s in states)
         self._bootstrapped = done
         return done
 
@@ -267,8 +266,11 @@ class DataSync:
         self.config = config
         if self._initial is None:
             self._initial = frozenset(config.kinds)
-            log.info("sync configuration read: %d kind(s)%s", len(config.kinds),
-                     "".join(f"\n  {g} ({', '.join(s)})" for g, s in config.kinds.items()))
+            log.info(
+                "sync configuration read: %d kind(s)%s",
+                len(config.kinds),
+                "".join(f"\n  {g} ({', '.join(s)})" for g, s in config.kinds.items()),
+            )
         self._configured = True
         self._changed()
 

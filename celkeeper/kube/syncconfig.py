@@ -23,8 +23,11 @@ from celkeeper.kube.resources import Resource, meta, name_of
 
 def gatekeeper_configs(namespace: str) -> Resource:
     return Resource(
-        names.GATEKEEPER_CONFIG_GROUP, names.GATEKEEPER_CONFIG_VERSION, "configs",
-        names.GATEKEEPER_CONFIG_KIND, namespace=namespace,
+        names.GATEKEEPER_CONFIG_GROUP,
+        names.GATEKEEPER_CONFIG_VERSION,
+        "configs",
+        names.GATEKEEPER_CONFIG_KIND,
+        namespace=namespace,
     )
 
 
@@ -50,9 +53,7 @@ def namespace_excluded(patterns: Iterable[str], namespace: str) -> bool:
     return False
 
 
-def _entries(
-    items: Any, source: str, kinds: dict[Gvk, list[str]], problems: list[str], where: str
-) -> None:
+def _entries(items: Any, source: str, kinds: dict[Gvk, list[str]], problems: list[str], where: str) -> None:
     if items is None:
         return
     if not isinstance(items, list):

@@ -41,7 +41,10 @@ VOLATILE = ("objects", "resourceVersion", "listedAt", "observedAt")
 
 def sync_pod_statuses(namespace: str) -> Resource:
     return Resource(
-        names.STATUS_GROUP, names.STATUS_VERSION, "syncpodstatuses", names.SYNC_POD_STATUS_KIND,
+        names.STATUS_GROUP,
+        names.STATUS_VERSION,
+        "syncpodstatuses",
+        names.SYNC_POD_STATUS_KIND,
         namespace=namespace,
     )
 
@@ -154,8 +157,11 @@ class SyncStatusWriter:
             return
         name = desired["metadata"]["name"]
         stored = next(
-            (o for o in self.manager.objects(self.resource)
-             if name_of(o) == name and labels_of(o).get(names.POD_LABEL) == pod.name),
+            (
+                o
+                for o in self.manager.objects(self.resource)
+                if name_of(o) == name and labels_of(o).get(names.POD_LABEL) == pod.name
+            ),
             None,
         )
         now = self.clock()
@@ -166,7 +172,10 @@ class SyncStatusWriter:
                 return
         try:
             if write_desired(
-                self.client, self.resource, desired, stored,
+                self.client,
+                self.resource,
+                desired,
+                stored,
                 current=lambda s, d: bool(s and s.get("status") == d.get("status")),
                 update_body=with_resource_version,
             ):

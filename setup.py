@@ -27,7 +27,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-KEEP_BUILDS = 4  # older builds in the cache are removed
+KEEP_BUILDS = 12  # older builds in the cache are removed (several worktrees share the cache)
 
 
 def _locate() -> Any:

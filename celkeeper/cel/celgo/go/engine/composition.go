@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -120,7 +121,16 @@ func (comp *composition) callback(i int) ref.Val {
 		key := comp.t.memoKey(comp.c, comp.scope, partVariable, i)
 		found = comp.r.memo.variables[key]
 		if found == nil {
-			found = comp.evaluateVariable(i)
+			values := comp.t.parts[partVariable][i].values
+			if values != nil {
+				found, _ = values.lookup(comp, key.class).(*variableResult)
+			}
+			if found == nil || comp.Err() != nil {
+				found = comp.evaluateVariable(i)
+				if values != nil && comp.Err() == nil {
+					values.remember(comp, key.class, found.reads, found)
+				}
+			}
 			if comp.Err() == nil { // an interrupted evaluation is not the variable's value
 				comp.r.memo.variables[key] = found
 			}
@@ -254,7 +264,7 @@ func (m *variablesMap) Find(key ref.Val) (ref.Val, bool) {
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(n), true
 	}
-	name, ok := apiservercel.Unescape(n.Value().(string))
+	name, ok := unescape(string(n))
 	if !ok {
 		return nil, false
 	}
@@ -272,6 +282,15 @@ func (m *variablesMap) Get(key ref.Val) ref.Val {
 		return v
 	}
 	return types.ValOrErr(key, "no such key: %v", key)
+}
+
+// unescape is apiservercel.Unescape (which lazy.MapValue.Find calls on every lookup), without its
+// regular expression for the names it leaves unchanged: it rewrites only `__..__` sequences.
+func unescape(name string) (string, bool) {
+	if !strings.Contains(name, "__") {
+		return name, true
+	}
+	return apiservercel.Unescape(name)
 }
 
 // variablesIterator is lazy.MapValue's iterator (its values, in the variables' order).

@@ -79,12 +79,7 @@ func CompileExpression(source string, variables []Variable) (*Expression, error)
 		}
 		t.storeVariable(v.GetName(), result)
 	}
-	// nothing is shared between evaluations: every part reads the constraint, none is fixed
-	t.variableReads = make([]bool, len(t.variables))
-	for i := range t.variableReads {
-		t.variableReads[i] = true
-	}
-	t.variableFixed = make([]bool, len(t.variables))
+	t.opaque() // nothing is shared between evaluations: every part reads the constraint, none is fixed
 	result := compiler.compile(anyExpression{source}, celVarsWithParameters, environment.StoredExpressions)
 	if result.Error != nil {
 		return nil, compileError(result)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
@@ -112,20 +113,85 @@ func NewRequest(header, object, oldObject, namespace []byte) (*Request, error) {
 	}
 	req.Object = runtime.RawExtension{Raw: object}
 	req.OldObject = runtime.RawExtension{Raw: oldObject}
-	var ns *corev1.Namespace
+	var ns *convertedNamespace
 	if len(namespace) != 0 && string(namespace) != "null" {
-		// driver.go mapToNamespace: json.Marshal of the map, then json.Unmarshal into a Namespace
-		ns = &corev1.Namespace{}
-		if err := json.Unmarshal(namespace, ns); err != nil {
-			ns = nil // the driver logs the error and continues without the namespace
-		}
+		ns = namespaces.convert(namespace)
 	}
-	return NewRequestFrom(req, ns)
+	return newRequest(req, ns)
+}
+
+// convertedNamespace is a request's Namespace as the driver converts it and as CEL sees it.
+type convertedNamespace struct {
+	namespace *corev1.Namespace // nil: the driver could not read it and goes on without it
+	value     any               // objectToResolveVal(CreateNamespaceObject(namespace))
+	err       error             // why value could not be made (reported where Validate would)
+}
+
+// namespaceCache remembers the conversions of the last Namespace objects seen, by their JSON: the
+// requests of one namespace carry the same Namespace, and converting it (JSON into a Namespace, then
+// Kubernetes' unstructured conversion) costs a fifth of a request's conversion. The converted values
+// are shared by the requests (nothing changes them: CEL values are read-only).
+type namespaceCache struct {
+	mu      sync.Mutex
+	entries map[string]*convertedNamespace
+}
+
+// namespaceCacheSize bounds the cache (it is emptied when full).
+const namespaceCacheSize = 512
+
+var namespaces = &namespaceCache{entries: map[string]*convertedNamespace{}}
+
+func (c *namespaceCache) convert(data []byte) *convertedNamespace {
+	c.mu.Lock()
+	found := c.entries[string(data)]
+	c.mu.Unlock()
+	if found != nil {
+		return found
+	}
+	converted := convertNamespace(data)
+	c.mu.Lock()
+	if len(c.entries) >= namespaceCacheSize {
+		clear(c.entries)
+	}
+	c.entries[string(data)] = converted
+	c.mu.Unlock()
+	return converted
+}
+
+func convertNamespace(data []byte) *convertedNamespace {
+	// driver.go mapToNamespace: json.Marshal of the map, then json.Unmarshal into a Namespace
+	ns := &corev1.Namespace{}
+	if err := json.Unmarshal(data, ns); err != nil {
+		return &convertedNamespace{} // the driver logs the error and continues without the namespace
+	}
+	return namespaceValue(ns)
+}
+
+// namespaceValue is validator.go's cel.CreateNamespaceObject(namespace), then newActivation's
+// objectToResolveVal.
+func namespaceValue(ns *corev1.Namespace) *convertedNamespace {
+	value, err := objectToResolveVal(plugincel.CreateNamespaceObject(ns))
+	if err != nil {
+		err = fmt.Errorf("failed to prepare namespace variable for evaluation: %w", err)
+	}
+	return &convertedNamespace{namespace: ns, value: value, err: err}
 }
 
 // NewRequestFrom converts a decoded AdmissionRequest as Driver.Query does (it is modified: its object
 // is unset on DELETE).
 func NewRequestFrom(req *admissionv1.AdmissionRequest, ns *corev1.Namespace) (*Request, error) {
+	var converted *convertedNamespace
+	if ns != nil {
+		converted = namespaceValue(ns)
+	}
+	return newRequest(req, converted)
+}
+
+func newRequest(req *admissionv1.AdmissionRequest, converted *convertedNamespace) (*Request, error) {
+	var ns *corev1.Namespace
+	if converted != nil {
+		ns = converted.namespace
+	}
 	// driver.go Query: "we must be sure that Object is unset on DELETE"
 	if req.Operation == admissionv1.Delete {
 		req.Object = runtime.RawExtension{}
@@ -153,10 +219,10 @@ func NewRequestFrom(req *admissionv1.AdmissionRequest, ns *corev1.Namespace) (*R
 		return nil, fmt.Errorf("failed to prepare oldObject variable for evaluation: %w", err)
 	}
 	if ns != nil {
-		// validator.go: ns := cel.CreateNamespaceObject(namespace), then newActivation's objectToResolveVal
-		if r.namespace, err = objectToResolveVal(plugincel.CreateNamespaceObject(ns)); err != nil {
-			return nil, fmt.Errorf("failed to prepare namespace variable for evaluation: %w", err)
+		if converted.err != nil {
+			return nil, converted.err
 		}
+		r.namespace = converted.value
 	}
 	return r, nil
 }

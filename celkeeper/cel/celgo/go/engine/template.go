@@ -51,12 +51,13 @@ type Template struct {
 	messages      []plugincel.CompilationResult // one per validation; zero value where none is given
 	Diagnostics   []Diagnostic
 
-	// which parts may read the constraint, which variables read nothing of the request (memo.go),
-	// and the parameter classes of its constraints
-	variableReads, conditionReads, validationReads, messageReads []bool
-	variableFixed                                                []bool
-	perConstraint                                                bool
-	classes                                                      classes
+	// what the analysis found about each part, which variables read nothing of the request
+	// (memo.go), and the parameter classes of its constraints
+	parts         [parts][]partInfo
+	variableFixed []bool
+	redefined     bool // a variable name is defined twice (the last definition is kept)
+	perConstraint bool
+	classes       classes
 
 	// the kinds of synced data the template reads (none: `data` is not declared)
 	dataKinds []DataKind
@@ -160,6 +161,7 @@ func CompileTemplateReading(source map[string]any, dataKinds []DataKind) (*Templ
 func (t *Template) storeVariable(name string, result plugincel.CompilationResult) int {
 	if at, seen := t.variableIndex[name]; seen {
 		t.variables[at] = result
+		t.redefined = true
 		return at
 	}
 	t.variableIndex[name] = len(t.variables)

@@ -254,13 +254,22 @@ func (comp *composition) evaluate(p part, index int, compilationResult plugincel
 	key := comp.t.memoKey(comp.c, comp.scope, p, index)
 	result := comp.r.memo.expressions[key]
 	if result == nil {
-		result = &exprResult{}
-		comp.push(&result.reads)
-		value, evalDetails, err := compilationResult.Program.ContextEval(comp, &comp.act)
-		comp.pop()
-		result.value, result.err, result.details = value, err, evalDetails != nil
-		if evalDetails != nil {
-			result.cost = evalDetails.ActualCost()
+		values := comp.t.parts[p][index].values
+		if values != nil {
+			result, _ = values.lookup(comp, key.class).(*exprResult)
+		}
+		if result == nil || comp.Err() != nil {
+			result = &exprResult{}
+			comp.push(&result.reads)
+			value, evalDetails, err := compilationResult.Program.ContextEval(comp, &comp.act)
+			comp.pop()
+			result.value, result.err, result.details = value, err, evalDetails != nil
+			if evalDetails != nil {
+				result.cost = evalDetails.ActualCost()
+			}
+			if values != nil && comp.Err() == nil {
+				values.remember(comp, key.class, result.reads, result)
+			}
 		}
 		if comp.Err() == nil { // an interrupted evaluation is not the expression's result
 			comp.r.memo.expressions[key] = result

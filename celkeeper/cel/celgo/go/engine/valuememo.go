@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"math"
+	"reflect"
+	"sync"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+)
+
+// valueMemo remembers, across requests, the results of one part that reads nothing of the request
+// itself, only variables (memo.go): such a part, evaluated for a constraint class, is a function of
+// the values of the variables it reads. Its evaluation reads them one after the other, each read
+// deciding (with the values read before) what the evaluation does until the next one; so what it
+// produced is remembered in a tree: at each node the variable the evaluation read next, each branch
+// one value of it, and at a leaf the result (value or error, actual cost, the names read, in order).
+//
+// Looking a result up reads the variables exactly as the evaluation would (the same variables, in
+// the same order, each resolved in the evaluation's context with its cost reported) until a leaf -
+// the evaluation's result - or a value never seen there - then the part is evaluated, and what it
+// produced is added. Exact, because the values compared are equal as CEL values and of the same Go
+// type (scalars, and empty lists and maps: see keyOf), and the variables that read only the
+// constraint are equal for every constraint of a class. A value of any other kind is never
+// remembered (the part is evaluated). The tree of a part holds at most maxRemembered results.
+//
+// In a webhook most parts see the same few values on most requests (a list of offending containers
+// that is empty, a flag, a count): their validations and messages are then not evaluated again.
+type valueMemo struct {
+	variable bool // the part is a variable (variableResult), else an expression (exprResult)
+	mu       sync.Mutex
+	roots    map[int64]*valueNode // per constraint class
+	size     int                  // results remembered
+	hits     int                  // results found (for tests)
+}
+
+// maxRemembered bounds the results one part remembers.
+const maxRemembered = 256
+
+type valueNode struct {
+	next     string // the variable read next ("" at a leaf)
+	fixed    bool   // it reads only the constraint: its value is the class's, not compared
+	branches map[valueKey]*valueNode
+	leaf     any // *variableResult or *exprResult
+}
+
+// valueKey is a CEL value as a map key: its Go type and its value as a comparable Go value.
+type valueKey struct {
+	typ reflect.Type
+	v   any
+}
+
+// maxRememberedString bounds the strings used as keys.
+const maxRememberedString = 256
+
+// keyOf is the key of a value a part read, or false when such a value is not remembered: only
+// values equal as CEL values when their keys are equal, and that behave alike in every operation
+// (same Go type): null, bool, int, uint, double (by its bits: NaN and -0 are values of their own),
+// short strings, and empty lists and maps.
+func keyOf(v ref.Val) (valueKey, bool) {
+	switch x := v.(type) {
+	case types.Null:
+		return valueKey{reflect.TypeOf(v), nil}, true
+	case types.Bool:
+		return valueKey{reflect.TypeOf(v), bool(x)}, true
+	case types.Int:
+		return valueKey{reflect.TypeOf(v), int64(x)}, true
+	case types.Uint:
+		return valueKey{reflect.TypeOf(v), uint64(x)}, true
+	case types.Double:
+		return valueKey{reflect.TypeOf(v), math.Float64bits(float64(x))}, true
+	case types.String:
+		if len(x) > maxRememberedString {
+			return valueKey{}, false
+		}
+		return valueKey{reflect.TypeOf(v), string(x)}, true
+	case traits.Lister:
+		if size, ok := x.Size().(types.Int); ok && size == 0 && x.Type() == types.ListType {
+			return valueKey{reflect.TypeOf(v), "[]"}, true
+		}
+	case traits.Mapper:
+		if size, ok := x.Size().(types.Int); ok && size == 0 && x.Type() == types.MapType {
+			return valueKey{reflect.TypeOf(v), "{}"}, true
+		}
+	}
+	return valueKey{}, false
+}
+
+func newValueMemo(variable bool) *valueMemo {
+	return &valueMemo{variable: variable, roots: map[int64]*valueNode{}}
+}
+
+// lookup walks the tree of class, reading each variable through comp (as the evaluation would):
+// the remembered result, or nil when this evaluation has not been seen (the variables read so far
+// stay read, as the evaluation will read them first too).
+func (m *valueMemo) lookup(comp *composition, class int64) any {
+	m.mu.Lock()
+	node := m.roots[class]
+	m.mu.Unlock()
+	for node != nil {
+		m.mu.Lock()
+		next, fixed, leaf := node.next, node.fixed, node.leaf
+		m.mu.Unlock()
+		if leaf != nil {
+			m.mu.Lock()
+			m.hits++
+			m.mu.Unlock()
+			return leaf
+		}
+		value, _ := comp.vars.Find(types.String(next))
+		if fixed {
+			m.mu.Lock()
+			node = node.branches[valueKey{}]
+			m.mu.Unlock()
+			continue
+		}
+		key, ok := keyOf(value)
+		if !ok {
+			return nil
+		}
+		m.mu.Lock()
+		node = node.branches[key]
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// remember adds what an evaluation produced (result, having read reads in order) for class, when
+// every value it read can be remembered.
+func (m *valueMemo) remember(comp *composition, class int64, reads []string, result any) {
+	keys := make([]valueKey, len(reads))
+	fixed := make([]bool, len(reads))
+	for n, name := range reads {
+		i := comp.t.variableIndex[name]
+		if comp.t.variableFixed[i] {
+			fixed[n] = true
+			continue
+		}
+		if !comp.vars.resolved[i] {
+			return
+		}
+		key, ok := keyOf(comp.vars.values[i])
+		if !ok {
+			return
+		}
+		keys[n] = key
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.size >= maxRemembered {
+		return
+	}
+	node := m.roots[class]
+	if node == nil {
+		node = &valueNode{}
+		m.roots[class] = node
+	}
+	for n, name := range reads {
+		if node.leaf != nil {
+			return // cannot happen for a deterministic evaluation: keep what is there
+		}
+		if node.next == "" && node.branches == nil {
+			node.next, node.fixed, node.branches = name, fixed[n], map[valueKey]*valueNode{}
+		} else if node.next != name || node.fixed != fixed[n] {
+			return // idem
+		}
+		child := node.branches[keys[n]]
+		if child == nil {
+			child = &valueNode{}
+			node.branches[keys[n]] = child
+		}
+		node = child
+	}
+	if node.leaf != nil || node.next != "" {
+		return
+	}
+	node.leaf = result
+	m.size++
+}

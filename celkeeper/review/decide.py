@@ -112,8 +112,8 @@ def decide(
             selected.append((candidate, actions, matched))
     if not selected:
         return Decision()
-    evaluated = [c for c, _, matched in selected if matched is True]
-    outcomes = iter(
+    evaluated = [c.binding for c, _, matched in selected if matched is True]
+    outcomes = (
         policies.engine.validate(
             RequestInput(
                 request=request.cel_request,
@@ -123,23 +123,27 @@ def decide(
                 namespace=lookup.namespace if point_name != EnforcementPoint.CLI.value else None,
                 inventory=data.inventory if data is not None else None,
             ),
-            [c.binding for c in evaluated],
+            evaluated,
             deadline,
         )
         if evaluated
-        else ()
+        else []
     )
     results: list[Result] = []
     timings: dict[str, float] = {}
+    evaluated_at = 0
     for candidate, actions, matched in selected:
         constraint = candidate.constraint
-        if isinstance(matched, str):
-            messages = [matched]
-        else:
-            outcome = next(outcomes)
-            messages = [d.message for d in outcome.decisions if d.action == "deny"]
+        if matched is True:
+            outcome = outcomes[evaluated_at]
+            evaluated_at += 1
             if clock is not None:
                 timings[constraint.kind] = timings.get(constraint.kind, 0.0) + outcome.seconds
+            if not outcome.decisions:
+                continue
+            messages = [d.message for d in outcome.decisions if d.action == "deny"]
+        else:
+            messages = [str(matched)]
         for message in messages:
             results.extend(
                 Result(constraint.kind, constraint.name, action, message, candidate.template.name)

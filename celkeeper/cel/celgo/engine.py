@@ -31,7 +31,7 @@ from celkeeper.cel.api import (
     TemplateSource,
     VariableCompileError,
 )
-from celkeeper.cel.celgo.library import Library, load
+from celkeeper.cel.celgo.library import Library, load, pack_handle
 from celkeeper.cel.celgo.values import decode
 from celkeeper.errors import CelCompileError, ReviewError
 
@@ -39,6 +39,7 @@ NAME = "cel-go"
 _NONE = b"null"
 #: connections a store keeps open (one per request reading it at once: a worker's threads)
 STORE_CONNECTIONS = 8
+_NO_DECISIONS: tuple[EngineDecision, ...] = ()
 
 
 def _dumps(value: Any) -> bytes:
@@ -156,10 +157,14 @@ class GoTemplate:
 
 @dataclass(frozen=True, eq=False)
 class GoBinding:
-    """A constraint bound to a compiled template."""
+    """A constraint bound to a compiled template (`packed`: its handle as `Library.validate` takes it)."""
 
     program: GoTemplate
     ref: _Handle = field(repr=False)
+    packed: bytes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "packed", pack_handle(self.ref.handle))
 
 
 class CelGoEngine:
@@ -216,12 +221,13 @@ class CelGoEngine:
             return []
         inventory = request.inventory
         store = inventory.handle if isinstance(inventory, GoInventory) else 0
+        header = request.request
         reply = self._lib.validate(
-            _dumps(dict(request.request)),
+            _dumps(header if type(header) is dict else dict(header)),
             _dumps(request.object) if request.object is not None else b"",
             _dumps(request.old_object) if request.old_object is not None else b"",
             _dumps(request.namespace) if request.namespace is not None else b"",
-            [b.ref.handle for b in bindings],
+            b"".join([b.packed for b in bindings]),
             max(int(timeout * 1e9), 1) if timeout > 0 else 0,
             store,
         )
@@ -229,13 +235,17 @@ class CelGoEngine:
             if reply.get("internal"):  # a bug (a panic in the library): an internal error, not the request's
                 raise RuntimeError(str(reply["error"]))
             raise ReviewError(str(reply["error"]))
-        return [
-            Outcome(
-                tuple(EngineDecision(d["action"], d["evaluation"], d["message"]) for d in decisions or ()),
-                ns / 1e9,
+        elapsed = reply["ns"]
+        if len(elapsed) != len(bindings):
+            raise RuntimeError(f"the cel-go library answered for {len(elapsed)} of {len(bindings)} bindings")
+        outcomes = [Outcome(_NO_DECISIONS, ns / 1e9) for ns in elapsed]
+        for i, decisions in reply["d"].items():  # only the constraints with decisions
+            at = int(i)
+            outcomes[at] = Outcome(
+                tuple(EngineDecision(d["action"], d["evaluation"], d["message"]) for d in decisions),
+                outcomes[at].seconds,
             )
-            for decisions, ns in zip(reply["d"], reply["ns"], strict=True)
-        ]
+        return outcomes
 
     # -- expressions ----------------------------------------------------------------------------
     def compile(self, source: str, variables: Mapping[str, str] | None = None) -> GoProgram:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,11 @@ class ForkedLibraryError(RuntimeError):
 
 _c_char_pp = ctypes.POINTER(ctypes.POINTER(ctypes.c_char))
 _c_int_p = ctypes.POINTER(ctypes.c_int)
+
+
+def pack_handle(handle: int) -> bytes:
+    """A handle as `Library.validate` takes it (a native int64; handles are joined into one bytes)."""
+    return int(handle).to_bytes(8, sys.byteorder, signed=True)
 
 
 class Library:
@@ -54,11 +59,8 @@ class Library:
         self._sig(dll.celgo_store_open, ll, [p, i, i, out, outn])
         self._sig(dll.celgo_store_close, None, [ll])
         self._sig(dll.celgo_constraint, ll, [ll, p, i, out, outn])
-        self._sig(
-            dll.celgo_validate,
-            i,
-            [p, i, p, i, p, i, p, i, ll, ctypes.POINTER(ll), i, ll, out, outn],
-        )
+        # the constraints' handles as packed int64s (bytes): no ctypes array to make per call
+        self._sig(dll.celgo_validate, i, [p, i, p, i, p, i, p, i, ll, p, i, ll, out, outn])
         self._sig(dll.celgo_expression, ll, [p, i, out, outn])
         self._sig(dll.celgo_evaluate, i, [ll, p, i, ll, out, outn])
 
@@ -122,13 +124,13 @@ class Library:
         object_json: bytes,
         old_object_json: bytes,
         namespace_json: bytes,
-        constraints: Sequence[int],
+        constraints: bytes,
         timeout_ns: int,
         store: int = 0,
     ) -> Any:
+        """`constraints`: the constraints' handles, each packed as a native int64 (`pack_handles`)."""
         self.check()
         out, n = self._reply()
-        ids = (ctypes.c_longlong * len(constraints))(*constraints)
         self._dll.celgo_validate(
             header,
             len(header),
@@ -139,8 +141,8 @@ class Library:
             namespace_json,
             len(namespace_json),
             store,
-            ids,
-            len(constraints),
+            constraints,
+            len(constraints) // 8,
             timeout_ns,
             ctypes.byref(out),
             ctypes.byref(n),

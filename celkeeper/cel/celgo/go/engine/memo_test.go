@@ -40,13 +40,37 @@ func TestKeyOfRemembersOnlyValuesThatBehaveAlike(t *testing.T) {
 	if key(types.String("a")) != key(types.String("a")) || key(types.String("a")) == key(types.String("b")) {
 		t.Error("strings are keyed by their value")
 	}
-	if key(types.NewDynamicList(types.DefaultTypeAdapter, []any{})) == key(types.NewDynamicMap(types.DefaultTypeAdapter, map[string]any{})) {
+	list := func(items ...any) ref.Val { return types.NewDynamicList(types.DefaultTypeAdapter, items) }
+	dict := func(m map[string]any) ref.Val { return types.NewDynamicMap(types.DefaultTypeAdapter, m) }
+	if key(list()) == key(dict(map[string]any{})) {
 		t.Error("an empty list is not an empty map")
 	}
+	if key(list("a", int64(1))) != key(list("a", int64(1))) || key(list("a", int64(1))) == key(list(int64(1), "a")) ||
+		key(list(int64(1))) == key(list(1.0)) {
+		t.Error("lists are keyed by their items, in order, with their types")
+	}
+	if key(list("a")) == key(types.NewDynamicList(types.DefaultTypeAdapter, []string{"a"})) {
+		t.Error("lists wrapping different Go slices are keyed apart")
+	}
+	many := map[string]any{}
+	for i := range maxRememberedEntries {
+		many[fmt.Sprint(i)] = int64(i)
+	}
+	again := map[string]any{}
+	for k, v := range many {
+		again[k] = v
+	}
+	if key(dict(many)) != key(dict(again)) || key(dict(map[string]any{"a": "b"})) == key(dict(map[string]any{"b": "a"})) {
+		t.Error("maps are keyed by their entries, in the order of their keys")
+	}
+	many["more"] = int64(1)
 	for _, v := range []ref.Val{
 		types.String(string(make([]byte, maxRememberedString+1))),
-		types.NewDynamicList(types.DefaultTypeAdapter, []any{1}),
-		types.NewDynamicMap(types.DefaultTypeAdapter, map[string]any{"a": 1}),
+		list(list()),
+		list(map[string]any{}),
+		dict(many),
+		dict(map[string]any{"a": []any{}}),
+		list(string(make([]byte, maxRememberedString))+"x"),
 		types.NewErr("boom"),
 		types.OptionalNone,
 		types.Bytes("x"),
@@ -140,6 +164,13 @@ func TestRememberedResultsAreGatekeepers(t *testing.T) {
 		  "validations": [
 			{"expression": "true", "messageExpression": "string(lists.range(variables.n).map(i, lists.range(variables.n).size()).size())"},
 			{"expression": "variables.n < 3", "messageExpression": "'n is ' + string(variables.n)"}]}`,
+		// parts reading small maps and lists
+		"labels": `{"variables": [
+			{"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+			{"name": "keys", "expression": "variables.labels.map(k, k)"}],
+		  "validations": [
+			{"expression": "!('forbidden' in variables.labels)", "messageExpression": "'forbidden among ' + string(size(variables.keys)) + ' labels'"},
+			{"expression": "variables.labels.all(k, variables.labels[k] != 'x')", "messageExpression": "'x in ' + variables.keys.filter(k, variables.labels[k] == 'x').join(',')"}]}`,
 		"ignore": `{"failurePolicy": "Ignore", "variables": [
 			{"name": "first", "expression": "object.spec.containers[0].name"},
 			{"name": "long", "expression": "size(variables.first) > 8"}],
@@ -191,11 +222,20 @@ func TestRememberedResultsAreGatekeepers(t *testing.T) {
 		p["metadata"].(map[string]any)["annotations"] = map[string]any{"n": n}
 		return p
 	}
+	withLabels := func(p map[string]any, labels map[string]any) map[string]any {
+		p["metadata"].(map[string]any)["labels"] = labels
+		return p
+	}
 	pods := []map[string]any{
 		pod(1, false), pod(1, false), pod(2, false), pod(2, true), pod(1, false, "bad1"), pod(3, false),
 		pod(1, false, "averylongname"), withN(pod(1, false), "2"), withN(pod(1, false), "2000"), withN(pod(1, false), "1"),
 		withN(pod(1, false), "2000"), pod(4, true), pod(1, false), pod(2, false, "bad", "bad2"), withN(pod(2, true), "4"),
 		pod(1, false), pod(2, false),
+		withLabels(pod(1, false), map[string]any{"app": "a"}), withLabels(pod(1, false), map[string]any{"app": "a"}),
+		withLabels(pod(1, false), map[string]any{"app": "x"}), withLabels(pod(1, false), map[string]any{"forbidden": "1"}),
+		withLabels(pod(1, false), map[string]any{"app": "x"}), withLabels(pod(1, false), map[string]any{"app": "a", "forbidden": "x"}),
+		withLabels(pod(1, false), map[string]any{"app": "a"}), withLabels(pod(2, false, "bad"), map[string]any{"forbidden": "1"}),
+		withLabels(pod(2, false, "bad"), map[string]any{"forbidden": "1"}),
 	}
 	compared := 0
 	for n, p := range pods {

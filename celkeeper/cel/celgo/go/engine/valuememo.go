@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/google/cel-go/common/types"
@@ -51,13 +55,19 @@ type valueKey struct {
 	v   any
 }
 
-// maxRememberedString bounds the strings used as keys.
-const maxRememberedString = 256
+// Bounds of the values used as keys: a string's bytes, a list's or map's entries, a key's length.
+const (
+	maxRememberedString  = 256
+	maxRememberedEntries = 16
+	maxRememberedKey     = 1024
+)
 
 // keyOf is the key of a value a part read, or false when such a value is not remembered: only
 // values equal as CEL values when their keys are equal, and that behave alike in every operation
-// (same Go type): null, bool, int, uint, double (by its bits: NaN and -0 are values of their own),
-// short strings, and empty lists and maps.
+// (the same Go type, and for lists and maps the same Go type of what they hold): null, bool, int,
+// uint, double (by its bits: NaN and -0 are values of their own), short strings, and small lists
+// and maps of those (a map's entries in the order of their keys: a map iterates in no defined order,
+// in Kubernetes as here, and a result remembered for equal maps is one Kubernetes could give).
 func keyOf(v ref.Val) (valueKey, bool) {
 	switch x := v.(type) {
 	case types.Null:
@@ -76,15 +86,90 @@ func keyOf(v ref.Val) (valueKey, bool) {
 		}
 		return valueKey{reflect.TypeOf(v), string(x)}, true
 	case traits.Lister:
-		if size, ok := x.Size().(types.Int); ok && size == 0 && x.Type() == types.ListType {
-			return valueKey{reflect.TypeOf(v), "[]"}, true
+		if x.Type() != types.ListType {
+			return valueKey{}, false
+		}
+		if key, ok := collectionKey(x, false); ok {
+			return valueKey{reflect.TypeOf(v), key}, true
 		}
 	case traits.Mapper:
-		if size, ok := x.Size().(types.Int); ok && size == 0 && x.Type() == types.MapType {
-			return valueKey{reflect.TypeOf(v), "{}"}, true
+		if x.Type() != types.MapType {
+			return valueKey{}, false
+		}
+		if key, ok := collectionKey(x, true); ok {
+			return valueKey{reflect.TypeOf(v), key}, true
 		}
 	}
 	return valueKey{}, false
+}
+
+// collectionKey writes a list's items (or a map's entries, by key) with their Go types, after the Go
+// type of the value the collection wraps.
+func collectionKey(c traits.Sizer, isMap bool) (string, bool) {
+	size, ok := c.Size().(types.Int)
+	if !ok || size > maxRememberedEntries {
+		return "", false
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%T|", c.(ref.Val).Value())
+	if size == 0 {
+		return b.String(), true
+	}
+	it := c.(traits.Iterable).Iterator()
+	var entries []string
+	for it.HasNext() == types.True {
+		item := it.Next()
+		var e strings.Builder
+		if !scalarKey(&e, item) {
+			return "", false
+		}
+		if isMap {
+			value, found := c.(traits.Mapper).Find(item)
+			if !found {
+				return "", false
+			}
+			e.WriteByte(':')
+			if !scalarKey(&e, value) {
+				return "", false
+			}
+		}
+		entries = append(entries, e.String())
+	}
+	if isMap {
+		slices.Sort(entries)
+	}
+	for _, e := range entries {
+		b.WriteString(e)
+		b.WriteByte(',')
+		if b.Len() > maxRememberedKey {
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+// scalarKey writes a scalar with its type (false: not a scalar keyOf remembers).
+func scalarKey(b *strings.Builder, v ref.Val) bool {
+	switch x := v.(type) {
+	case types.Null:
+		b.WriteString("null")
+	case types.Bool:
+		b.WriteString("b" + strconv.FormatBool(bool(x)))
+	case types.Int:
+		b.WriteString("i" + strconv.FormatInt(int64(x), 10))
+	case types.Uint:
+		b.WriteString("u" + strconv.FormatUint(uint64(x), 10))
+	case types.Double:
+		b.WriteString("d" + strconv.FormatUint(math.Float64bits(float64(x)), 16))
+	case types.String:
+		if len(x) > maxRememberedString {
+			return false
+		}
+		b.WriteString("s" + strconv.Quote(string(x)))
+	default:
+		return false
+	}
+	return true
 }
 
 func newValueMemo(variable bool) *valueMemo {

@@ -9,7 +9,8 @@ index in the file and the position (line:col) of every field path, so that every
 Field paths are written as Kubernetes writes them: `spec.targets[0].code[0].source`, with map keys
 that are not plain identifiers in brackets (`metadata.labels[app.kubernetes.io/name]`).
 
-YAML 1.2 (ruamel.yaml): `yes`/`no`/`on`/`off` are strings, `012` is 12; duplicate keys are errors.
+YAML 1.2 (ruamel.yaml's types; libyaml composes what it reads as ruamel.yaml does, ruamel.yaml the
+rest): `yes`/`no`/`on`/`off` are strings, `012` is 12; duplicate keys are errors.
 """
 
 from celkeeper.documents.model import (

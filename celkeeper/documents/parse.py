@@ -1,20 +1,68 @@
-"""Parsing YAML 1.2 / JSON text into Documents (ruamel.yaml's composer; positions for every field)."""
+"""Parsing YAML 1.2 / JSON text into Documents (positions for every field).
+
+Two composers give the same node trees: libyaml's (C, through PyYAML) with YAML 1.2's implicit
+types taken from ruamel.yaml's own table, and ruamel.yaml's (pure Python, ~40x slower). libyaml
+composes the texts it reads without error, except where the two are known to differ, which go to
+ruamel.yaml whole: a text libyaml refuses (ruamel.yaml words the error), one with a directive
+(`%YAML 1.1` changes the types in ruamel.yaml), one with a tab (ruamel.yaml refuses some that
+libyaml reads), one with an empty plain value (`key:` alone: the two place it differently) and one
+too long to be sure it holds at most MAX_VALUES values (ruamel.yaml's composer counts them).
+tests/policy/test_documents_composers.py checks that parse_documents gives what ruamel.yaml alone
+gives on every YAML/JSON file of the project and the samples and on the odd cases of YAML.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import yaml.nodes
+import yaml.resolver
 from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.resolver import implicit_resolvers as _RUAMEL_IMPLICIT
+from yaml import YAMLError as LibyamlError
 
 from celkeeper.documents.model import Document, Span, index_path, key_path
 from celkeeper.errors import DocumentError, Location
+
+# the node classes of either composer (they share attribute names: tag, value, style, marks)
+_Node = Node | yaml.nodes.Node
+_MAPPING = (MappingNode, yaml.nodes.MappingNode)
+_SEQUENCE = (SequenceNode, yaml.nodes.SequenceNode)
+_SCALAR = (ScalarNode, yaml.nodes.ScalarNode)
+Composer_ = Callable[[str], Iterator[Any]]
+
+
+class _Resolver12(yaml.resolver.BaseResolver):
+    """YAML 1.2's implicit types exactly as ruamel.yaml resolves them (its table, its order)."""
+
+
+for _versions, _tag, _regexp, _first in _RUAMEL_IMPLICIT:
+    if (1, 2) in _versions:
+        _Resolver12.add_implicit_resolver(_tag, re.compile(_regexp.pattern, _regexp.flags), _first)
+
+
+try:  # libyaml's parser and composer (PyYAML's wheels carry it)
+    from yaml._yaml import CParser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml: ruamel.yaml composes all
+    CParser = None  # type: ignore[misc,assignment]
+
+LIBYAML = CParser is not None
+
+
+if LIBYAML:
+
+    class _LibyamlComposer(CParser, _Resolver12):
+        def __init__(self, text: str) -> None:
+            CParser.__init__(self, text)
+            _Resolver12.__init__(self)
 
 
 @dataclass(frozen=True)
@@ -32,13 +80,30 @@ def parse_documents(text: str, name: str) -> ParsedText:
     ends the text: the documents before it are returned along with the error. A document that is not
     a mapping is reported and left out.
     """
+    # texts libyaml may compose: a value that is not empty takes at least two characters (itself or
+    # its brackets, and a separator or indicator), so a text of at most MAX_VALUES characters holds
+    # about half as many values (empty plain values go to ruamel.yaml anyway); longer texts go to
+    # ruamel.yaml, whose composer counts the values and says where it stopped
+    if LIBYAML and len(text) <= MAX_VALUES and not (text.startswith("%") or "\n%" in text or "\t" in text):
+        try:
+            return _parse(text, name, _compose_libyaml)
+        except _RuamelDecides:
+            pass
+    return _parse(text, name, _compose_ruamel)
+
+
+class _RuamelDecides(Exception):
+    """libyaml's reading of the text may differ from ruamel.yaml's: ruamel.yaml composes it."""
+
+
+def _parse(text: str, name: str, compose: Composer_) -> ParsedText:
     lines = tuple(text.splitlines())
     documents: list[Document] = []
     errors: list[DocumentError] = []
     index = 0
     budget = _Budget(len(text) + 1000)
     try:
-        for node in _compose_all(text):
+        for node in compose(text):
             index += 1
             _collect(node, name, index, lines, documents=documents, errors=errors, budget=budget)
     except TooManyValues as err:
@@ -73,12 +138,11 @@ class _Budget:
     def __init__(self, limit: int) -> None:
         self.limit = self.left = limit
 
-    def take(self, node: Node, offset: int) -> None:
+    def take(self, node: _Node, offset: int) -> None:
         self.left -= 1
         if self.left < 0:
             raise DocumentError(
-                f"the document expands to more than {self.limit} values (aliases of aliases?): "
-                "not read",
+                f"the document expands to more than {self.limit} values (aliases of aliases?): not read",
                 Location(line=node.start_mark.line + 1 + offset, column=node.start_mark.column + 1),
             )
 
@@ -109,14 +173,28 @@ class _BoundedComposer(Composer):
         return super().compose_node(parent, index)
 
 
-def _compose_all(text: str) -> Iterator[Node | None]:
-    yaml = YAML(typ="rt")
-    yaml.Composer = _BoundedComposer
-    yield from yaml.compose_all(text)
+def _compose_libyaml(text: str) -> Iterator[Any]:
+    """Every document's node; raises _RuamelDecides where libyaml refuses the text."""
+    composer = _LibyamlComposer(text)
+    try:
+        nodes = []
+        while composer.check_node():
+            nodes.append(composer.get_node())
+    except (LibyamlError, ValueError):
+        raise _RuamelDecides() from None
+    finally:
+        composer.dispose()
+    return iter(nodes)
+
+
+def _compose_ruamel(text: str) -> Iterator[Any]:
+    ruamel = YAML(typ="rt")
+    ruamel.Composer = _BoundedComposer
+    yield from ruamel.compose_all(text)
 
 
 def _collect(
-    node: Node | None,
+    node: _Node | None,
     name: str,
     index: int,
     lines: tuple[str, ...],
@@ -128,7 +206,7 @@ def _collect(
 ) -> None:
     if node is None:
         return
-    if isinstance(node, ScalarNode) and _scalar(node) is None:
+    if isinstance(node, _SCALAR) and _scalar(node) is None:
         return  # an empty document (`---` alone, or only comments)
     spans: dict[str, Span] = {}
     try:
@@ -150,7 +228,7 @@ def _collect(
 
 
 def _convert(
-    node: Node,
+    node: _Node,
     path: str,
     spans: dict[str, Span],
     offset: int,
@@ -160,7 +238,9 @@ def _convert(
 ) -> Any:
     budget.take(node, offset)
     start, end = node.start_mark, node.end_mark
-    style = node.style if isinstance(node, ScalarNode) else None
+    style = node.style if isinstance(node, _SCALAR) else None
+    if style == "" and node.value == "":  # libyaml's empty plain value: placed unlike ruamel.yaml's
+        raise _RuamelDecides()
     spans[path] = Span(
         line=start.line + 1 + offset,
         column=start.column + 1,
@@ -169,28 +249,28 @@ def _convert(
         key_column=key[1] if key else None,
         style=style if style in ("'", '"', "|", ">") else None,
     )
-    if isinstance(node, MappingNode):
+    if isinstance(node, _MAPPING):
         return _convert_mapping(node, path, spans, offset, budget)
-    if isinstance(node, SequenceNode):
+    if isinstance(node, _SEQUENCE):
         return [
             _convert(item, index_path(path, i), spans, offset, None, budget=budget)
             for i, item in enumerate(node.value)
         ]
-    assert isinstance(node, ScalarNode)
+    assert isinstance(node, _SCALAR)
     return _scalar(node)
 
 
 def _convert_mapping(
-    node: MappingNode, path: str, spans: dict[str, Span], offset: int, budget: _Budget
+    node: Any, path: str, spans: dict[str, Span], offset: int, budget: _Budget
 ) -> dict[str, Any]:
     result: dict[str, Any] = {}
     seen: dict[str, int] = {}
-    merged: list[tuple[Node, Node]] = []
+    merged: list[tuple[Any, Any]] = []
     for key_node, value_node in node.value:
-        if isinstance(key_node, ScalarNode) and key_node.tag == "tag:yaml.org,2002:merge":
+        if isinstance(key_node, _SCALAR) and key_node.tag == "tag:yaml.org,2002:merge":
             merged.append((key_node, value_node))
             continue
-        if not isinstance(key_node, ScalarNode):
+        if not isinstance(key_node, _SCALAR):
             raise DocumentError(
                 "a map key must be a string, not a list or map",
                 Location(
@@ -211,9 +291,9 @@ def _convert_mapping(
         where = (key_line, key_node.start_mark.column + 1)
         result[key] = _convert(value_node, child, spans, offset, where, budget=budget)
     for _key_node, value_node in merged:  # YAML merge keys: explicit keys win
-        sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+        sources = value_node.value if isinstance(value_node, _SEQUENCE) else [value_node]
         for source in sources:
-            if not isinstance(source, MappingNode):
+            if not isinstance(source, _MAPPING):
                 raise DocumentError(
                     "a merge key (<<) needs a map or a list of maps",
                     Location(
@@ -230,10 +310,10 @@ def _convert_mapping(
     return result
 
 
-def _scalar(node: ScalarNode) -> Any:
+def _scalar(node: Any) -> Any:
     tag = str(node.tag or "")
     value: str = node.value
-    if node.style is not None or not tag.startswith("tag:yaml.org,2002:"):
+    if node.style or not tag.startswith("tag:yaml.org,2002:"):  # plain: None (ruamel), "" (libyaml)
         if node.style == ">":
             return value.replace("\a", "")
         return value
@@ -332,10 +412,16 @@ def _parse_json_stream(text: str, name: str) -> ParsedText:
         line_start = text.rfind("\n", 0, position) + 1
         padded = " " * (position - line_start) + chunk
         try:
-            for node in _compose_all(padded):
+            for node in _compose_ruamel(padded):
                 _collect(
-                    node, name, index, lines,
-                    documents=documents, errors=errors, budget=budget, line_offset=line - 1,
+                    node,
+                    name,
+                    index,
+                    lines,
+                    documents=documents,
+                    errors=errors,
+                    budget=budget,
+                    line_offset=line - 1,
                 )
         except MarkedYAMLError:  # JSON that YAML does not read: keep the data, without field positions
             if isinstance(value, dict):

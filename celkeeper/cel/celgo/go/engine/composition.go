@@ -39,7 +39,7 @@ type composition struct {
 // newComposition makes the evaluation contexts of one constraint (CreateContext + newActivation).
 func (t *Template) newComposition(ctx context.Context, r *Request, c *Constraint) *composition {
 	comp := &composition{Context: ctx, t: t, r: r, c: c}
-	comp.act = activation{object: r.object, oldObject: r.oldObject, request: r.request}
+	comp.act = activation{object: r.object, oldObject: r.oldObject, r: r}
 	if len(t.dataKinds) > 0 {
 		comp.act.data = r.dataFor(t)
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/drivers/k8scel/transform"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -84,6 +85,34 @@ type Request struct {
 	object, oldObject any            // objectToResolveVal(versionedAttr.Versioned{Old,}Object)
 	request           map[string]any // convertObjectToUnstructured(CreateAdmissionRequest(...)).Object
 	namespace         any            // objectToResolveVal(CreateNamespaceObject(namespace))
+
+	// request is made when an expression first reads it (requestValue): most templates never do
+	requestOnce sync.Once
+	requestErr  error
+}
+
+// requestValue is the `request` variable: activation.go newActivation's
+// convertObjectToUnstructured(CreateAdmissionRequest(...)), made on first use - the same value, a
+// tenth of a request's conversion saved for the templates that never read it. The conversion of an
+// AdmissionRequest cannot fail (its fields are plain data and the options JSON that was decoded);
+// should it, the expressions reading `request` get the error Kubernetes would have answered the
+// request with.
+func (r *Request) requestValue() any {
+	r.requestOnce.Do(func() {
+		if r.Attr == nil { // a Request made of values (Expression.Evaluate): `request` is given
+			return
+		}
+		// validator.go Validate: CreateAdmissionRequest(versionedAttr.Attributes, matchedResource,
+		// versionedAttr.VersionedKind) with matchedResource = versionedAttr.GetResource() (driver.go);
+		// matcher.go Match builds the same request from the same values.
+		admissionRequest := plugincel.CreateAdmissionRequest(r.Attr.Attributes,
+			metav1.GroupVersionResource(r.Attr.GetResource()), metav1.GroupVersionKind(r.Attr.VersionedKind))
+		r.request, r.requestErr = runtime.DefaultUnstructuredConverter.ToUnstructured(admissionRequest)
+	})
+	if r.requestErr != nil {
+		return types.NewErr("failed to prepare request variable for evaluation: %v", r.requestErr)
+	}
+	return r.request
 }
 
 // ReadData makes the request read synced data through view (one read transaction; the caller
@@ -201,17 +230,7 @@ func newRequest(req *admissionv1.AdmissionRequest, converted *convertedNamespace
 		return nil, err
 	}
 	r := &Request{Admission: req, Attr: attr, Namespace: ns, memo: newMemo()}
-	// validator.go Validate: CreateAdmissionRequest(versionedAttr.Attributes, matchedResource,
-	// versionedAttr.VersionedKind) with matchedResource = versionedAttr.GetResource() (driver.go);
-	// matcher.go Match builds the same request from the same values.
-	admissionRequest := plugincel.CreateAdmissionRequest(attr.Attributes,
-		metav1.GroupVersionResource(attr.GetResource()), metav1.GroupVersionKind(attr.VersionedKind))
-	// activation.go newActivation: convertObjectToUnstructured(request)
-	requestVal, err := runtime.DefaultUnstructuredConverter.ToUnstructured(admissionRequest)
-	if err != nil {
-		return nil, fmt.Errorf("failed to prepare request variable for evaluation: %w", err)
-	}
-	r.request = requestVal
+	// the request variable: made when first read (requestValue)
 	if r.object, err = objectToResolveVal(attr.VersionedObject); err != nil {
 		return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
 	}

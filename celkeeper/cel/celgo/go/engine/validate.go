@@ -196,8 +196,8 @@ func (comp *composition) forInput(results []plugincel.CompilationResult, p part,
 type activation struct {
 	object, oldObject, params, namespace any
 	variables                            ref.Val
-	request                              map[string]any
-	data                                 ref.Val // synced data, for a template that reads it (inventory.go)
+	r                                    *Request // its requestValue is `request`
+	data                                 ref.Val  // synced data, for a template that reads it (inventory.go)
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -209,7 +209,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case plugincel.ParamsVarName:
 		return a.params, true // params may be null
 	case plugincel.RequestVarName:
-		return a.request, true
+		return a.r.requestValue(), true
 	case plugincel.NamespaceVarName:
 		return a.namespace, true
 	case plugincel.VariableVarName: // variables always present

@@ -24,7 +24,10 @@ Load generator: `wrk` (Debian package `wrk`: `apt-get install -y wrk`) when inst
 Python client (threads, keep-alive connections), which on 2 cores is itself the bottleneck.
 
     .venv/bin/python bench/webhook.py [--duration 10] [--connections 8] [--threads 1] [--repeat N]
-                                      [--open-rate R] [--workers 1 2]
+                                      [--open-rate R] [--workers 1 2] [--engine NAME] [--ceiling-only]
+
+`--engine cel-python --ceiling-only` against the default measures the serving stack without and with
+the Go runtime in the workers (no constraint matches: nothing is evaluated either way).
 """
 
 from __future__ import annotations
@@ -235,6 +238,9 @@ def main() -> int:
                         help="the open loop's rate in reviews/s (default: half the closed-loop rate)")
     parser.add_argument("--distinct-params", action="store_true",
                         help="give the copied constraints parameters of their own (see write_policies)")
+    parser.add_argument("--engine", default=None, help="CEL engine of the server (default: celkeeper's)")
+    parser.add_argument("--ceiling-only", action="store_true",
+                        help="measure only the serving stack (no constraint matches)")
     parser.add_argument("--python-client", action="store_true",
                         help="use the Python client even if wrk exists")
     args = parser.parse_args()
@@ -276,13 +282,15 @@ def main() -> int:
                   f"{'server CPU/review':>18} {'client CPU/review':>18}  split")
         print(header)
         print("-" * len(header))
-        runs = [(w, "policies") for w in args.workers] + [(max(args.workers), "policies-retargeted")]
+        runs = [] if args.ceiling_only else [(w, "policies") for w in args.workers]
+        runs.append((max(args.workers), "policies-retargeted"))
+        engine = ["--engine", args.engine] if args.engine else []
         for workers, policies in runs:
             ceiling = policies != "policies"
             server = ServeProcess(work / f"w{workers}-{policies}", work / policies, workers=workers,
                                   args=["--namespaces", str(work / "namespaces.yaml"),
                                         "--log-level", "warning",
-                                        "--max-requests", str(args.max_requests)])
+                                        "--max-requests", str(args.max_requests), *engine])
             server.start()
             try:
                 status, answer = server.admit(json.loads(body))

@@ -70,7 +70,7 @@ func TestKeyOfRemembersOnlyValuesThatBehaveAlike(t *testing.T) {
 		list(map[string]any{}),
 		dict(many),
 		dict(map[string]any{"a": []any{}}),
-		list(string(make([]byte, maxRememberedString))+"x"),
+		list(string(make([]byte, maxRememberedString)) + "x"),
 		types.NewErr("boom"),
 		types.OptionalNone,
 		types.Bytes("x"),

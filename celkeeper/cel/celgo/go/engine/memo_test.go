@@ -83,6 +83,14 @@ func TestKeyOfRemembersOnlyValuesThatBehaveAlike(t *testing.T) {
 
 func compile(t *testing.T, source string) *Template {
 	t.Helper()
+	_, tmpl := compileSource(t, source)
+	return tmpl
+}
+
+// compileSource is the template's source as a map (what Gatekeeper's driver is given) and the
+// template compiled from it.
+func compileSource(t *testing.T, source string) (map[string]any, *Template) {
+	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(source), &m); err != nil {
 		t.Fatal(err)
@@ -91,7 +99,7 @@ func compile(t *testing.T, source string) *Template {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tmpl
+	return m, tmpl
 }
 
 func variable(t *Template, name string) partInfo { return t.parts[partVariable][t.variableIndex[name]] }
@@ -183,14 +191,7 @@ func TestRememberedResultsAreGatekeepers(t *testing.T) {
 	}
 	var all []bound
 	for name, source := range sources {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(source), &m); err != nil {
-			t.Fatal(err)
-		}
-		tmpl, err := CompileTemplate(m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, tmpl := compileSource(t, source)
 		if err := gk.addTemplate(name, m); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/google/cel-go/common/types"
@@ -273,4 +274,56 @@ func TestRememberedResultsAreGatekeepers(t *testing.T) {
 		t.Errorf("%d results found remembered: the memo is not used", hits)
 	}
 	t.Logf("%d decisions compared, %d results found remembered", compared, hits)
+}
+
+// Parts reading synced data are never shared: each template sees the kinds it declares, and the
+// store changes between requests.
+func TestPartsReadingDataAreTheirTemplatesOwn(t *testing.T) {
+	s := newTestStore(t)
+	s.put(ingress("dev", "api", "b"))
+	s.put(map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "s", "namespace": "prod"}})
+	store := openTestStore(t, s)
+	source := map[string]any{"validations": []any{map[string]any{
+		"expression":        "size(data.inventory.namespace) == 0",
+		"messageExpression": `"namespaces: " + data.inventory.namespace.map(n, string(n)).join(",")`,
+	}}}
+	type bound struct {
+		tmpl       *Template
+		constraint *Constraint
+	}
+	var both []bound
+	for _, kinds := range [][]DataKind{ingressKinds, {{"v1", "Service"}}} {
+		tmpl, err := CompileTemplateReading(source, kinds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tmpl.Bind([]byte(`{"apiVersion":"constraints.gatekeeper.sh/v1beta1","kind":"K","metadata":{"name":"c"},"spec":{}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		both = append(both, bound{tmpl, c})
+	}
+	request := func() []string {
+		r := ingressRequest(t, ingress("prod", "web", "a"))
+		view := NewView(context.Background(), store)
+		defer view.Close()
+		r.ReadData(view)
+		var got []string
+		for _, b := range both {
+			decisions := b.tmpl.Validate(context.Background(), r, b.constraint, PerCallLimit)
+			message := ""
+			for _, d := range decisions {
+				message += d.Message
+			}
+			got = append(got, message)
+		}
+		return got
+	}
+	if got := request(); !slices.Equal(got, []string{"namespaces: dev", "namespaces: prod"}) {
+		t.Fatalf("one request, two templates: %q", got)
+	}
+	s.remove("networking.k8s.io/v1", "Ingress", "dev", "api")
+	if got := request(); !slices.Equal(got, []string{"", "namespaces: prod"}) {
+		t.Fatalf("after the store changed: %q", got)
+	}
 }

@@ -40,6 +40,10 @@ class Result:
     action: Action  # deny, dryrun or warn (scoped already resolved for the enforcement point)
     message: str
     template: str = ""  # template name (lowercase kind)
+    # a violation of an object an ExpansionTemplate generated from the reviewed one: the template's name
+    # (the message starts with `[Implied by <it>]`) and its enforcementAction ("": the constraint's)
+    implied_by: str = ""
+    expansion_action: str = ""
 
     def line(self) -> str:
         """The text users see: `[<constraint>] <message>` (Gatekeeper's webhook format)."""

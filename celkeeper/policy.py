@@ -15,10 +15,13 @@
                                  nothing); `binding` is the constraint bound to its template's
                                  program in the engine (made once, when the set is built)
 
-`documents` is an iterable of celkeeper.documents.Document (templates and constraints, in any order,
-celkeeper's and Gatekeeper's API groups). Documents that are neither are ignored. A template whose
-expressions do not compile is kept (its errors are reported; its broken expressions fail at request
-time as Gatekeeper's do); a structurally invalid template is left out with its constraints.
+    policies.expansions       -> Expansions: the ExpansionTemplates among the documents (celkeeper.expansion)
+
+`documents` is an iterable of celkeeper.documents.Document (templates, constraints and
+ExpansionTemplates, in any order, celkeeper's and Gatekeeper's API groups). Documents that are none of
+these are ignored. A template whose expressions do not compile is kept (its errors are reported; its
+broken expressions fail at request time as Gatekeeper's do); a structurally invalid template is left out
+with its constraints.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from celkeeper.cel.api import Binding, Engine
 from celkeeper.constraints import Constraint, ParameterValidator, is_constraint, parse_constraint
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, ConstraintError, TemplateError
+from celkeeper.expansion import ExpansionError, Expansions, read_expansion_templates
 from celkeeper.match import Match, parse_match
 from celkeeper.templates import CompiledTemplate, TemplateCompiler
 from celkeeper.templates.spec import KIND as TEMPLATE_KIND
@@ -57,8 +61,10 @@ class PolicySet:
         templates: Mapping[str, CompiledTemplate],
         candidates: Iterable[Candidate],
         errors: Iterable[CelkeeperError] = (),
+        expansions: Expansions | None = None,
     ) -> None:
         self._engine = engine
+        self._expansions = expansions if expansions is not None else Expansions()
         self._templates = MappingProxyType(dict(templates))
         ordered = sorted(candidates, key=lambda c: (c.constraint.kind, c.constraint.name))
         self._all = tuple(ordered)
@@ -85,6 +91,10 @@ class PolicySet:
     @property
     def engine(self) -> Engine:
         return self._engine
+
+    @property
+    def expansions(self) -> Expansions:
+        return self._expansions
 
     @property
     def templates(self) -> Mapping[str, CompiledTemplate]:
@@ -198,8 +208,23 @@ def build_policy_set(documents: Iterable[Document], compiler: TemplateCompiler) 
             continue
         candidates.append(Candidate(template, constraint, interned.setdefault(match, match), binding))
 
+    expansion_templates, expansion_errors = read_expansion_templates(docs)
+    errors.extend(expansion_errors)
+    expansions = Expansions(expansion_templates)
+    for expansion in expansions.templates:
+        closer = expansions.cycles.get(expansion.name)
+        if closer is not None and expansion.document is not None:
+            others = sorted(n for n, c in expansions.cycles.items() if c == closer and n != expansion.name)
+            errors.append(
+                expansion.document.error(
+                    ExpansionError,
+                    f"ExpansionTemplate {expansion.name}: template forms expansion cycle (with "
+                    f"{', '.join(others)}); every template of the cycle is ignored",
+                    "spec.generatedGVK",
+                )
+            )
     errors.sort(key=_error_order)
-    return PolicySet(compiler.engine, templates, candidates, errors)
+    return PolicySet(compiler.engine, templates, candidates, errors, expansions)
 
 
 def _declared_kind(doc: Document) -> str:

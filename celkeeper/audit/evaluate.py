@@ -12,9 +12,14 @@ scoped constraint's violation is one violation with enforcementAction `scoped` a
 in `enforcementActions` (frameworks' Result.ScopedEnforcementActions; Gatekeeper lists them in map
 order, celkeeper as deny, warn, dryrun).
 
+Objects an ExpansionTemplate generates from the object (a Deployment's Pod) are decided too, as
+Gatekeeper's audit does: their violations are the object's, prefixed `[Implied by <template>]`, with
+the template's enforcementAction when it has one.
+
 An object that cannot be evaluated does not stop anything: when `decide` fails, the object is decided
 again one constraint at a time, so that the violations of the others are still found and the failure is
-an error of the constraint(s) that failed. An object nested deeper than cel-expr-python can convert
+an error of the constraint(s) that failed (an object that cannot be expanded: of every constraint that
+could match it or what it generates). An object nested deeper than cel-expr-python can convert
 (MAX_DEPTH) is not given to the engine (it would crash the process): an error of every constraint that
 could match it.
 """
@@ -58,9 +63,15 @@ class Evaluator:
         return Evaluator(self.policies, data)
 
     def audited(self, group: str, kind: str) -> tuple[Candidate, ...]:
-        """The constraints that can select objects of this kind and have an action at the audit point."""
+        """The constraints that can select objects of this kind, or objects that objects of this kind
+        generate (ExpansionTemplates), and have an action at the audit point."""
         point = POINT.value
-        return tuple(c for c in self.policies.candidates(group, kind) if c.constraint.actions_for(point))
+        found = {id(c): c for c in self.policies.candidates(group, kind) if c.constraint.actions_for(point)}
+        for generated in self.policies.expansions.generated_kinds(group, kind):
+            found.update(
+                (id(c), c) for c in self.policies.candidates(*generated) if c.constraint.actions_for(point)
+            )
+        return tuple(found.values())
 
     def evaluate(self, obj: Mapping[str, Any], namespace: Mapping[str, Any] | None) -> Outcome:
         try:
@@ -100,7 +111,12 @@ class Evaluator:
         violations: list[Violation] = []
         errors: list[tuple[ConstraintKey, str]] = []
         for candidate in self.audited(ref.group, ref.kind):
-            alone = PolicySet(self.policies.engine, self.policies.templates, [candidate])
+            alone = PolicySet(
+                self.policies.engine,
+                self.policies.templates,
+                [candidate],
+                expansions=self.policies.expansions,
+            )
             try:
                 decision = decide(request, alone, lookup, POINT, data=self.data)
             except Exception as err:
@@ -121,6 +137,11 @@ class Evaluator:
             result = results[i]
             key = (result.constraint_kind, result.constraint_name)
             constraint = self._constraints.get(key)
+            if result.expansion_action and result.expansion_action != Action.SCOPED.value:
+                # a generated object's violation under its ExpansionTemplate's enforcementAction
+                out.append(Violation(key, result.expansion_action, (), result.message, ref, labels))
+                i += 1
+                continue
             if constraint is not None and constraint.enforcement_action is Action.SCOPED:
                 actions = tuple(str(a) for a in constraint.actions_for(POINT.value))
                 # decide gives one result per action for each message, the actions in this order

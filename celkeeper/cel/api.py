@@ -24,6 +24,13 @@ Template level (what deciding uses; Gatekeeper's K8sNativeValidation driver on K
   `celkeeper.errors.ReviewError` when the request itself cannot be read (as Gatekeeper's driver
   fails the whole query).
 
+- `Engine.explain(request, bindings, timeout) -> list[Explained]`: what `validate` decides, by the same
+  code on the same inputs (`Explained.outcome` is `validate`'s Outcome), and for each binding the result
+  of every part it evaluated on the way (`PartTrace`: match conditions, variables, validations,
+  messageExpressions: value or error, cost), plus the template's variables the decision did not read,
+  evaluated afterwards to be shown (`evaluated=False`). For explanations only, never on the webhook's
+  path.
+
 Expression level (tests, goldens, explanations):
 
 - `Engine.compile(source, variables=...) -> Program` compiles one expression as a template variable
@@ -177,6 +184,35 @@ class Inventory(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class PartTrace:
+    """What one part of a template gave while a constraint was decided.
+
+    `value`: as `Engine.evaluate` returns values (None with an error, and for null); `error`: the
+    error as Kubernetes words it (a budget that ran out stops the parts after it: they are absent);
+    `evaluated`: False for a variable the decision did not read (evaluated afterwards, to be shown);
+    `scope`: "validations", or "conditions" (match conditions see no namespaceObject); `cost`: the
+    runtime cost it reported (a part's includes the variables it read first), None when unknown."""
+
+    part: Part
+    index: int
+    name: str = ""
+    value: Any = None
+    error: str | None = None
+    evaluated: bool = True
+    scope: str = "validations"
+    cost: int | None = None
+
+
+@dataclass(frozen=True)
+class Explained:
+    """`Engine.explain` about one binding: `validate`'s Outcome and the trace of its parts, in the order
+    they were evaluated."""
+
+    outcome: Outcome
+    parts: tuple[PartTrace, ...] = ()
+
+
 class VariableCompileError(CelCompileError):
     """A template variable's expression does not compile; line/column are within that expression."""
 
@@ -232,6 +268,10 @@ class Engine(Protocol):
     def validate(
         self, request: RequestInput, bindings: Sequence[Binding], timeout: float
     ) -> list[Outcome]: ...
+
+    def explain(
+        self, request: RequestInput, bindings: Sequence[Binding], timeout: float
+    ) -> list[Explained]: ...
 
     def compile(self, source: str, variables: Mapping[str, str] | None = None) -> Program: ...
 

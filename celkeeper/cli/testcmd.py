@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 decision = backend.decide(loaded.policies, document, namespaces, data)
             except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
-                problems.append(str(err))
+                problems.append(str(err.at(file=document.file, document=document.index)))
                 continue
             rows.extend((document, r) for r in decision.results)
     for problem in problems:

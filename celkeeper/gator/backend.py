@@ -18,11 +18,19 @@ from celkeeper.cel import get_engine
 from celkeeper.cel.inventory import object_row
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, ConstraintError, ReviewError, TemplateError
+from celkeeper.expansion import ExpansionError
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import is_constraint_document, is_namespace, is_template_document
 from celkeeper.model import Decision, EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
-from celkeeper.review import SyncedData, decide, parse_admission_review, request_for_object
+from celkeeper.review import (
+    AdmissionRequest,
+    SyncedData,
+    decide,
+    parse_admission_review,
+    request_for_object,
+)
+from celkeeper.review.decide import Tracer
 from celkeeper.snapshot.datastore import write_inventory
 from celkeeper.templates import TemplateCompiler
 
@@ -44,13 +52,15 @@ class PolicyBackend:
         policies = build_policy_set(documents, self.compiler)
         return Loaded(policies=policies, errors=tuple(policies.errors))
 
-    def load(self, template: Document, constraint: Document) -> tuple[PolicySet, Sequence[CelkeeperError]]:
+    def load(
+        self, template: Document, constraint: Document, expansions: Sequence[Document] = ()
+    ) -> tuple[PolicySet, Sequence[CelkeeperError]]:
         errors: list[CelkeeperError] = []
         if not is_template_document(template):
             errors.append(template.error(TemplateError, f"not a ConstraintTemplate ({_gvk(template)})", ""))
         if not is_constraint_document(constraint):
             errors.append(constraint.error(ConstraintError, f"not a Constraint ({_gvk(constraint)})", ""))
-        loaded = self.build([template, constraint])
+        loaded = self.build([template, constraint, *expansions])
         errors.extend(loaded.errors)
         if not errors and not loaded.policies.constraints:
             errors.append(constraint.error(ConstraintError, "the constraint was not loaded", ""))
@@ -88,8 +98,26 @@ class PolicyBackend:
         document: Document,
         namespaces: Mapping[str, Mapping[str, Any]],
         data: SyncedData | None = None,
+        tracer: Tracer | None = None,
     ) -> Decision:
-        """The decision on one document: a plain object, or an AdmissionReview (its request is used)."""
+        """The decision on one document: a plain object, or an AdmissionReview (its request is used).
+
+        A plain object is expanded (policies.expansions) and what it generates is reviewed too; an
+        AdmissionReview is not (gator expands only plain objects). `data`: the synced data templates read;
+        `tracer`: see review.decide."""
+        request, expand = self.request(document)
+        try:
+            return decide(
+                request, policies, namespaces.get, self.point, data=data, expand=expand, tracer=tracer
+            )
+        except ExpansionError as err:  # as gator words it (verify's and the expander's prefixes)
+            name = str((document.data.get("metadata") or {}).get("name") or "")
+            raise ExpansionError(
+                f"expanding resource {name}: error expanding resource {name}: {err.message}"
+            ) from None
+
+    def request(self, document: Document) -> tuple[AdmissionRequest, bool]:
+        """The request reviewing a document, and whether it is expanded."""
         try:
             if not is_admission_review(document):
                 request = request_for_object(document.data)
@@ -108,7 +136,7 @@ class PolicyBackend:
                     )
         except ReviewError as err:
             raise err.at(file=document.file, document=document.index) from None
-        return decide(request, policies, namespaces.get, self.point, data=data)
+        return request, not is_admission_review(document)
 
     def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[str]:
         namespaces = {d.name: d.data for d in inventory if is_namespace(d)}

@@ -1,8 +1,10 @@
-"""Which documents are templates, constraints, suites or AdmissionReviews (by API group and kind)."""
+"""Which documents are templates, constraints, ExpansionTemplates, suites or AdmissionReviews (by API group
+and kind)."""
 
 from __future__ import annotations
 
 from celkeeper.documents import Document
+from celkeeper.expansion import is_expansion_template
 
 TEMPLATE_GROUPS = frozenset({"templates.gatekeeper.sh", "templates.celkeeper.io"})
 CONSTRAINT_GROUPS = frozenset({"constraints.gatekeeper.sh", "constraints.celkeeper.io"})
@@ -17,7 +19,10 @@ def is_constraint_document(document: Document) -> bool:
 
 
 def is_policy_document(document: Document) -> bool:
-    return is_template_document(document) or is_constraint_document(document)
+    """A template, a constraint or an ExpansionTemplate: what a policy set is built from."""
+    return (
+        is_template_document(document) or is_constraint_document(document) or is_expansion_template(document)
+    )
 
 
 def is_namespace(document: Document) -> bool:

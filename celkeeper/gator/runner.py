@@ -1,6 +1,7 @@
 """Runs Suites with `gator verify`'s semantics (gatekeeper pkg/gator/verify/runner.go).
 
-For each test: load the template and the constraint (paths relative to the suite file). With
+For each test: load the template, the constraint and the ExpansionTemplates of `expansion:` (paths
+relative to the suite file; a plain object is then expanded and what it generates reviewed too). With
 `invalid: true` the test passes only when the constraint (or the template) is rejected; otherwise
 each case reviews its object — a plain object, or an AdmissionReview whose request (operation,
 oldObject, userInfo) is used — with the inventory's Namespaces known to namespaceSelector, and
@@ -18,6 +19,7 @@ import re2
 
 from celkeeper.documents import Document, ParsedText
 from celkeeper.errors import CelkeeperError
+from celkeeper.expansion import is_expansion_template
 from celkeeper.gator.filter import Filter, compile_regex
 from celkeeper.gator.results import CaseResult, SuiteResult, TestResult
 from celkeeper.gator.suite import Assertion, Case, Suite, Test
@@ -28,8 +30,11 @@ Reader = Callable[[str], ParsedText]  # reads a file into documents (raises Celk
 class Backend(Protocol):
     """What the runner needs from the policy engine (see celkeeper.gator.backend)."""
 
-    def load(self, template: Document, constraint: Document) -> tuple[Any, Sequence[CelkeeperError]]:
-        """A policy set of one template and one constraint, and every problem found loading them."""
+    def load(
+        self, template: Document, constraint: Document, expansions: Sequence[Document] = ()
+    ) -> tuple[Any, Sequence[CelkeeperError]]:
+        """A policy set of one template, one constraint and the ExpansionTemplates of the test's
+        `expansion:` file, and every problem found loading them."""
 
     def review(self, policies: Any, obj: Document, inventory: Sequence[Document]) -> list[str]:
         """The messages of all results (every action) of reviewing obj (an object or AdmissionReview)."""
@@ -102,7 +107,13 @@ class Runner:
         if not test.constraint:
             raise CelkeeperError("invalid Suite: missing constraint")
         constraint = self._one_document(os.path.join(directory, test.constraint), "constraint")
-        return self.backend.load(template, constraint)
+        expansions: tuple[Document, ...] = ()
+        if test.expansion:  # reader.ReadExpansions: ExpansionTemplates only, at least one
+            path = os.path.join(directory, test.expansion)
+            expansions = self._documents(path)
+            if not expansions or not all(is_expansion_template(d) for d in expansions):
+                raise CelkeeperError(f"not an Expansion Template: {_go_quote(path)}")
+        return self.backend.load(template, constraint, expansions)
 
     def _one_document(self, path: str, what: str) -> Document:
         documents = self._documents(path)

@@ -15,12 +15,14 @@ object - either matching is enough, pkg/target/matcher.go matchAny):
   (a Namespace's own labels); cluster-scoped objects always match it; a namespaced object whose
   Namespace is unknown is an error;
 - name: glob on metadata.name; a glob ending in `*` also matches metadata.generateName;
-- source: All (default) | Original | Generated (celkeeper reviews only original objects).
+- source: All (default) | Original | Generated (objects an ExpansionTemplate generated,
+  celkeeper.expansion).
 
 Errors are Gatekeeper's texts; a match error makes the constraint a violation (review.py).
 """
 
 from celkeeper.match.criteria import (
+    CRITERIA,
     WILDCARD,
     KindSelector,
     LabelSelector,
@@ -35,6 +37,7 @@ from celkeeper.match.criteria import (
 from celkeeper.match.reading import parse_match
 
 __all__ = [
+    "CRITERIA",
     "WILDCARD",
     "KindSelector",
     "LabelSelector",

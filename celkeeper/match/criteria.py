@@ -7,6 +7,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 WILDCARD = "*"
+#: the criteria of a match, in the order Gatekeeper checks them (Match.mismatch names the one that failed)
+CRITERIA = (
+    "kinds",
+    "scope",
+    "namespaces",
+    "excludedNamespaces",
+    "labelSelector",
+    "namespaceSelector",
+    "name",
+    "source",
+)
 
 
 class MatchError(Exception):
@@ -153,6 +164,18 @@ class Match:
 
         `objects` may be prepared Targets (targets_of) or the objects themselves.
         """
+        return not self.mismatches_any(objects, namespace, process=process, source=source)
+
+    def mismatches_any(
+        self,
+        objects: tuple[Target | Mapping[str, Any] | None, ...],
+        namespace: Mapping[str, Any] | None,
+        *,
+        process: str = "webhook",
+        source: str = "Original",
+    ) -> tuple[str, ...]:
+        """() when any of the objects matches, else the criterion that excluded each object (one of
+        CRITERIA, for object then oldObject); MatchError when it cannot be told."""
         present = [
             obj if isinstance(obj, Target) else Target.of(obj)
             for obj in objects
@@ -160,15 +183,18 @@ class Match:
         ]
         if not present:
             raise MatchError("invalid request object: neither object nor old object are defined")
+        reasons = []
         for target in present:
             try:
-                if self.matches(target, namespace, process=process, source=source):
-                    return True
+                reason = self.mismatch(target, namespace, process=process, source=source)
             except MatchError as err:
                 raise MatchError(
                     f"error matching the requested object: {target.name} :failed to run Match criteria: {err}"
                 ) from None
-        return False
+            if reason is None:
+                return ()
+            reasons.append(reason)
+        return tuple(reasons)
 
     def matches(
         self,
@@ -179,50 +205,67 @@ class Match:
         source: str,
     ) -> bool:
         """Gatekeeper's match.Matches for one object (raises MatchError with the bare reason)."""
+        return self.mismatch(target, namespace, process=process, source=source) is None
+
+    def mismatch(
+        self,
+        target: Target,
+        namespace: Mapping[str, Any] | None,
+        *,
+        process: str,
+        source: str,
+    ) -> str | None:
+        """None when the object matches (Gatekeeper's match.Matches), else the first criterion that
+        excludes it, in Gatekeeper's order (one of CRITERIA); raises MatchError with the bare reason."""
         if self.kinds and not any(s.matches(target.group, target.kind) for s in self.kinds):
-            return False
+            return "kinds"
         if self.needs_namespace:
             is_namespace = target.is_namespace
             if self.scope == "Cluster" or self.scope == "Namespaced":  # noqa: PLR1714
                 has_namespace = target.namespace != "" or namespace is not None
                 if self.scope == "Cluster" and not (is_namespace or not has_namespace):
-                    return False
+                    return "scope"
                 if self.scope == "Namespaced" and not (not is_namespace and has_namespace):
-                    return False
+                    return "scope"
             cluster_scoped = not is_namespace and namespace is None and target.namespace == ""
             if (self.namespaces or self.excluded_namespaces) and not cluster_scoped:
-                if is_namespace:
-                    effective = target.name
-                elif namespace is not None:
-                    effective = str(_meta(namespace).get("name") or "")
-                else:
-                    effective = target.namespace
+                effective = self.effective_namespace(target, namespace)
                 if self.namespaces and not any(wildcard_matches(p, effective) for p in self.namespaces):
-                    return False
+                    return "namespaces"
                 if (
                     self.excluded_namespaces
                     and self._excludes_for(process)
                     and any(wildcard_matches(p, effective) for p in self.excluded_namespaces)
                 ):
-                    return False
+                    return "excludedNamespaces"
         if self.label_selector is not None and not self.label_selector.matches(target.labels):
-            return False
+            return "labelSelector"
         if self.namespace_selector is not None and not (
             not target.is_namespace and namespace is None and target.namespace == ""
         ):
             if target.is_namespace:
                 if not self.namespace_selector.matches(target.labels):
-                    return False
+                    return "namespaceSelector"
             elif namespace is None:
                 raise MatchError("namespace selector for namespace-scoped object but missing Namespace")
             elif not self.namespace_selector.matches(_meta(namespace).get("labels")):
-                return False
+                return "namespaceSelector"
         if self.name and not (
             wildcard_matches(self.name, target.name)
             or wildcard_matches_generate_name(self.name, target.generate_name)
         ):
-            return False
-        return self.source in ("All", source)
+            return "name"
+        return None if self.source in ("All", source) else "source"
+
+    @staticmethod
+    def effective_namespace(target: Target, namespace: Mapping[str, Any] | None) -> str:
+        """The namespace namespaces/excludedNamespaces look at: a Namespace's own name, else the
+        looked-up Namespace's name, else the object's metadata.namespace."""
+        if target.is_namespace:
+            return target.name
+        if namespace is not None:
+            return str(_meta(namespace).get("name") or "")
+        return target.namespace
 
     def _excludes_for(self, process: str) -> bool:
         return self.processes is None or WILDCARD in self.processes or process in self.processes

@@ -1,18 +1,20 @@
 """Deciding: Gatekeeper's target handler (which constraints apply) in Python, Kubernetes' validator
-(what each constraint decides) in the engine, in one engine call per request."""
+(what each constraint decides) in the engine, in one engine call per request (and one per object an
+ExpansionTemplate generates from it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from celkeeper.cel.api import RequestInput
+from celkeeper.cel.api import Explained, Outcome, RequestInput
 from celkeeper.cel.inventory import Gvk, describe, unmet
+from celkeeper.expansion import SOURCE_GENERATED, Expansions, Resultant, prefix
 from celkeeper.match import MatchError, targets_of
 from celkeeper.model import Action, Decision, EnforcementPoint, FailurePolicy, Result
 from celkeeper.policy import Candidate, PolicySet
-from celkeeper.review.request import AdmissionRequest
+from celkeeper.review.request import AdmissionRequest, request_for_object
 from celkeeper.templates import CompiledTemplate
 
 #: seconds one decision may take in the engine: below the API server's 10 s webhook timeout and at
@@ -51,6 +53,29 @@ def not_synced(template: CompiledTemplate, data: SyncedData | None) -> str | Non
     )
 
 
+class Tracer(Protocol):
+    """What `decide` tells an explanation (celkeeper.review.explain.Recorder) as it decides; None on the
+    webhook's path. Calls come in order: begin, then per candidate constraint one of skipped,
+    unmatched or selected, then evaluated for the selected ones the engine decided, then finish; again
+    for each object an ExpansionTemplate generated."""
+
+    def begin(self, request: AdmissionRequest, resultant: Resultant | None) -> None: ...
+
+    def skipped(self, candidate: Candidate, reason: str) -> None:
+        """Not evaluated: "operation" (the template's operations), "enforcementPoint" (no action) or
+        "dataNotSynced" (the synced data it reads is not synced, under failurePolicy Ignore)."""
+
+    def unmatched(self, candidate: Candidate, criteria: tuple[str, ...]) -> None:
+        """spec.match excludes the object (the criterion, per object and oldObject)."""
+
+    def selected(self, candidate: Candidate, actions: tuple[Action, ...], matched: bool | str) -> None:
+        """spec.match selects the object (matched True), or cannot tell (the error)."""
+
+    def evaluated(self, candidate: Candidate, explained: Explained) -> None: ...
+
+    def finish(self, results: tuple[Result, ...]) -> None: ...
+
+
 def decide(
     request: AdmissionRequest,
     policies: PolicySet,
@@ -60,13 +85,80 @@ def decide(
     *,
     deadline: float = DEFAULT_DEADLINE,
     data: SyncedData | None = None,
+    expand: bool = True,
+    tracer: Tracer | None = None,
 ) -> Decision:
     """Every violation of the policies by the request, with the action that applies at `point`.
 
-    `deadline`: seconds the engine may spend on the request (0: no limit). `clock`: when given,
-    Decision.timings holds the seconds spent per constraint kind (as the engine measured them).
-    `data`: the synced data templates that read it see (None: none is synced); a template whose
-    data is not synced is not evaluated: its decision is that error, under its failurePolicy."""
+    `deadline`: seconds the engine may spend on the request (0: no limit), shared by the objects an
+    ExpansionTemplate generates from it. `clock`: when given, Decision.timings holds the seconds spent
+    per constraint kind (as the engine measured them). `data`: the synced data templates that read it
+    see (None: none is synced); a template whose data is not synced is not evaluated: its decision is
+    that error, under its failurePolicy. `expand` (default): the objects the request's
+    object generates (policies.expansions) are decided too, their results prefixed
+    `[Implied by <template>]` (gator does not expand AdmissionReviews: it passes False). `tracer`: told
+    everything decided (explanations); the verdict is the same with or without one. Raises
+    ExpansionError when the object cannot be expanded."""
+    point_name = str(point.value if isinstance(point, EnforcementPoint) else point)
+    expansions = policies.expansions
+    resultants = (
+        expand_request(request, expansions)
+        if expand and (request.group, request.kind) in expansions.group_kinds
+        else ()
+    )
+    if not resultants:
+        return _decide(request, policies, namespaces, point_name, clock, deadline, data, tracer, None)
+    share = deadline / (1 + len(resultants)) if deadline > 0 else 0.0
+    decision = _decide(request, policies, namespaces, point_name, clock, share, data, tracer, None)
+    results = list(decision.results)
+    timings = dict(decision.timings)
+    for resultant in resultants:
+        generated = request_for_object(resultant.object, operation=request.operation, source=SOURCE_GENERATED)
+        found = _decide(generated, policies, namespaces, point_name, clock, share, data, tracer, resultant)
+        results.extend(found.results)
+        for kind, seconds in found.timings:
+            timings[kind] = timings.get(kind, 0.0) + seconds
+    return Decision(tuple(results), tuple(timings.items()))
+
+
+def expand_request(request: AdmissionRequest, expansions: Expansions) -> list[Resultant]:
+    """The objects the request's object generates, as Gatekeeper's webhook expands a request: its
+    object (oldObject on DELETE) with the request's namespace and kind (gatekeeper pkg/webhook
+    policy.go reviewRequest); a plain object (gator, audit) as it is. Raises ExpansionError."""
+    obj = request.object if request.object is not None else None
+    if obj is None and request.operation == "DELETE":
+        obj = request.old_object
+    if not isinstance(obj, Mapping):
+        return []
+    if request.from_review:
+        parent = dict(obj)
+        meta = parent.get("metadata")
+        meta = dict(meta) if isinstance(meta, Mapping) else {}
+        if request.namespace:
+            meta["namespace"] = request.namespace
+        else:
+            meta.pop("namespace", None)
+        parent["metadata"] = meta
+        parent["apiVersion"] = f"{request.group}/{request.version}" if request.group else request.version
+        parent["kind"] = request.kind
+        obj = parent
+    return expansions.expand(obj)
+
+
+def _decide(  # noqa: PLR0917
+    request: AdmissionRequest,
+    policies: PolicySet,
+    namespaces: NamespaceLookup,
+    point_name: str,
+    clock: Callable[[], float] | None,
+    deadline: float,
+    data: SyncedData | None,
+    tracer: Tracer | None,
+    resultant: Resultant | None,
+) -> Decision:
+    """The decision on one object (the request's, or one an ExpansionTemplate generated)."""
+    if tracer is not None:
+        tracer.begin(request, resultant)
     kinds = request.object_kinds()
     if len(kinds) == 1:
         group, kind = next(iter(kinds))
@@ -77,27 +169,36 @@ def decide(
             merged.update((id(c), c) for c in policies.candidates(group, kind))
         candidates = tuple(sorted(merged.values(), key=lambda c: (c.constraint.kind, c.constraint.name)))
     if not candidates:
+        if tracer is not None:
+            tracer.finish(())
         return Decision()
-    point_name = str(point.value if isinstance(point, EnforcementPoint) else point)
     process = "audit" if point_name == EnforcementPoint.AUDIT.value else "webhook"
     lookup = _Namespace(request, namespaces)
     targets = targets_of((request.object, request.old_object))  # read once, matched many times
     decided: dict[int, bool | str] = {}  # per Match object (equal ones are shared): matched, or the error
-    operation = request.operation if request.from_review else None
+    operation = request.operation or None  # a plain object (gator, audit) has none
+    source = request.source
     selected: list[tuple[Candidate, tuple[Action, ...], bool | str]] = []
     for candidate in candidates:
         template = candidate.template
         if operation is not None and template.operations is not None and operation not in template.operations:
+            if tracer is not None:
+                tracer.skipped(candidate, "operation")
             continue
         actions = candidate.constraint.actions_for(point_name)
         if not actions:
+            if tracer is not None:
+                tracer.skipped(candidate, "enforcementPoint")
             continue
         match = candidate.match
         matched = decided.get(id(match))
         if matched is None:
             try:
                 matched = match.matches_any(
-                    targets, lookup.namespace if match.needs_namespace else None, process=process
+                    targets,
+                    lookup.namespace if match.needs_namespace else None,
+                    process=process,
+                    source=source,
                 )
             except MatchError as err:
                 matched = f"unable to match constraints: {err}"
@@ -106,29 +207,47 @@ def decide(
             why = not_synced(template, data)
             if why is not None:
                 if template.failure_policy is FailurePolicy.IGNORE:
+                    if tracer is not None:
+                        tracer.skipped(candidate, "dataNotSynced")
                     continue
                 matched = why
         if matched:
             selected.append((candidate, actions, matched))
+            if tracer is not None:
+                tracer.selected(candidate, actions, matched)
+        elif tracer is not None:
+            tracer.unmatched(
+                candidate,
+                match.mismatches_any(
+                    targets,
+                    lookup.namespace if match.needs_namespace else None,
+                    process=process,
+                    source=source,
+                ),
+            )
     if not selected:
+        if tracer is not None:
+            tracer.finish(())
         return Decision()
-    evaluated = [c.binding for c, _, matched in selected if matched is True]
-    outcomes = (
-        policies.engine.validate(
-            RequestInput(
-                request=request.cel_request,
-                object=request.object,
-                old_object=request.old_object,
-                # Gatekeeper's driver is given the Namespace by its webhook and audit, never by gator
-                namespace=lookup.namespace if point_name != EnforcementPoint.CLI.value else None,
-                inventory=data.inventory if data is not None else None,
-            ),
-            evaluated,
-            deadline,
+    evaluated = [c for c, _, matched in selected if matched is True]
+    outcomes: Sequence[Outcome] = ()
+    if evaluated:
+        engine_input = RequestInput(
+            request=request.cel_request,
+            object=request.object,
+            old_object=request.old_object,
+            # Gatekeeper's driver is given the Namespace by its webhook and audit, never by gator
+            namespace=lookup.namespace if point_name != EnforcementPoint.CLI.value else None,
+            inventory=data.inventory if data is not None else None,
         )
-        if evaluated
-        else []
-    )
+        bindings = [c.binding for c in evaluated]
+        if tracer is None:
+            outcomes = policies.engine.validate(engine_input, bindings, deadline)
+        else:
+            explained = policies.engine.explain(engine_input, bindings, deadline)
+            for candidate, one in zip(evaluated, explained, strict=True):
+                tracer.evaluated(candidate, one)
+            outcomes = [e.outcome for e in explained]
     results: list[Result] = []
     timings: dict[str, float] = {}
     evaluated_at = 0
@@ -144,11 +263,36 @@ def decide(
             messages = [d.message for d in outcome.decisions if d.action == "deny"]
         else:
             messages = [str(matched)]
+        if resultant is None:
+            for message in messages:
+                results.extend(
+                    Result(constraint.kind, constraint.name, action, message, candidate.template.name)
+                    for action in actions
+                )
+            continue
+        # a generated object's result (expansion aggregate.go): prefixed, the template's action if any
+        override = resultant.enforcement_action
+        applied = actions
+        if override == Action.SCOPED.value:
+            applied = actions if constraint.enforcement_action is Action.SCOPED else ()
+        elif override:
+            applied = (Action(override),)
+        implied = prefix(resultant.template)
         for message in messages:
             results.extend(
-                Result(constraint.kind, constraint.name, action, message, candidate.template.name)
-                for action in actions
+                Result(
+                    constraint.kind,
+                    constraint.name,
+                    action,
+                    f"{implied} {message}",
+                    candidate.template.name,
+                    implied_by=resultant.template,
+                    expansion_action=override,
+                )
+                for action in applied
             )
+    if tracer is not None:
+        tracer.finish(tuple(results))
     return Decision(tuple(results), tuple(timings.items()))
 
 

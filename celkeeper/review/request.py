@@ -27,6 +27,7 @@ class AdmissionRequest:
     old_object: Any
     cel_request: Mapping[str, Any] = field(repr=False)
     from_review: bool = True  # False: built from a plain object (audit, CLI)
+    source: str = "Original"  # "Generated": an object an ExpansionTemplate made (spec.match.source)
 
     def object_kinds(self) -> set[tuple[str, str]]:
         """(group, kind) of the request and of its objects (matching uses the objects' own)."""
@@ -96,9 +97,11 @@ def request_for_object(
     operation: str = "",
     old_object: Mapping[str, Any] | None = None,
     user_info: Mapping[str, Any] | None = None,
+    source: str = "Original",
 ) -> AdmissionRequest:
     """A review of a plain object (audit, CLI), as gator builds one: kind, name and namespace from the
-    object, no resource, and no operation unless one is given."""
+    object, no resource, and no operation unless one is given. `source`: Original, or Generated for an
+    object an ExpansionTemplate made."""
     if not isinstance(obj, Mapping):
         raise ReviewError("the object to review must be a map")
     api_version = obj.get("apiVersion")
@@ -126,6 +129,7 @@ def request_for_object(
         dry_run=False,
         options=None,
         from_review=False,
+        source=source,
     )
 
 
@@ -144,6 +148,7 @@ def _build(
     dry_run: bool,
     options: Any,
     from_review: bool,
+    source: str = "Original",
 ) -> AdmissionRequest:
     # k8s.io/apiserver admission/plugin/cel CreateAdmissionRequest, as Gatekeeper calls it: the
     # request* fields repeat kind/resource/subResource; empty omitempty fields are left out.
@@ -174,6 +179,7 @@ def _build(
         old_object=old,
         cel_request=cel_request,
         from_review=from_review,
+        source=source,
     )
 
 

@@ -1,4 +1,5 @@
-"""From snapshot items to the policy documents in them (templates and constraints), with a cache.
+"""From snapshot items to the policy documents in them (templates, constraints, ExpansionTemplates), with a
+cache.
 
 A policy folder also holds other things (gator suites, sample objects): documents of other kinds
 are left out silently. Text that does not parse is reported (it may have been a policy).
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from celkeeper.documents import Document, ParsedText, parse_documents
 from celkeeper.errors import DocumentError, Location
+from celkeeper.expansion import is_expansion_template
 from celkeeper.snapshot.model import ORIGIN_OBJECT, SnapshotItem
 
 TEMPLATE_GROUPS = frozenset({"templates.gatekeeper.sh", "templates.celkeeper.io"})
@@ -30,6 +32,8 @@ def _parse_object(item: SnapshotItem) -> ParsedText:
 
 
 def is_policy_document(doc: Document) -> bool:
+    if is_expansion_template(doc):
+        return True
     group = doc.group
     if group in TEMPLATE_GROUPS:
         return doc.kind == "ConstraintTemplate"
@@ -38,7 +42,7 @@ def is_policy_document(doc: Document) -> bool:
 
 @dataclass(frozen=True)
 class PolicyDocuments:
-    documents: tuple[Document, ...]  # templates and constraints, in item order
+    documents: tuple[Document, ...]  # templates, constraints and ExpansionTemplates, in item order
     errors: tuple[DocumentError, ...]  # text that could not be parsed
 
 
@@ -56,8 +60,10 @@ class DocumentCache:
         key = (item.name, item.digest)
         parsed = self._parsed.get(key)
         if parsed is None:
-            parsed = self._parsed[key] = _parse_object(item) if item.origin == ORIGIN_OBJECT else (
-                parse_documents(item.text, item.name)
+            parsed = self._parsed[key] = (
+                _parse_object(item)
+                if item.origin == ORIGIN_OBJECT
+                else (parse_documents(item.text, item.name))
             )
             self.parses += 1
         return parsed

@@ -24,8 +24,10 @@ from celkeeper.cel.api import (
     CelError,
     Diagnostic,
     EngineDecision,
+    Explained,
     InventoryError,
     Outcome,
+    PartTrace,
     RequestInput,
     TemplateRefused,
     TemplateSource,
@@ -76,6 +78,20 @@ def _deep_dumps(value: Any) -> bytes:
         else:
             out.append(json.dumps(item))
     return "".join(out).encode()
+
+
+def _part(encoded: dict[str, Any]) -> PartTrace:
+    value = encoded.get("value")
+    return PartTrace(
+        part=encoded["part"],
+        index=int(encoded["index"]),
+        name=encoded.get("name", ""),
+        value=decode(value) if value is not None else None,
+        error=encoded.get("error") or None,
+        evaluated=bool(encoded.get("evaluated", True)),
+        scope=encoded.get("scope", "validations"),
+        cost=encoded.get("cost"),
+    )
 
 
 @dataclass(frozen=True)
@@ -219,22 +235,7 @@ class CelGoEngine:
     def validate(self, request: RequestInput, bindings: Sequence[Any], timeout: float) -> list[Outcome]:
         if not bindings:
             return []
-        inventory = request.inventory
-        store = inventory.handle if isinstance(inventory, GoInventory) else 0
-        header = request.request
-        reply = self._lib.validate(
-            _dumps(header if type(header) is dict else dict(header)),
-            _dumps(request.object) if request.object is not None else b"",
-            _dumps(request.old_object) if request.old_object is not None else b"",
-            _dumps(request.namespace) if request.namespace is not None else b"",
-            b"".join([b.packed for b in bindings]),
-            max(int(timeout * 1e9), 1) if timeout > 0 else 0,
-            store,
-        )
-        if "error" in reply:
-            if reply.get("internal"):  # a bug (a panic in the library): an internal error, not the request's
-                raise RuntimeError(str(reply["error"]))
-            raise ReviewError(str(reply["error"]))
+        reply = self._call(request, bindings, timeout, explain=False)
         elapsed = reply["ns"]
         if len(elapsed) != len(bindings):
             raise RuntimeError(f"the cel-go library answered for {len(elapsed)} of {len(bindings)} bindings")
@@ -246,6 +247,43 @@ class CelGoEngine:
                 outcomes[at].seconds,
             )
         return outcomes
+
+    def explain(self, request: RequestInput, bindings: Sequence[Any], timeout: float) -> list[Explained]:
+        if not bindings:
+            return []
+        reply = self._call(request, bindings, timeout, explain=True)
+        return [
+            Explained(
+                Outcome(
+                    tuple(
+                        EngineDecision(d["action"], d["evaluation"], d["message"]) for d in decisions or ()
+                    ),
+                    ns / 1e9,
+                ),
+                tuple(_part(p) for p in trace["parts"]),
+            )
+            for decisions, ns, trace in zip(reply["d"], reply["ns"], reply["t"], strict=True)
+        ]
+
+    def _call(self, request: RequestInput, bindings: Sequence[Any], timeout: float, *, explain: bool) -> Any:
+        inventory = request.inventory
+        store = inventory.handle if isinstance(inventory, GoInventory) else 0
+        header = request.request
+        reply = self._lib.validate(
+            _dumps(header if type(header) is dict else dict(header)),
+            _dumps(request.object) if request.object is not None else b"",
+            _dumps(request.old_object) if request.old_object is not None else b"",
+            _dumps(request.namespace) if request.namespace is not None else b"",
+            b"".join([b.packed for b in bindings]),
+            max(int(timeout * 1e9), 1) if timeout > 0 else 0,
+            store,
+            explain=explain,
+        )
+        if "error" in reply:
+            if reply.get("internal"):  # a bug (a panic in the library): an internal error, not the request's
+                raise RuntimeError(str(reply["error"]))
+            raise ReviewError(str(reply["error"]))
+        return reply
 
     # -- expressions ----------------------------------------------------------------------------
     def compile(self, source: str, variables: Mapping[str, str] | None = None) -> GoProgram:

@@ -61,6 +61,7 @@ class Library:
         self._sig(dll.celgo_constraint, ll, [ll, p, i, out, outn])
         # the constraints' handles as packed int64s (bytes): no ctypes array to make per call
         self._sig(dll.celgo_validate, i, [p, i, p, i, p, i, p, i, ll, p, i, ll, out, outn])
+        self._sig(dll.celgo_explain, i, [p, i, p, i, p, i, p, i, ll, p, i, ll, out, outn])
         self._sig(dll.celgo_expression, ll, [p, i, out, outn])
         self._sig(dll.celgo_evaluate, i, [ll, p, i, ll, out, outn])
 
@@ -127,11 +128,15 @@ class Library:
         constraints: bytes,
         timeout_ns: int,
         store: int = 0,
+        *,
+        explain: bool = False,
     ) -> Any:
-        """`constraints`: the constraints' handles, each packed as a native int64 (`pack_handles`)."""
+        """`constraints`: the constraints' handles, each packed as a native int64 (`pack_handles`).
+        celgo_validate, or with `explain` celgo_explain (the same decisions and every part's trace)."""
         self.check()
         out, n = self._reply()
-        self._dll.celgo_validate(
+        call = self._dll.celgo_explain if explain else self._dll.celgo_validate
+        call(
             header,
             len(header),
             object_json,

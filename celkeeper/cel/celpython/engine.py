@@ -32,7 +32,7 @@ import celpy
 import lark
 from celpy.evaluation import CELEvalError, Evaluator
 
-from celkeeper.cel.api import Activation, CelError, Outcome, Program, RequestInput, TemplateSource
+from celkeeper.cel.api import Activation, CelError, Explained, Outcome, Program, RequestInput, TemplateSource
 from celkeeper.cel.celpython import binding, library, validator
 from celkeeper.cel.celpython.ast import Checked, Ident, walk
 from celkeeper.cel.celpython.environment import VARIABLES
@@ -299,6 +299,9 @@ class CelPythonEngine:
 
     def validate(self, request: RequestInput, bindings: Sequence[Any], timeout: float) -> list[Outcome]:
         return validator.Validator(self, request, self._state, timeout).run(bindings)
+
+    def explain(self, request: RequestInput, bindings: Sequence[Any], timeout: float) -> list[Explained]:
+        return validator.Validator(self, request, self._state, timeout).explain(bindings)
 
     def evaluate(
         self, program: Program, activation: Activation, params: Any = None, constraint: Any = None

@@ -14,7 +14,10 @@ What differs from Kubernetes (the cel-go engine runs Kubernetes' own code; tests
   which matters only for the cost budget);
 - a compile error is worded with its first issue only, in cel-go's format;
 - an expression that uses a template variable which does not compile fails whether or not its
-  evaluation reaches the variable.
+  evaluation reaches the variable;
+- explaining (`Validator.explain`): parts are traced as `validate` evaluates them (no cost is
+  reported); the variables are evaluated one by one afterwards (each as an expression, with the
+  variables before it), `evaluated` meaning that a part the decision evaluated mentions it.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from celkeeper.cel.api import (
     CelError,
     Diagnostic,
     EngineDecision,
+    Explained,
     InventoryError,
     Outcome,
     Part,
+    PartTrace,
     RequestInput,
     TemplateRefused,
     TemplateSource,
@@ -94,6 +99,9 @@ class PyTemplate:
     static_messages: tuple[str, ...]  # one per validation ("" when none)
     variables: tuple[tuple[str, str], ...]  # the variables that compile, in order
     data_kinds: tuple[Gvk, ...] = ()  # the synced data it reads (`data`)
+    # every variable in source order: name, expression, and why it fails (None: it compiles)
+    all_variables: tuple[tuple[str, str, str | None], ...] = ()
+    condition_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,6 +200,8 @@ def compile_template(
         static_messages=tuple(v.message or "" for v in source.validations),
         variables=tuple(good.items()),
         data_kinds=source.data_kinds,
+        all_variables=tuple((v.name, v.expression, broken.get(v.name)) for v in source.variables),
+        condition_names=tuple(c.name for c in source.match_conditions),
     )
 
 
@@ -245,6 +255,75 @@ class Validator:
             self._with_data[id(template)] = found
         return found
 
+    trace: list[PartTrace] | None = None  # while explaining: every evaluated part's result
+
+    def explain(self, bindings: Sequence[PyBinding]) -> list[Explained]:
+        """`run`, recording every part evaluated; then the template's variables, one by one."""
+        out: list[Explained] = []
+        for binding in bindings:
+            self.trace = []
+            try:
+                (outcome,) = self.run([binding])
+                parts = self.trace
+            finally:
+                self.trace = None
+            out.append(Explained(outcome, tuple(parts) + self._variables(binding, parts)))
+        return out
+
+    def _variables(self, binding: PyBinding, parts: Sequence[PartTrace]) -> tuple[PartTrace, ...]:
+        template = binding.program
+        read_text = " ".join(_part_source(template, p) for p in parts)
+        known: dict[str, str] = {}
+        out: list[PartTrace] = []
+        mentioned = {
+            name
+            for name, _, _ in template.all_variables
+            if re.search(rf"\bvariables\s*\.\s*{re.escape(name)}\b", read_text)
+        }
+        for name, expression, _ in reversed(template.all_variables):  # what read variables read
+            if name in mentioned:
+                mentioned.update(
+                    n
+                    for n, _, _ in template.all_variables
+                    if re.search(rf"\bvariables\s*\.\s*{re.escape(n)}\b", expression)
+                )
+        for i, (name, expression, broken) in enumerate(template.all_variables):
+            evaluated = name in mentioned
+            if broken is not None:
+                out.append(
+                    PartTrace(
+                        "variable",
+                        i,
+                        name,
+                        None,
+                        f'composited variable "{name}" fails to compile: {broken}',
+                        evaluated,
+                    )
+                )
+                continue
+            try:
+                program = self.engine.compile(expression, known)
+                activation = self._activations(template)[0]
+                value = self.engine.evaluate(program, activation, binding.params, binding.constraint)
+            except Exception as err:
+                value = CelError(str(err))
+            known[name] = expression
+            if isinstance(value, CelError):
+                error = f'composited variable "{name}" fails to evaluate: {value.message}'
+                out.append(PartTrace("variable", i, name, None, error, evaluated))
+            else:
+                out.append(PartTrace("variable", i, name, value, None, evaluated))
+        return tuple(out)
+
+    def _record(self, where: tuple[Part, int, str], value: Any, scope: str) -> None:
+        if self.trace is None:
+            return
+        part, index, name = where
+        if isinstance(value, _Failure):
+            self.trace.append(PartTrace(part, index, name, None, value.text, True, scope))
+        else:
+            self.trace.append(PartTrace(part, index, name, value, None, True, scope))
+
     def run(self, bindings: Sequence[PyBinding]) -> list[Outcome]:
         try:
             return self._run(bindings)
@@ -265,8 +344,25 @@ class Validator:
             out.append(Outcome(decisions, time.monotonic() - started))
         return out
 
-    def _eval(self, part: CompiledPart, binding: PyBinding, activation: Any, budget: CostBudget) -> Any:
-        """The value, or a _Failure worded as activation.go Evaluate words it."""
+    def _eval(
+        self,
+        part: CompiledPart,
+        binding: PyBinding,
+        activation: Any,
+        budget: CostBudget,
+        where: tuple[Part, int, str] = ("validation", 0, ""),
+    ) -> Any:
+        """The value, or a _Failure worded as activation.go Evaluate words it (recorded when tracing)."""
+        scope = "conditions" if where[0] == "matchCondition" else "validations"
+        try:
+            value = self._value(part, binding, activation, budget)
+        except OutOfBudget:
+            self._record(where, _Failure(OUT_OF_BUDGET), scope)
+            raise
+        self._record(where, value, scope)
+        return value
+
+    def _value(self, part: CompiledPart, binding: PyBinding, activation: Any, budget: CostBudget) -> Any:
         if part.compile_error is not None:
             return _Failure(f"compilation error: {part.compile_error}")
         if part.eval_error is not None:
@@ -296,7 +392,10 @@ class Validator:
             except InventoryError as err:
                 return [_error(f, f"cannot read synced data: {err}")]
             try:
-                values = [self._eval(v, binding, activation, budget) for v in template.validations]
+                values = [
+                    self._eval(v, binding, activation, budget, ("validation", i, ""))
+                    for i, v in enumerate(template.validations)
+                ]
             except OutOfBudget:
                 return [_error(f, OUT_OF_BUDGET)]
             decisions: list[EngineDecision] = []
@@ -328,8 +427,9 @@ class Validator:
         except InventoryError as err:
             return _Failure(f"cannot read synced data: {err}")
         try:
-            for condition in template.conditions:
-                value = self._eval(condition, binding, activation, budget)
+            for i, condition in enumerate(template.conditions):
+                name = template.condition_names[i] if i < len(template.condition_names) else ""
+                value = self._eval(condition, binding, activation, budget, ("matchCondition", i, name))
                 if isinstance(value, _Failure):
                     errors.append(value.text)
                 elif value is False:
@@ -350,7 +450,8 @@ class Validator:
         message = ""
         part = template.messages[i]
         if part is not None:
-            text = self._eval(part, binding, self._activations(template)[0], budget)
+            activation = self._activations(template)[0]
+            text = self._eval(part, binding, activation, budget, ("messageExpression", i, ""))
             if isinstance(text, str):
                 message = text.strip()
                 if len(message.encode()) > MAX_MESSAGE_BYTES or "\n" in message:
@@ -360,6 +461,17 @@ class Validator:
         if not message:
             message = f"failed expression: {template.validations[i].source.strip()}"
         return message
+
+
+def _part_source(template: PyTemplate, part: PartTrace) -> str:
+    if part.part == "validation":
+        return template.validations[part.index].source
+    if part.part == "matchCondition":
+        return template.conditions[part.index].source
+    if part.part == "messageExpression":
+        message = template.messages[part.index]
+        return message.source if message is not None else ""
+    return ""
 
 
 def _error(failure_policy: str, message: str) -> EngineDecision:

@@ -310,6 +310,60 @@ func celgo_validate(header *C.char, hn C.int, object *C.char, on C.int, oldObjec
 	return 0
 }
 
+type explainReply struct {
+	Decisions [][]engine.Decision `json:"d"`
+	Elapsed   []int64             `json:"ns"`
+	Traces    []engine.Trace      `json:"t"`
+}
+
+// celgo_explain is celgo_validate recording, per constraint, every part's result (engine.Explain):
+// the same decisions, plus {"t": [trace, ...]}. For explanations, never on the webhook's path.
+//
+//export celgo_explain
+func celgo_explain(header *C.char, hn C.int, object *C.char, on C.int, oldObject *C.char, oldn C.int,
+	namespace *C.char, nsn C.int, store C.longlong, list *C.longlong, count C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
+	var status C.longlong
+	defer func() { result = C.int(status) }()
+	defer guard(out, outn, &status)
+	r, err := engine.NewRequest(bytesOf(header, hn), bytesOf(object, on), bytesOf(oldObject, oldn), bytesOf(namespace, nsn))
+	if err != nil {
+		replyJSON(out, outn, map[string]string{"error": err.Error()})
+		return 1
+	}
+	ctx, cancel := deadline(timeout)
+	defer cancel()
+	if store != 0 {
+		s, ok := lookup(int64(store)).(*engine.Store)
+		if !ok {
+			replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no data store with handle %d", store)})
+			return 1
+		}
+		view := engine.NewView(ctx, s)
+		defer view.Close()
+		r.ReadData(view)
+	}
+	ids := unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count))
+	rep := explainReply{make([][]engine.Decision, len(ids)), make([]int64, len(ids)), make([]engine.Trace, len(ids))}
+	for i, h := range ids {
+		started := time.Now()
+		b, ok := lookup(h).(*boundConstraint)
+		if !ok {
+			replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no constraint with handle %d", h)})
+			return 1
+		}
+		rep.Traces[i] = engine.Trace{Parts: []engine.TracePart{}}
+		if ctx.Err() != nil {
+			rep.Decisions[i] = []engine.Decision{b.template.ErrorDecision(fmt.Sprintf(
+				"not evaluated: the evaluation deadline (%s) passed before this constraint was reached", time.Duration(timeout)))}
+			continue
+		}
+		rep.Decisions[i], rep.Traces[i] = b.template.Explain(ctx, r, b.constraint, engine.PerCallLimit)
+		rep.Elapsed[i] = int64(time.Since(started))
+	}
+	replyJSON(out, outn, rep)
+	return 0
+}
+
 type expressionRequest struct {
 	Source    string            `json:"source"`
 	Variables []engine.Variable `json:"variables"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"testing"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -87,15 +88,21 @@ func TestRecordedDecisionsMatchGatekeeper(t *testing.T) {
 			namespace = mustJSON(req.Namespace)
 		}
 		r, ourErr := NewRequest(header, object, oldObject, namespace)
+		explained, _ := NewRequest(header, object, oldObject, namespace) // Explain on a request of its own
 		for _, ci := range req.Constraints {
 			c := constraints[ci]
 			tmpl := templates[rec.Constraints[ci].Template]
 			var ours []string
 			if ourErr == nil {
-				for _, d := range tmpl.Validate(context.Background(), r, c, PerCallLimit) {
+				decisions := tmpl.Validate(context.Background(), r, c, PerCallLimit)
+				for _, d := range decisions {
 					if d.Action == "deny" {
 						ours = append(ours, d.Message)
 					}
+				}
+				// explaining decides as validating does, decision for decision
+				if again, _ := tmpl.Explain(context.Background(), explained, c, PerCallLimit); !reflect.DeepEqual(again, decisions) {
+					t.Errorf("request %d, constraint %d: Explain decided %v, Validate %v", n, ci, again, decisions)
 				}
 			}
 			want, werr := gk.query(header, object, oldObject, req.Namespace, c.Object)

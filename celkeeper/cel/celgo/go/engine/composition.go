@@ -34,11 +34,12 @@ type composition struct {
 
 	accumulatedCost int64
 	recorders       []*[]string // the variables read by each evaluation in progress (nil: not recorded)
+	trace           *Trace      // Explain: every part's result is recorded here (nil: not traced)
 }
 
 // newComposition makes the evaluation contexts of one constraint (CreateContext + newActivation).
 func (t *Template) newComposition(ctx context.Context, r *Request, c *Constraint) *composition {
-	comp := &composition{Context: ctx, t: t, r: r, c: c}
+	comp := &composition{Context: ctx, t: t, r: r, c: c, trace: r.tracer}
 	comp.act = activation{object: r.object, oldObject: r.oldObject, r: r}
 	if len(t.dataKinds) > 0 {
 		comp.act.data = r.dataFor(t)
@@ -142,6 +143,9 @@ func (comp *composition) callback(i int) ref.Val {
 	}
 	if found.reportCost {
 		comp.reportCost(found.cost)
+	}
+	if comp.trace != nil {
+		comp.traceVariable(i, found)
 	}
 	return found.value
 }

@@ -77,7 +77,8 @@ type Request struct {
 	Attr      *admission.VersionedAttributes
 	Namespace *corev1.Namespace // the request's Namespace as the driver converts it (mapToNamespace), or nil
 
-	memo memo // what evaluating constraints on this request produced (memo.go)
+	memo   memo   // what evaluating constraints on this request produced (memo.go)
+	tracer *Trace // while Explain decides a constraint: where its parts' results are recorded
 
 	view *View                 // the synced data this request reads (nil: none; inventory.go)
 	data map[*Template]ref.Val // `data` of each template that reads it, made when first needed

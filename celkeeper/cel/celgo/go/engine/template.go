@@ -42,14 +42,15 @@ type Template struct {
 	failurePolicy *admissionregistrationv1.FailurePolicyType
 	// the compiled variables by name, as the composition state keeps them (a name defined twice: the
 	// last definition), Gatekeeper's built-in variables first, then the template's
-	variableNames []string
-	variableIndex map[string]int
-	variables     []plugincel.CompilationResult
-	variablesType *types.Type                   // the `variables` map's type (kubernetes.variables)
-	conditions    []plugincel.CompilationResult // matchCondition
-	validations   []plugincel.CompilationResult
-	messages      []plugincel.CompilationResult // one per validation; zero value where none is given
-	Diagnostics   []Diagnostic
+	variableNames  []string
+	variableIndex  map[string]int
+	variables      []plugincel.CompilationResult
+	variablesType  *types.Type                   // the `variables` map's type (kubernetes.variables)
+	conditions     []plugincel.CompilationResult // matchCondition
+	conditionNames []string
+	validations    []plugincel.CompilationResult
+	messages       []plugincel.CompilationResult // one per validation; zero value where none is given
+	Diagnostics    []Diagnostic
 
 	// what the analysis found about each part, which variables read nothing of the request
 	// (memo.go), and the parameter classes of its constraints
@@ -142,6 +143,7 @@ func CompileTemplateReading(source map[string]any, dataKinds []DataKind) (*Templ
 	}
 	t.messages = compileCondition(compiler, messageAccessors, celVars)
 	for i, r := range t.conditions {
+		t.conditionNames = append(t.conditionNames, src.MatchConditions[i].Name)
 		t.diagnose("matchCondition", i, src.MatchConditions[i].Name, r)
 	}
 	for i := range t.validations {

@@ -184,7 +184,11 @@ func (comp *composition) forInput(results []plugincel.CompilationResult, p part,
 			comp.reset(s)
 			fresh = true
 		}
+		before := remainingBudget
 		evaluations[i], remainingBudget, err = comp.evaluate(p, i, compilationResult, remainingBudget)
+		if comp.trace != nil {
+			comp.tracePart(p, i, evaluations[i], before-remainingBudget, err)
+		}
 		if err != nil {
 			return nil, -1, err
 		}

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from celkeeper.errors import CelkeeperError
 
 # sub-command modules, in the order `celkeeper --help` lists them
-COMMANDS: tuple[str, ...] = ("serve", "audit", "certs", "crds", "verify", "testcmd", "lint", "vap")
+COMMANDS: tuple[str, ...] = ("serve", "audit", "certs", "crds", "verify", "testcmd", "explain", "lint", "vap")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -97,7 +97,10 @@ def register(subparsers: Any) -> None:
                           "webhook's timeoutSeconds): constraints not evaluated in time fail under their "
                           "failurePolicy; an evaluation that still runs is stopped and answered by "
                           "--failure-mode (0: no deadline)")
-    pol.add_argument("--log-denies", action="store_true", help="log every denied request")
+    pol.add_argument("--log-denies", nargs="?", const="line", choices=("line", "explain"), default=None,
+                     metavar="line|explain",
+                     help="log every denied request (one line; =explain: also why, constraint by constraint, "
+                          "as `celkeeper explain` shows it)")
     srv = parser.add_argument_group("server")
     srv.add_argument("--bind", metavar="HOST:PORT", action="append",
                      help="listen address (repeatable; default 0.0.0.0:8443)")
@@ -209,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
     def app_factory(heartbeat: Callable[[], None]) -> Any:
         from celkeeper.webhook.app import WebhookConfig, create_app
 
-        config = WebhookConfig(settings=settings, state=state, log_denies=args.log_denies, freeze_gc=True)
+        config = WebhookConfig(settings=settings, state=state, log_denies=args.log_denies is not None,
+                               explain_denies=args.log_denies == "explain", freeze_gc=True)
         return create_app(config, heartbeat=heartbeat)
 
     options = ServerOptions(

@@ -3,6 +3,8 @@
     request = parse_admission_review(body: Mapping) -> AdmissionRequest
         validates an AdmissionReview (admission.k8s.io/v1, kind AdmissionReview, request with uid);
         raises celkeeper.errors.ReviewError with a clear message otherwise.
+    review = admission_review_for(obj, operation="CREATE", old_object=None, ...) -> dict
+        the AdmissionReview the API server would send for writing obj (explain, test --cluster).
     request = request_for_object(obj, ...) -> AdmissionRequest
         a review of a plain object (audit, CLI), built as gator builds it: kind, name and namespace
         from the object, no operation unless given.
@@ -20,6 +22,9 @@
                     kinds are synced (a template whose data is not synced fails under its
                     failurePolicy without being evaluated)
 
+    explanation = explain(request, policies, namespaces, point)   (celkeeper.review.explain)
+        decide with a tracer: the same decision, and why, constraint by constraint.
+
 Semantics: which constraints apply is Gatekeeper's target handler (matching, here in Python); what
 each decides is Kubernetes' CEL validator as Gatekeeper's K8sNativeValidation driver runs it
 (gatekeeper pkg/drivers/k8scel/driver.go, k8s.io/apiserver admission/plugin/policy/validating/
@@ -28,10 +33,18 @@ no clock (unless passed in), no globals.
 """
 
 from celkeeper.cel.admission import namespace_object
-from celkeeper.review.decide import DEFAULT_DEADLINE, NamespaceLookup, SyncedData, decide, not_synced
+from celkeeper.review.decide import (
+    DEFAULT_DEADLINE,
+    NamespaceLookup,
+    SyncedData,
+    decide,
+    inventory_lookup,
+    not_synced,
+)
 from celkeeper.review.request import (
     API_VERSION,
     AdmissionRequest,
+    admission_review_for,
     parse_admission_review,
     request_for_object,
 )
@@ -42,7 +55,9 @@ __all__ = [
     "AdmissionRequest",
     "NamespaceLookup",
     "SyncedData",
+    "admission_review_for",
     "decide",
+    "inventory_lookup",
     "namespace_object",
     "not_synced",
     "parse_admission_review",

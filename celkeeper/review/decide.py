@@ -53,6 +53,24 @@ def not_synced(template: CompiledTemplate, data: SyncedData | None) -> str | Non
     )
 
 
+def inventory_lookup(namespaces: Mapping[str, Mapping[str, Any]], complete: bool) -> NamespaceLookup:
+    """The Namespace lookup of a known set of Namespaces. Without a complete inventory (a policy
+    folder: the webhook's --namespaces, files given to explain), a namespace not listed is one with no
+    labels but the one Kubernetes sets on every namespace; with one (a cluster), it does not exist."""
+
+    def lookup(name: str) -> Mapping[str, Any] | None:
+        found = namespaces.get(name)
+        if found is None and name and not complete:
+            found = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+            }
+        return found
+
+    return lookup
+
+
 class Tracer(Protocol):
     """What `decide` tells an explanation (celkeeper.review.explain.Recorder) as it decides; None on the
     webhook's path. Calls come in order: begin, then per candidate constraint one of skipped,

@@ -133,6 +133,45 @@ def request_for_object(
     )
 
 
+PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
+
+
+def admission_review_for(
+    obj: Mapping[str, Any],
+    *,
+    operation: str = "CREATE",
+    old_object: Mapping[str, Any] | None = None,
+    namespace: str | None = None,
+    resource: Mapping[str, str] | None = None,
+    user_info: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The AdmissionReview the API server would send the webhook for writing `obj` (a CREATE, or an
+    UPDATE of `old_object`): kind and name from the object, `namespace` (default: the object's) and the
+    resource when known (discovery); a placeholder uid. Parse it with parse_admission_review."""
+    api_version = str(obj.get("apiVersion") or "")
+    group, _, version = api_version.rpartition("/")
+    kind = str(obj.get("kind") or "")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    if namespace is None:
+        namespace = str(meta.get("namespace") or "")
+    if group == "" and kind == "Namespace":
+        namespace = ""  # the API server sends a Namespace's name, not a namespace
+    request: dict[str, Any] = {
+        "uid": PLACEHOLDER_UID,
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": dict(resource) if resource else {"group": group, "version": version, "resource": ""},
+        "name": str(meta.get("name") or ""),
+        "operation": operation,
+        "userInfo": dict(user_info or {}),
+        "object": dict(obj) if operation != "DELETE" else None,
+        "oldObject": dict(old_object) if old_object is not None else None,
+    }
+    if namespace:
+        request["namespace"] = namespace
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "request": request}
+
+
 def _build(
     *,
     uid: str,

@@ -19,7 +19,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -73,6 +73,8 @@ class CompiledTemplate:
     code_hash: str = ""
     # the synced data it reads (celkeeper.cel.inventory): each requirement met by any of its kinds
     requirements: tuple[Requirement, ...] = ()
+    # what it was compiled from: every part's expression and field path (explanations locate them)
+    spec: TemplateSpec | None = field(default=None, compare=False, repr=False)
 
     @property
     def reads_data(self) -> bool:
@@ -176,6 +178,7 @@ class TemplateCompiler:
             ),
             code_hash=spec.code_hash,
             requirements=spec.requirements,
+            spec=spec,
         )
 
     def bind(self, template: CompiledTemplate, constraint: Mapping[str, Any]) -> Binding:

@@ -15,7 +15,12 @@ Answer contract (Gatekeeper's):
   constraints it could not evaluate in time as evaluation errors under their failurePolicy; should
   evaluation overrun it anyway, the watchdog (webhook/deadline.py) interrupts it and the request is
   answered by the failure mode - the worker goes on serving;
-- a body that is not an AdmissionReview: HTTP 400 with a one-line reason.
+- a body that is not an AdmissionReview: HTTP 400 with a one-line reason;
+- objects an ExpansionTemplate generates from the request's object are checked too (review.decide);
+  an object that cannot be expanded is answered as Gatekeeper answers it: not allowed, code 500,
+  `unable to expand object: ...`;
+- with --log-denies a denial is logged in one line, with --log-denies=explain also explained
+  (review.explain: the decision made again with a recorder, only for denials, after answering).
 """
 
 from __future__ import annotations
@@ -29,8 +34,11 @@ from typing import Any
 import orjson
 
 from celkeeper.errors import CelkeeperError
+from celkeeper.expansion import ExpansionError
 from celkeeper.model import Decision, EnforcementPoint
 from celkeeper.review import AdmissionRequest, decide, parse_admission_review
+from celkeeper.review.explain import explain
+from celkeeper.review.explain_text import render_text
 from celkeeper.settings import Settings
 from celkeeper.webhook.deadline import DeadlineExceeded, Watchdog
 from celkeeper.webhook.live import LivePolicies, Loaded
@@ -169,6 +177,7 @@ class Admission:
         metrics: WebhookMetrics,
         *,
         log_denies: bool = False,
+        explain_denies: bool = False,
         first_load_wait: float = 0.0,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -177,6 +186,7 @@ class Admission:
         self.settings = settings
         self.metrics = metrics
         self.log_denies = log_denies
+        self.explain_denies = explain_denies
         self.timer = timer
         self.watchdog = Watchdog()
 
@@ -218,12 +228,18 @@ class Admission:
         if loaded is None:
             raise NotLoaded("no policies loaded yet (the first snapshot has not been published or read)")
         deadline = self.settings.eval_deadline
-        with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
-            decision: Decision = decide(
-                request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, clock=self.timer,
-                deadline=deadline,
-                data=loaded.data,
-            )
+        try:
+            with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
+                decision: Decision = decide(
+                    request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, clock=self.timer,
+                    deadline=deadline,
+                    data=loaded.data,
+                )
+        except ExpansionError as err:  # Gatekeeper answers an object it cannot expand with an error
+            message = f"unable to expand object: {err.message}"
+            log.info("not expanded (uid %s, %s): %s", uid, _describe(raw), message)
+            body = review_answer(uid, False, code=500, reason="InternalError", message=message)
+            return Answer(200, body), "error"
         self.metrics.observe_evaluations(decision.timings)
         for result in decision.results:
             self.metrics.count_violation(result.action.value, result.constraint_kind, result.constraint_name)
@@ -235,8 +251,26 @@ class Admission:
         message = decision.deny_message()
         if self.log_denies:
             log.info("denied (uid %s, %s): %s", uid, _describe(raw), message.replace("\n", "; "))
+        if self.explain_denies:
+            self._explain(uid, raw, request, loaded)
         body = review_answer(uid, False, code=403, reason="Forbidden", message=message, warnings=warnings)
         return Answer(200, body), "deny"
+
+    def _explain(self, uid: str, raw: Mapping[str, Any], request: AdmissionRequest, loaded: Loaded) -> None:
+        """Log why the request was denied (--log-denies=explain): the decision made again with a recorder,
+        after the answer was decided, within the same deadline; a failure here (an overrun included) is
+        logged and changes nothing."""
+        deadline = self.settings.eval_deadline
+        try:
+            with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
+                explanation = explain(
+                    request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, deadline=deadline
+                )
+            text = render_text(explanation)
+        except (Exception, DeadlineExceeded) as err:
+            log.warning("could not explain the denial of uid %s: %s", uid, str(err) or type(err).__name__)
+            return
+        log.info("denied (uid %s, %s), explained:\n%s", uid, _describe(raw), text.rstrip("\n"))
 
     def _invalid(self, start: float, message: str) -> Answer:
         self.metrics.observe_request("invalid", "", self.timer() - start)

@@ -98,6 +98,7 @@ class WebhookConfig:
     watch: bool = True  # refresh the policies in a background thread
     watch_interval: float = 0.2  # seconds between two looks at the snapshot
     log_denies: bool = False
+    explain_denies: bool = False  # log the explanation of each denial (--log-denies=explain)
     # a request that arrives before this worker has any policies waits this long for them (then
     # the failure mode answers): a worker that starts with the server loads its first snapshot
     # in the background
@@ -133,7 +134,12 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     if config.watch:
         live.start(config.watch_interval)
     admission = Admission(
-        live, settings, metrics, log_denies=config.log_denies, first_load_wait=config.first_load_wait
+        live,
+        settings,
+        metrics,
+        log_denies=config.log_denies,
+        explain_denies=config.explain_denies,
+        first_load_wait=config.first_load_wait,
     )
 
     app = Flask("celkeeper.webhook")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from celkeeper.review import inventory_lookup
 from celkeeper.settings import Settings
 from celkeeper.snapshot import SnapshotReadError, SnapshotStore, StateDir, WorkerBoard, WorkerStatus
 from celkeeper.snapshot.documents import DocumentCache
@@ -50,16 +51,13 @@ class Loaded:
     data: SyncedData | None = None
     synced_kinds: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_lookup", inventory_lookup(self.namespaces, self.namespaces_complete))
+
     def namespace(self, name: str) -> Mapping[str, Any] | None:
         """The Namespace object by name. Without a complete inventory (a policy folder), a namespace
         not listed is one with no labels but the one Kubernetes sets on every namespace."""
-        found = self.namespaces.get(name)
-        if found is None and name and not self.namespaces_complete:
-            found = {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
-            }
+        found: Mapping[str, Any] | None = self._lookup(name)  # type: ignore[attr-defined]
         return found
 
 

@@ -18,8 +18,12 @@ def test_every_example_has_the_expected_files() -> None:
     folders = sorted(p for p in EXAMPLES.iterdir() if p.is_dir() and p.name != "reviews")
     assert len(folders) >= 12, folders
     for folder in folders:
-        assert (folder / "template.yaml").is_file(), folder
         assert (folder / "suite.yaml").is_file(), folder
+        if (folder / "expansion.yaml").is_file():  # ExpansionTemplates: the suite uses the others' policies
+            assert "kind: ExpansionTemplate" in (folder / "expansion.yaml").read_text(), folder
+            assert "expansion: expansion.yaml" in (folder / "suite.yaml").read_text(), folder
+            continue
+        assert (folder / "template.yaml").is_file(), folder
         assert list(folder.glob("constraint*.yaml")), folder
         text = (folder / "template.yaml").read_text()
         assert "apiVersion: templates.celkeeper.io/v1" in text, folder

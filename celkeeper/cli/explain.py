@@ -1,0 +1,190 @@
+"""`celkeeper explain -f OBJECT [POLICY PATH...]`: why the webhook decides what it decides about an object.
+
+For every constraint: whether it was evaluated and, when not, which criterion excluded it (kinds,
+scope, namespaces, selectors, name, source, the template's operations, match conditions, the
+enforcement point); for each evaluated one, every variable's value, every match condition, validation
+and messageExpression with its result or error, where each expression is in the template file
+(compile errors with their line:col), and the results. The decision is made by the webhook's own code
+(review.decide, with a recorder), so what is explained is what the webhook decides; objects an
+ExpansionTemplate generates (a Deployment's Pod) are explained too.
+
+OBJECT is a file (or - for stdin) of objects or AdmissionReviews; a plain object is explained as the
+API server would send it for a CREATE (--operation UPDATE with --old FILE for an update). Policies
+(templates, constraints, ExpansionTemplates) and the Namespaces namespaceSelector needs come from the
+POLICY PATHs or, with --cluster, from the cluster. The exit code is 1 when an object is denied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from celkeeper.cli import files
+from celkeeper.cli.cluster import add_cluster_options, read_cluster
+from celkeeper.cli.options import add_engine_option, engine_name
+from celkeeper.documents import Document
+from celkeeper.errors import CelkeeperError
+from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
+from celkeeper.gator.kinds import is_namespace, is_policy_document
+from celkeeper.model import EnforcementPoint
+
+POINTS = {
+    "webhook": EnforcementPoint.WEBHOOK,
+    "audit": EnforcementPoint.AUDIT,
+    "gator": EnforcementPoint.CLI,
+}
+EXAMPLES = """examples:
+  celkeeper explain -f pod.yaml examples/                  a Pod against the examples' policies
+  celkeeper explain -f deployment.yaml --cluster -o json   against what the cluster enforces
+  celkeeper explain -f new.yaml --operation UPDATE --old current.yaml policies/
+  celkeeper explain -f pod.yaml policies/ --point audit    as the audit would see the object
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "explain",
+        help="explain, constraint by constraint, what the webhook decides about an object",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="FILE",
+        help="the object(s) or AdmissionReview(s); - for stdin",
+    )
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        metavar="POLICY_PATH",
+        help="templates, constraints, ExpansionTemplates, Namespaces",
+    )
+    add_cluster_options(parser, "take the policies and Namespaces from the cluster")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    parser.add_argument(
+        "--point",
+        choices=tuple(POINTS),
+        default="webhook",
+        help="the enforcement point whose decision is explained (default webhook; audit and gator review "
+        "the plain object, without a request)",
+    )
+    parser.add_argument(
+        "--operation",
+        choices=("CREATE", "UPDATE", "DELETE"),
+        default="CREATE",
+        help="for a plain object at the webhook: the request's operation (default CREATE)",
+    )
+    parser.add_argument(
+        "--old", metavar="FILE", help="with --operation UPDATE or DELETE: the object as stored"
+    )
+    parser.add_argument(
+        "--namespace", metavar="NS", help="the namespace of objects that name none (default: none)"
+    )
+    add_engine_option(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.cluster and args.paths:
+        raise CelkeeperError("give POLICY_PATHs or --cluster, not both")
+    if not args.cluster and not args.paths:
+        raise CelkeeperError("give the files or folders of the policies (POLICY_PATH), or --cluster")
+    if args.old and args.operation == "CREATE":
+        raise CelkeeperError("--old is the stored object of an UPDATE or DELETE: give --operation too")
+    objects_text = files.read(args.filename)
+    if objects_text.errors:
+        raise objects_text.errors[0]
+    objects = [d for d in objects_text.documents if not is_policy_document(d)]
+    if not objects:
+        raise CelkeeperError(f"{args.filename}: no object to explain")
+    old = _old_object(args.old) if args.old else None
+
+    problems: list[str] = []
+    reader = None
+    if args.cluster:
+        cluster = read_cluster(args)
+        reader = cluster.reader
+        policy_documents, namespaces = cluster.documents, cluster.namespaces
+        problems += [f"note: {n}" for n in cluster.notes]
+    else:
+        parsed = files.read_all(args.paths)
+        problems += [str(e) for e in parsed.errors]
+        policy_documents = [d for d in parsed.documents if is_policy_document(d)]
+        namespaces = {d.name: d.data for d in parsed.documents if is_namespace(d)}
+    try:
+        from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
+        from celkeeper.review import inventory_lookup
+        from celkeeper.review.explain import explain
+        from celkeeper.review.explain_text import render_text
+
+        backend = PolicyBackend(engine_name(args))
+        loaded = backend.build(policy_documents)
+        problems += [str(e) for e in loaded.errors]
+        for problem in problems:
+            print(f"celkeeper explain: {problem}", file=sys.stderr)
+        point = POINTS[args.point]
+        # the webhook on a policy folder knows every namespace (without labels when not listed); a
+        # cluster lists them all; gator and the audit know only those given
+        lookup = inventory_lookup(namespaces, complete=args.cluster or point is not EnforcementPoint.WEBHOOK)
+        explanations = []
+        for document in objects:
+            request, expand = _request(args, document, old, point, backend)
+            explanations.append(explain(request, loaded.policies, lookup, point, expand=expand))
+    finally:
+        if reader is not None:
+            reader.close()
+    if args.output == "json":
+        print(json.dumps([e.to_json() for e in explanations], indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write("\n".join(render_text(e) for e in explanations))
+    return 0 if all(e.allowed for e in explanations) else 1
+
+
+def _old_object(path: str) -> Mapping[str, Any]:
+    parsed = files.read(path)
+    if parsed.errors:
+        raise parsed.errors[0]
+    if len(parsed.documents) != 1 or not isinstance(parsed.documents[0].data, dict):
+        raise CelkeeperError(f"{path}: --old must hold exactly one object")
+    data: Mapping[str, Any] = parsed.documents[0].data
+    return data
+
+
+def _request(
+    args: argparse.Namespace,
+    document: Document,
+    old: Mapping[str, Any] | None,
+    point: EnforcementPoint,
+    backend: Any,
+) -> tuple[Any, bool]:
+    """The request explained for one document, and whether it is expanded."""
+    from celkeeper.review import admission_review_for, parse_admission_review, request_for_object
+
+    try:
+        if is_admission_review(document):
+            if point is EnforcementPoint.CLI:
+                request, expand = backend.request(document)
+                return request, expand
+            return parse_admission_review(as_v1_review(checked_request(document))), True
+        if not isinstance(document.data, dict):
+            raise CelkeeperError("not an object")
+        if point is not EnforcementPoint.WEBHOOK:
+            return request_for_object(document.data), True
+        review = admission_review_for(
+            document.data, operation=args.operation, old_object=old, namespace=_namespace(args, document.data)
+        )
+        return parse_admission_review(review), True
+    except CelkeeperError as err:
+        raise err.at(file=document.file, document=document.index) from None
+
+
+def _namespace(args: argparse.Namespace, obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    given = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return str(given) if given else args.namespace

@@ -65,7 +65,8 @@ def test_explain_as_json(cli) -> None:
         "location": by_name["block-nodeport-services"]["location"],
         "status": "notSelected",
         "reason": "kinds",
-        "detail": 'spec.match.kinds [{"apiGroups":[""],"kinds":["Service"]}] does not select Pod (core group)',
+        "detail": 'spec.match.kinds [{"apiGroups":[""],"kinds":["Service"]}] '
+        "does not select Pod (core group)",
     }
 
 

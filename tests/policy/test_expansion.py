@@ -218,7 +218,7 @@ def test_objects_that_cannot_be_expanded() -> None:
     found = expansions(WORKLOADS)
     broken = deployment()
     del broken["spec"]["template"]
-    with pytest.raises(ExpansionError, match='^could not find source field "spec.template" in resource web$'):
+    with pytest.raises(ExpansionError, match=r'^could not find source field "spec\.template" in resource web$'):
         found.expand(broken)
     broken["spec"]["template"] = "text"
     with pytest.raises(ExpansionError, match=r"\.spec\.template accessor error: text is of the type string"):
@@ -252,10 +252,10 @@ def test_a_cycle_is_a_located_error_of_the_policy_set(default_engine: Engine) ->
     b = expansion("b", [("x", "v1", "B")], ("x", "v1", "A"))
     policies = build_policy_set([a, b, WORKLOADS], TemplateCompiler(default_engine))
     assert [str(e) for e in policies.errors] == [
-        "a.yaml: document 1: spec.generatedGVK: ExpansionTemplate a: template forms expansion cycle (with b); "
-        "every template of the cycle is ignored",
-        "b.yaml: document 1: spec.generatedGVK: ExpansionTemplate b: template forms expansion cycle (with a); "
-        "every template of the cycle is ignored",
+        "a.yaml: document 1: spec.generatedGVK: ExpansionTemplate a: template forms expansion cycle "
+        "(with b); every template of the cycle is ignored",
+        "b.yaml: document 1: spec.generatedGVK: ExpansionTemplate b: template forms expansion cycle "
+        "(with a); every template of the cycle is ignored",
     ]
     assert policies.expansions.group_kinds == {("apps", "Deployment")}
 
@@ -266,7 +266,8 @@ PRIVILEGED = template_data(
     [
         {
             "expression": "!object.spec.containers.exists(c, c.?securityContext.?privileged.orValue(false))",
-            "messageExpression": "'privileged: ' + object.kind + ' ' + object.metadata.name + ' op=' + request.operation",
+            "messageExpression": "'privileged: ' + object.kind + ' ' + object.metadata.name"
+            " + ' op=' + request.operation",
         }
     ],
 )
@@ -367,7 +368,8 @@ def test_the_webhook_expands_what_the_request_says(engine: Engine) -> None:
             {
                 "expression": "false",
                 "messageExpression": "request.operation + ' ' + (object == null ? 'no object' : 'object')"
-                " + ' ' + variables.anyObject.metadata.name + ' in ' + variables.anyObject.metadata.namespace",
+                " + ' ' + variables.anyObject.metadata.name"
+                " + ' in ' + variables.anyObject.metadata.namespace",
             }
         ],
     )

@@ -218,7 +218,8 @@ def test_objects_that_cannot_be_expanded() -> None:
     found = expansions(WORKLOADS)
     broken = deployment()
     del broken["spec"]["template"]
-    with pytest.raises(ExpansionError, match=r'^could not find source field "spec\.template" in resource web$'):
+    missing = r'^could not find source field "spec\.template" in resource web$'
+    with pytest.raises(ExpansionError, match=missing):
         found.expand(broken)
     broken["spec"]["template"] = "text"
     with pytest.raises(ExpansionError, match=r"\.spec\.template accessor error: text is of the type string"):

@@ -14,7 +14,7 @@ def add_cluster_options(parser: argparse.ArgumentParser, what: str) -> None:
     group.add_argument(
         "--cluster",
         action="store_true",
-        help=f"{what} (read-only: get/list, see docs/ci-rbac.yaml)",
+        help=f"{what} (read-only: get/list, see deploy/ci-rbac.yaml)",
     )
     group.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)"

@@ -7,7 +7,7 @@
     reader.live(group, version, kind, namespace, name)   # the object as stored, or None
     reader.default_namespace           # the kubeconfig context's namespace (kubectl's default)
 
-Every call is a get or a list: the ClusterRole in docs/ci-rbac.yaml (get/list on the policies and
+Every call is a get or a list: the ClusterRole in deploy/ci-rbac.yaml (get/list on the policies and
 Namespaces; get on the kinds the manifests hold, for --against-live) is all it needs.
 """
 
@@ -21,13 +21,18 @@ from celkeeper.crds import names
 from celkeeper.kube.client import ApiError, Client, KubeClient
 from celkeeper.kube.discovery import ApiResource, discover
 from celkeeper.kube.objects import namespace_object, policy_object
-from celkeeper.kube.resources import NAMESPACES, TEMPLATES, Resource, constraint_kinds, name_of
+from celkeeper.kube.resources import (
+    EXPANSION_TEMPLATES,
+    NAMESPACES,
+    TEMPLATES,
+    Resource,
+    constraint_kinds,
+    name_of,
+)
 
 GATEKEEPER_TEMPLATES = Resource(
     names.GATEKEEPER_TEMPLATES_GROUP, "v1", "constrainttemplates", names.TEMPLATE_KIND
 )
-# Gatekeeper's CRD (deploy/expansiontemplate-crd.yaml): plural `expansiontemplate`, v1alpha1 and v1beta1
-EXPANSION_TEMPLATES = Resource("expansion.gatekeeper.sh", "v1beta1", "expansiontemplate", "ExpansionTemplate")
 
 
 def constraint_resources(kind: str) -> tuple[Resource, Resource]:

@@ -6,7 +6,8 @@ matters, so a status write or a no-op apply does not make a new snapshot: a temp
 apiVersion, kind, metadata (name, uid, generation, labels, annotations) and spec; a Namespace keeps
 everything but resourceVersion and managedFields (`namespaceObject` may read any field).
 
-Item names say where an error is: `constrainttemplate/<name>` and `constraint/<Kind>/<name>`.
+Item names say where an error is: `constrainttemplate/<name>`, `constraint/<Kind>/<name>` and
+`expansiontemplate/<name>` (Gatekeeper's ExpansionTemplates, kept as templates are).
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from celkeeper.crds import names
+from celkeeper.expansion import GROUP as EXPANSION_GROUP
+from celkeeper.expansion import KIND as EXPANSION_KIND
 
 TEMPLATE_ITEM_PREFIX = "constrainttemplate/"
 CONSTRAINT_ITEM_PREFIX = "constraint/"
+EXPANSION_ITEM_PREFIX = "expansiontemplate/"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _POLICY_METADATA = ("name", "uid", "generation", "labels", "annotations", "creationTimestamp")
 _VOLATILE_METADATA = ("resourceVersion", "managedFields")
@@ -67,7 +71,7 @@ def constraint_item_name(kind: str, name: str) -> str:
 
 
 def item_name(obj: Mapping[str, Any]) -> str | None:
-    """The snapshot item name of a template or constraint object, None for anything else."""
+    """The snapshot item name of a template, constraint or ExpansionTemplate, None for anything else."""
     api_version = str(obj.get("apiVersion") or "")
     group = api_version.rpartition("/")[0]
     kind = str(obj.get("kind") or "")
@@ -78,4 +82,6 @@ def item_name(obj: Mapping[str, Any]) -> str | None:
         return template_item_name(name)
     if group == names.CONSTRAINTS_GROUP and kind:
         return constraint_item_name(kind, name)
+    if group == EXPANSION_GROUP and kind == EXPANSION_KIND:
+        return f"{EXPANSION_ITEM_PREFIX}{name}"
     return None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from celkeeper.cel.inventory import Gvk, describe, unmet
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError, ConstraintError, DocumentError, TemplateError
-from celkeeper.kube.objects import item_name
+from celkeeper.kube.objects import CONSTRAINT_ITEM_PREFIX, TEMPLATE_ITEM_PREFIX, item_name
 from celkeeper.kube.resources import Resource, constraint_pod_statuses, template_pod_statuses
 
 if TYPE_CHECKING:
@@ -118,8 +118,8 @@ def observe(
             )
     found: dict[ObservationKey, Observation] = {}
     for item, obj in objects.items():
-        if item_name(obj) != item:
-            continue
+        if item_name(obj) != item or not item.startswith((TEMPLATE_ITEM_PREFIX, CONSTRAINT_ITEM_PREFIX)):
+            continue  # ExpansionTemplates have no per-pod status (Gatekeeper's ExpansionTemplatePodStatus)
         meta = obj.get("metadata") or {}
         kind, name = str(obj.get("kind")), str(meta.get("name"))
         generation = meta.get("generation")

@@ -1,5 +1,6 @@
 """The cluster's policies as a watch manager keeps them: templates, the constraints of every template's
-kind, and namespaces. Used by the webhook pods' informer and by the audit.
+kind, Gatekeeper's ExpansionTemplates (when their CRD is installed) and namespaces. Used by the webhook
+pods' informer and by the audit.
 
     watch = PolicyWatch(manager, on_change=wake)
     watch.register()                  # before or after manager.start()
@@ -19,6 +20,7 @@ from typing import Any
 
 from celkeeper.kube.manager import Event, WatchManager
 from celkeeper.kube.resources import (
+    EXPANSION_TEMPLATES,
     NAMESPACES,
     TEMPLATES,
     ConstraintKinds,
@@ -32,7 +34,8 @@ REGISTRAR = "policies"
 
 @dataclass(frozen=True)
 class PolicyView:
-    objects: tuple[Mapping[str, Any], ...]  # templates, then constraints by kind (shared: do not change)
+    objects: tuple[Mapping[str, Any], ...]  # templates, constraints by kind, ExpansionTemplates (shared: do
+    # not change)
     namespaces: Mapping[str, Mapping[str, Any]]  # name -> the Namespace object as watched
     synced: bool  # templates, namespaces and the constraints of every known template kind listed
     namespaces_synced: bool
@@ -49,13 +52,15 @@ class PolicyWatch:
         self._kinds = ConstraintKinds()
 
     def register(self) -> None:
-        self.manager.register(self.name, self._handle, {TEMPLATES, NAMESPACES})
+        self.manager.register(self.name, self._handle, {TEMPLATES, NAMESPACES, EXPANSION_TEMPLATES})
 
     def _handle(self, event: Event) -> None:
         if event.resource == TEMPLATES and self._kinds.update(
             event.type, event.object, lambda: self.manager.objects(TEMPLATES)
         ):
-            self.manager.set_intent(self.name, {TEMPLATES, NAMESPACES} | self._kinds.resources())
+            self.manager.set_intent(
+                self.name, {TEMPLATES, NAMESPACES, EXPANSION_TEMPLATES} | self._kinds.resources()
+            )
         if self.on_change is not None:
             self.on_change()
 
@@ -70,6 +75,7 @@ class PolicyWatch:
             objects: list[Mapping[str, Any]] = list(self.manager.objects(TEMPLATES))
             for resource in self.constraint_resources():
                 objects.extend(self.manager.objects(resource))
+            objects.extend(self.manager.objects(EXPANSION_TEMPLATES))
             namespaces = {name_of(ns): ns for ns in self.manager.objects(NAMESPACES)}
             return PolicyView(
                 objects=tuple(objects),

@@ -84,6 +84,8 @@ TEMPLATES = Resource(
     names.TEMPLATES_GROUP, names.TEMPLATES_VERSION, "constrainttemplates", names.TEMPLATE_KIND
 )
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
+# Gatekeeper's ExpansionTemplates (its CRD: deploy/expansiontemplate-crd.yaml; plural `expansiontemplate`)
+EXPANSION_TEMPLATES = Resource("expansion.gatekeeper.sh", "v1beta1", "expansiontemplate", "ExpansionTemplate")
 PODS_KIND = "Pod"
 # the constraint CRDs celkeeper made (each carries celkeeper.io/constraint=yes)
 CONSTRAINT_CRDS = Resource(

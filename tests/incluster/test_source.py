@@ -143,3 +143,24 @@ def test_a_cluster_source_that_cannot_work_fails_at_start_with_one_line(tmp_path
     assert proc.returncode == 1
     missing = tmp_path / "missing"
     assert proc.stderr.strip().splitlines() == [f"celkeeper serve: kubeconfig {missing} does not exist"]
+
+
+def test_expansion_templates_are_listed_with_the_policies(client: FakeClient, source: KubernetesSource) -> None:
+    from celkeeper.kube.resources import EXPANSION_TEMPLATES
+
+    expansion = {
+        "apiVersion": "expansion.gatekeeper.sh/v1beta1",
+        "kind": "ExpansionTemplate",
+        "metadata": {"name": "expand-deployments"},
+        "spec": {"applyTo": [{"groups": ["apps"], "versions": ["v1"], "kinds": ["Deployment"]}],
+                 "templateSource": "spec.template", "generatedGVK": {"version": "v1", "kind": "Pod"}},
+        "status": {"byPod": [{"id": "gatekeeper-0"}]},
+    }
+    client.put(EXPANSION_TEMPLATES, api(expansion, "9", "e1"), version="9")
+    source.start()
+    listing = wait_for(lambda: (found := source.listing()).synced and found, timeout=5, what="synced")
+    (item,) = [i for i in listing.items if i.name.startswith("expansiontemplate/")]
+    assert item.name == "expansiontemplate/expand-deployments"
+    assert json.loads(item.text) == {k: v for k, v in expansion.items() if k != "status"} | {
+        "metadata": {"name": "expand-deployments", "uid": "e1", "generation": 1}
+    }

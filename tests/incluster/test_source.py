@@ -145,7 +145,9 @@ def test_a_cluster_source_that_cannot_work_fails_at_start_with_one_line(tmp_path
     assert proc.stderr.strip().splitlines() == [f"celkeeper serve: kubeconfig {missing} does not exist"]
 
 
-def test_expansion_templates_are_listed_with_the_policies(client: FakeClient, source: KubernetesSource) -> None:
+def test_expansion_templates_are_listed_with_the_policies(
+    client: FakeClient, source: KubernetesSource
+) -> None:
     from celkeeper.kube.resources import EXPANSION_TEMPLATES
 
     expansion = {

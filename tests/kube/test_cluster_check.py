@@ -71,8 +71,10 @@ def _gatekeeper_template(kind: str) -> dict[str, Any]:
                             "source": {
                                 "validations": [
                                     {
-                                        "expression": "has(object.metadata.labels) && 'owner' in object.metadata.labels",
-                                        "messageExpression": "object.kind + ' ' + object.metadata.name + ' has no owner label'",
+                                        "expression": "has(object.metadata.labels) && "
+                                        "'owner' in object.metadata.labels",
+                                        "messageExpression": "object.kind + ' ' + object.metadata.name"
+                                        " + ' has no owner label'",
                                     }
                                 ]
                             },
@@ -273,8 +275,8 @@ def test_manifests_are_checked_as_the_webhook_would(setting: Setting, tmp_path: 
         ("Pod", "unowned", setting.gatekeeper_kind, "Pod unowned has no owner label", "deny", "CREATE"),
     }
     assert (
-        f"namespace check-missing-{setting.suffix} does not exist in the cluster and the manifests do not create it"
-        in err
+        f"namespace check-missing-{setting.suffix} does not exist in the cluster and the manifests do not "
+        "create it" in err
     )
     assert "Traceback" not in err
 

@@ -241,3 +241,73 @@ def test_the_flask_route_answers_like_the_fast_path(env: tuple[StateDir, Path]) 
         fast, flask = (c.post("/v1/admit", data=body, content_type="application/json") for c in clients)
         assert (fast.status_code, fast.get_json()) == (flask.status_code, flask.get_json())
         assert fast.content_type == flask.content_type == "application/json"
+
+
+def test_workloads_are_checked_as_their_pods_on_the_examples(tmp_path: Path) -> None:
+    """examples/workload-expansion's ExpansionTemplates (what `./dev serve` loads): a Deployment is denied
+    for its Pod template with the parent-level message; a CronJob's Pod only warns; a workload that
+    cannot be expanded is answered as Gatekeeper answers it (not allowed, code 500)."""
+    root = Path(__file__).resolve().parents[2]
+    state = StateDir(tmp_path / "state")
+    state.reset()
+    Informer(FolderSource(root / "examples"), state, Settings(), validate=False).step()
+    app, client = _app(state)
+    assert _live(app).current is not None and _live(app).current.problems == ()
+    objects = root / "examples" / "workload-expansion" / "objects"
+    deployment = yaml_object(objects / "deployment-privileged.yaml")
+    response = _admit(client, review(deployment))[1]["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 403
+    lines = response["status"]["message"].splitlines()
+    assert (
+        "[no-privileged-containers] [Implied by expand-workloads] privileged containers are not allowed: app"
+        in lines
+    )
+    assert all(line.startswith("[") and "] [Implied by expand-workloads] " in line for line in lines), lines
+    cronjob = yaml_object(objects / "cronjob-privileged.yaml")
+    response = _admit(client, review(cronjob))[1]["response"]
+    assert (
+        "[no-privileged-containers] [Implied by expand-jobs] privileged containers are not allowed: backup"
+        in (response.get("warnings") or [])
+    )
+    assert all("[Implied by expand-jobs]" in w for w in response.get("warnings") or [])
+    broken = dict(deployment, spec={"replicas": 1})
+    response = _admit(client, review(broken, uid="uid-broken"))[1]["response"]
+    assert response == {
+        "uid": "uid-broken",
+        "allowed": False,
+        "status": {
+            "code": 500,
+            "reason": "InternalError",
+            "message": 'unable to expand object: could not find source field "spec.template" in resource web',
+        },
+    }
+
+
+def test_denials_are_logged_explained(env: tuple[StateDir, Path], caplog: pytest.LogCaptureFixture) -> None:
+    state, policies = env
+    _publish(state, policies)
+    app = create_app(
+        WebhookConfig(settings=Settings(), state=state, watch=False, log_denies=True, explain_denies=True)
+    )
+    client = app.test_client()
+    with caplog.at_level("INFO", logger="celkeeper.webhook"):
+        assert (
+            _admit(client, review(pod(labels={"owner": "x", "team": "t"})))[1]["response"]["allowed"] is True
+        )
+        assert not [r for r in caplog.records if "explained" in r.getMessage()]  # only denials are explained
+        assert (
+            _admit(client, review(pod(labels={"team": "t"}), uid="uid-1"))[1]["response"]["allowed"] is False
+        )
+    (record,) = [r for r in caplog.records if "explained" in r.getMessage()]
+    text = record.getMessage()
+    assert text.startswith("denied (uid uid-1, CREATE Pod default/web), explained:\n")
+    assert "Pod default/web (CREATE at validation.gatekeeper.sh): DENIED" in text
+    assert "  deny  [pods-need-owner] missing labels: owner" in text
+
+
+def yaml_object(path: Path) -> dict[str, object]:
+    from celkeeper.documents import parse_documents
+
+    (document,) = parse_documents(path.read_text(), str(path)).documents
+    assert isinstance(document.data, dict)
+    return document.data

@@ -4,7 +4,8 @@ Prints the median microseconds per decision (AdmissionReview validation + decide
 Python, then one engine call for every matching constraint) for each case and the ratio, per
 engine, and what building the policy set cost (compiling the templates, binding the constraints).
 Targets (cel-go): <= 150 us with 20 matching constraints on a ~5 KB Pod; the 200-constraint case
-<= 1.1x the 20-constraint case (constraints of other kinds must cost nothing). The constraints'
+<= 1.1x the 20-constraint case (constraints of other kinds must cost nothing). Also: the same decision
+explained (review.explain, rendered as text), what --log-denies=explain adds to a denial. The constraints'
 parameters differ (mostly).
 
     .venv/bin/python bench/decision.py [--engine cel-go|cel-python|all] [--rounds N]
@@ -26,6 +27,8 @@ from celkeeper.documents import Document
 from celkeeper.model import EnforcementPoint
 from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
 from celkeeper.review import decide, parse_admission_review
+from celkeeper.review.explain import explain
+from celkeeper.review.explain_text import render_text
 
 # five typical templates (four constraints each match Pods)
 TEMPLATES: dict[str, dict[str, Any]] = {
@@ -226,18 +229,28 @@ NAMESPACES = {
 }
 
 
-def measure(policies: PolicySet, rounds: int) -> tuple[float, int]:
+def measure(policies: PolicySet, rounds: int, explained: bool = False) -> tuple[float, int]:
+    """Median microseconds of one decision (explained: decided with a recorder and rendered as text, what
+    --log-denies=explain adds to a denial)."""
     body = review()
     lookup = NAMESPACES.get
+
+    def once() -> int:
+        request = parse_admission_review(body)
+        if explained:
+            explanation = explain(request, policies, lookup, EnforcementPoint.WEBHOOK)
+            render_text(explanation)
+            return len(explanation.decision.results)
+        return len(decide(request, policies, lookup, EnforcementPoint.WEBHOOK).results)
+
     results = 0
     for _ in range(max(rounds // 10, 20)):  # warm up
-        decide(parse_admission_review(body), policies, lookup, EnforcementPoint.WEBHOOK)
+        once()
     samples = []
     for _ in range(rounds):
         started = time.perf_counter_ns()
-        decision = decide(parse_admission_review(body), policies, lookup, EnforcementPoint.WEBHOOK)
+        results = once()
         samples.append(time.perf_counter_ns() - started)
-        results = len(decision.results)
     return statistics.median(samples) / 1000, results
 
 
@@ -263,6 +276,10 @@ def main() -> int:
             label = f"{total} constraints, 20 matching:" if total > 20 else "20 matching constraints:"
             print(f"  {label:<38} {figures[total]:8.1f} us/decision ({results} results); "
                   f"policies built in {built * 1e3:.0f} ms")
+            if total == 20:
+                slow, _ = measure(policies, max(rounds // 10, 20), explained=True)
+                print(f"  {'the same, explained (text):':<38} {slow:8.1f} us/decision "
+                      f"(x{slow / figures[20]:.1f}: what --log-denies=explain adds to a denial)")
         ratio = figures[200] / figures[20]
         print(f"  ratio 200/20:{'':<25} {ratio:8.2f}  (target <= 1.1)")
         if name == "cel-go":

@@ -9,22 +9,10 @@ from typing import Any
 
 from celkeeper.documents import Document, index_path, key_path
 from celkeeper.errors import ConstraintError
-from celkeeper.match.criteria import WILDCARD, KindSelector, LabelSelector, Match, Requirement
+from celkeeper.match.criteria import CRITERIA, WILDCARD, KindSelector, LabelSelector, Match, Requirement
 
 _GLOB = re.compile(r"^\*?[-:a-z0-9]*\*?$")
-_MATCH_KEYS = frozenset(
-    {
-        "kinds",
-        "scope",
-        "namespaces",
-        "excludedNamespaces",
-        "labelSelector",
-        "namespaceSelector",
-        "name",
-        "source",
-        "processes",
-    }
-)
+_MATCH_KEYS = frozenset({*CRITERIA, "processes"})
 _SELECTOR_KEYS = frozenset({"matchLabels", "matchExpressions"})
 _REQUIREMENT_KEYS = frozenset({"key", "operator", "values"})
 _SOURCES = ("All", "Generated", "Original")

@@ -27,6 +27,7 @@ from celkeeper.cli.main import main
 from celkeeper.crds import constraint_crd
 from tests.incluster.support import ROOT, create_namespace, install_crds, rbac_kubeconfig
 from tests.support.apiserver import ControlPlane
+from tests.support.examples import example_template
 from tests.support.gatekeeper_src import gatekeeper_crd
 from tests.support.kubectl import apply
 
@@ -34,7 +35,6 @@ pytestmark = pytest.mark.kube
 
 CI_RBAC = ROOT / "deploy" / "ci-rbac.yaml"
 EXPANSION_CRD = ROOT / "deploy" / "expansiontemplate-crd.yaml"
-EXAMPLES = ROOT / "examples"
 
 
 @dataclass
@@ -46,13 +46,6 @@ class Setting:
     celkeeper_kind: str
     gatekeeper_kind: str
     expansion: str
-
-
-def _celkeeper_template(kind: str) -> dict[str, Any]:
-    template = yaml.safe_load((EXAMPLES / "privileged-containers" / "template.yaml").read_text())
-    template["metadata"] = {"name": kind.lower()}
-    template["spec"]["crd"]["spec"]["names"]["kind"] = kind
-    return template
 
 
 def _gatekeeper_template(kind: str) -> dict[str, Any]:
@@ -117,7 +110,8 @@ def setting(kube_cluster: ControlPlane) -> Iterator[Setting]:
     ck_kind, gk_kind = f"CKPriv{suffix}", f"GKOwner{suffix}"
     live = create_namespace(kube_cluster, f"check-live-{suffix}", {"checked": "yes"})
     created = f"check-new-{suffix}"
-    ck_template, gk_template = _celkeeper_template(ck_kind), _gatekeeper_template(gk_kind)
+    ck_template = example_template("privileged-containers", ck_kind)
+    gk_template = _gatekeeper_template(gk_kind)
     ck_crd, gk_crd = constraint_crd(ck_template), _gatekeeper_constraint_crd(gk_template)
     apply(kube_cluster, ck_template)
     apply(kube_cluster, gk_template)

@@ -31,6 +31,7 @@ from tests.support.admission import (
     webhook_configuration,
 )
 from tests.support.apiserver import ControlPlane
+from tests.support.examples import example_template
 from tests.support.kubectl import apply
 from tests.support.waiting import wait_for
 
@@ -175,9 +176,7 @@ def test_the_audit_reports_deployments_for_their_pods(
     )
     suffix = secrets.token_hex(3)
     kind = f"AuditPriv{suffix}"
-    template = yaml.safe_load((EXAMPLES / "privileged-containers" / "template.yaml").read_text())
-    template["metadata"] = {"name": kind.lower()}
-    template["spec"]["crd"]["spec"]["names"]["kind"] = kind
+    template = example_template("privileged-containers", kind)
     expansion = next(yaml.safe_load_all((EXAMPLES / "workload-expansion" / "expansion.yaml").read_text()))
     expansion["metadata"]["name"] = f"expand-workloads-{suffix}"
     try:

@@ -206,14 +206,20 @@ def test_namespace_selector_sees_the_namespace_inventory(env: tuple[StateDir, Pa
     assert _admit(client, review(pod(namespace="old", labels={})))[1]["response"]["allowed"] is True
 
 
-def test_the_readme_samples_on_the_examples(tmp_path: Path) -> None:
-    """What the README's curl shows: examples/reviews/ against examples/ (as `./dev serve` runs it)."""
+def _examples_app(tmp_path: Path) -> tuple[Path, FlaskClient]:
+    """The repository's root and a client of the webhook on examples/ (as `./dev serve` runs it)."""
     root = Path(__file__).resolve().parents[2]
     state = StateDir(tmp_path / "state")
     state.reset()
     Informer(FolderSource(root / "examples"), state, Settings(), validate=False).step()
     app, client = _app(state)
     assert _live(app).current is not None and _live(app).current.problems == ()
+    return root, client
+
+
+def test_the_readme_samples_on_the_examples(tmp_path: Path) -> None:
+    """What the README's curl shows: examples/reviews/ against examples/ (as `./dev serve` runs it)."""
+    root, client = _examples_app(tmp_path)
     denied = json.loads((root / "examples" / "reviews" / "pod-denied.json").read_text())
     response = _admit(client, denied)[1]["response"]
     assert response["uid"] == denied["request"]["uid"]
@@ -247,12 +253,7 @@ def test_workloads_are_checked_as_their_pods_on_the_examples(tmp_path: Path) -> 
     """examples/workload-expansion's ExpansionTemplates (what `./dev serve` loads): a Deployment is denied
     for its Pod template with the parent-level message; a CronJob's Pod only warns; a workload that
     cannot be expanded is answered as Gatekeeper answers it (not allowed, code 500)."""
-    root = Path(__file__).resolve().parents[2]
-    state = StateDir(tmp_path / "state")
-    state.reset()
-    Informer(FolderSource(root / "examples"), state, Settings(), validate=False).step()
-    app, client = _app(state)
-    assert _live(app).current is not None and _live(app).current.problems == ()
+    root, client = _examples_app(tmp_path)
     objects = root / "examples" / "workload-expansion" / "objects"
     deployment = yaml_object(objects / "deployment-privileged.yaml")
     response = _admit(client, review(deployment))[1]["response"]

@@ -80,6 +80,12 @@ def _deep_dumps(value: Any) -> bytes:
     return "".join(out).encode()
 
 
+def _outcome(decisions: Any, ns: int) -> Outcome:
+    return Outcome(
+        tuple(EngineDecision(d["action"], d["evaluation"], d["message"]) for d in decisions or ()), ns / 1e9
+    )
+
+
 def _part(encoded: dict[str, Any]) -> PartTrace:
     value = encoded.get("value")
     return PartTrace(
@@ -253,15 +259,7 @@ class CelGoEngine:
             return []
         reply = self._call(request, bindings, timeout, explain=True)
         return [
-            Explained(
-                Outcome(
-                    tuple(
-                        EngineDecision(d["action"], d["evaluation"], d["message"]) for d in decisions or ()
-                    ),
-                    ns / 1e9,
-                ),
-                tuple(_part(p) for p in trace["parts"]),
-            )
+            Explained(_outcome(decisions, ns), tuple(_part(p) for p in trace["parts"]))
             for decisions, ns, trace in zip(reply["d"], reply["ns"], reply["t"], strict=True)
         ]
 

@@ -266,42 +266,13 @@ func celgo_validate(header *C.char, hn C.int, object *C.char, on C.int, oldObjec
 	var status C.longlong
 	defer func() { result = C.int(status) }()
 	defer guard(out, outn, &status)
-	r, err := engine.NewRequest(bytesOf(header, hn), bytesOf(object, on), bytesOf(oldObject, oldn), bytesOf(namespace, nsn))
-	if err != nil {
-		replyJSON(out, outn, map[string]string{"error": err.Error()})
+	rep, failed := decideRequest(false, bytesOf(header, hn), bytesOf(object, on), bytesOf(oldObject, oldn), bytesOf(namespace, nsn),
+		int64(store), unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count)), timeout)
+	if failed != nil {
+		replyJSON(out, outn, failed)
 		return 1
 	}
-	ctx, cancel := deadline(timeout)
-	defer cancel()
-	if store != 0 {
-		s, ok := lookup(int64(store)).(*engine.Store)
-		if !ok {
-			replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no data store with handle %d", store)})
-			return 1
-		}
-		view := engine.NewView(ctx, s)
-		defer view.Close()
-		r.ReadData(view)
-	}
-	ids := unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count))
-	decisions := make([][]engine.Decision, len(ids))
-	elapsed := make([]int64, len(ids))
-	for i, h := range ids {
-		started := time.Now()
-		b, ok := lookup(h).(*boundConstraint)
-		if !ok {
-			replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no constraint with handle %d", h)})
-			return 1
-		}
-		if ctx.Err() != nil {
-			decisions[i] = []engine.Decision{b.template.ErrorDecision(fmt.Sprintf(
-				"not evaluated: the evaluation deadline (%s) passed before this constraint was reached", time.Duration(timeout)))}
-			continue
-		}
-		decisions[i] = b.template.Validate(ctx, r, b.constraint, engine.PerCallLimit)
-		elapsed[i] = int64(time.Since(started))
-	}
-	data, err := validateReply(decisions, elapsed)
+	data, err := validateReply(rep.Decisions, rep.Elapsed)
 	if err != nil {
 		replyJSON(out, outn, map[string]any{"error": "cannot encode the decisions: " + err.Error(), "internal": true})
 		return 1
@@ -310,10 +281,13 @@ func celgo_validate(header *C.char, hn C.int, object *C.char, on C.int, oldObjec
 	return 0
 }
 
-type explainReply struct {
+// decideReply is what decideRequest found: per constraint its decisions, the nanoseconds spent and
+// (explain) the trace of its parts. celgo_explain replies with it as JSON ({"d": [...], "ns": [...],
+// "t": [...]}, every constraint listed); celgo_validate through validateReply.
+type decideReply struct {
 	Decisions [][]engine.Decision `json:"d"`
 	Elapsed   []int64             `json:"ns"`
-	Traces    []engine.Trace      `json:"t"`
+	Traces    []engine.Trace      `json:"t,omitempty"`
 }
 
 // celgo_explain is celgo_validate recording, per constraint, every part's result (engine.Explain):
@@ -325,43 +299,61 @@ func celgo_explain(header *C.char, hn C.int, object *C.char, on C.int, oldObject
 	var status C.longlong
 	defer func() { result = C.int(status) }()
 	defer guard(out, outn, &status)
-	r, err := engine.NewRequest(bytesOf(header, hn), bytesOf(object, on), bytesOf(oldObject, oldn), bytesOf(namespace, nsn))
-	if err != nil {
-		replyJSON(out, outn, map[string]string{"error": err.Error()})
+	rep, failed := decideRequest(true, bytesOf(header, hn), bytesOf(object, on), bytesOf(oldObject, oldn), bytesOf(namespace, nsn),
+		int64(store), unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count)), timeout)
+	if failed != nil {
+		replyJSON(out, outn, failed)
 		return 1
+	}
+	replyJSON(out, outn, rep)
+	return 0
+}
+
+// decideRequest is celgo_validate and celgo_explain: the constraints decided in order, within the
+// timeout, by Template.Validate or (explain) Template.Explain; or the error reply when the request,
+// the store or a constraint cannot be found.
+func decideRequest(explain bool, header, object, oldObject, namespace []byte, store int64, ids []int64, timeout C.longlong) (*decideReply, map[string]string) {
+	r, err := engine.NewRequest(header, object, oldObject, namespace)
+	if err != nil {
+		return nil, map[string]string{"error": err.Error()}
 	}
 	ctx, cancel := deadline(timeout)
 	defer cancel()
 	if store != 0 {
-		s, ok := lookup(int64(store)).(*engine.Store)
+		s, ok := lookup(store).(*engine.Store)
 		if !ok {
-			replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no data store with handle %d", store)})
-			return 1
+			return nil, map[string]string{"error": fmt.Sprintf("no data store with handle %d", store)}
 		}
 		view := engine.NewView(ctx, s)
 		defer view.Close()
 		r.ReadData(view)
 	}
-	ids := unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count))
-	rep := explainReply{make([][]engine.Decision, len(ids)), make([]int64, len(ids)), make([]engine.Trace, len(ids))}
+	rep := &decideReply{Decisions: make([][]engine.Decision, len(ids)), Elapsed: make([]int64, len(ids))}
+	if explain {
+		rep.Traces = make([]engine.Trace, len(ids))
+	}
 	for i, h := range ids {
 		started := time.Now()
 		b, ok := lookup(h).(*boundConstraint)
 		if !ok {
-			replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no constraint with handle %d", h)})
-			return 1
+			return nil, map[string]string{"error": fmt.Sprintf("no constraint with handle %d", h)}
 		}
-		rep.Traces[i] = engine.Trace{Parts: []engine.TracePart{}}
+		if explain {
+			rep.Traces[i] = engine.Trace{Parts: []engine.TracePart{}}
+		}
 		if ctx.Err() != nil {
 			rep.Decisions[i] = []engine.Decision{b.template.ErrorDecision(fmt.Sprintf(
 				"not evaluated: the evaluation deadline (%s) passed before this constraint was reached", time.Duration(timeout)))}
 			continue
 		}
-		rep.Decisions[i], rep.Traces[i] = b.template.Explain(ctx, r, b.constraint, engine.PerCallLimit)
+		if explain {
+			rep.Decisions[i], rep.Traces[i] = b.template.Explain(ctx, r, b.constraint, engine.PerCallLimit)
+		} else {
+			rep.Decisions[i] = b.template.Validate(ctx, r, b.constraint, engine.PerCallLimit)
+		}
 		rep.Elapsed[i] = int64(time.Since(started))
 	}
-	replyJSON(out, outn, rep)
-	return 0
+	return rep, nil
 }
 
 type expressionRequest struct {

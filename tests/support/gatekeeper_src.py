@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kube_fixtures import REQUIRE_ENV, _required
+from tests.support.requirements import KUBE
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "github.com/open-policy-agent/gatekeeper/v3"
@@ -20,8 +20,8 @@ GO_MODULE_DIR = ROOT / "celkeeper" / "cel" / "celgo" / "go"  # requires Gatekeep
 
 
 def _unavailable(reason: str) -> None:
-    if _required():
-        pytest.fail(f"{REQUIRE_ENV} is set: {reason}", pytrace=False)
+    if KUBE.required():
+        pytest.fail(f"{KUBE.env} is set: {reason}", pytrace=False)
     pytest.skip(reason)
 
 

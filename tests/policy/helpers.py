@@ -99,6 +99,30 @@ def constraint_doc(kind: str, name: str, **options: Any) -> Document:
     return Document.from_object(constraint_data(kind, name, **options), file=f"{name}.yaml")
 
 
+def expansion_data(
+    name: str,
+    apply_to: Sequence[tuple[str, str, str]],
+    generates: tuple[str, str, str] = ("", "v1", "Pod"),
+    source: str = "spec.template",
+    action: str | None = None,
+) -> dict[str, Any]:
+    """An ExpansionTemplate: objects of `apply_to` (group, version, kind) generate `generates` from the map
+    at `source`; `action` is its enforcementAction override."""
+    spec: dict[str, Any] = {
+        "applyTo": [{"groups": [g], "versions": [v], "kinds": [k]} for g, v, k in apply_to],
+        "templateSource": source,
+        "generatedGVK": dict(zip(("group", "version", "kind"), generates, strict=True)),
+    }
+    if action is not None:
+        spec["enforcementAction"] = action
+    return {
+        "apiVersion": "expansion.gatekeeper.sh/v1beta1",
+        "kind": "ExpansionTemplate",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def pod(
     name: str = "web",
     namespace: str | None = "default",

@@ -23,7 +23,7 @@ from celkeeper.model import Action, EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
 from celkeeper.review import admission_review_for, decide, parse_admission_review, request_for_object
 from celkeeper.templates import TemplateCompiler
-from tests.policy.helpers import doc, template_data
+from tests.policy.helpers import constraint_data, doc, expansion_data, template_data
 
 
 def expansion(
@@ -33,21 +33,8 @@ def expansion(
     source: str = "spec.template",
     action: str | None = None,
 ) -> Document:
-    spec: dict[str, Any] = {
-        "applyTo": [{"groups": [g], "versions": [v], "kinds": [k]} for g, v, k in apply_to],
-        "templateSource": source,
-        "generatedGVK": dict(zip(("group", "version", "kind"), generates, strict=True)),
-    }
-    if action is not None:
-        spec["enforcementAction"] = action
     return Document.from_object(
-        {
-            "apiVersion": "expansion.gatekeeper.sh/v1beta1",
-            "kind": "ExpansionTemplate",
-            "metadata": {"name": name},
-            "spec": spec,
-        },
-        file=f"{name}.yaml",
+        expansion_data(name, apply_to, generates, source, action), file=f"{name}.yaml"
     )
 
 
@@ -274,19 +261,14 @@ PRIVILEGED = template_data(
 )
 
 
-def constraint(name: str, action: str = "deny", source: str | None = None, **spec: Any) -> Document:
+def constraint(
+    name: str, action: str = "deny", source: str | None = None, scoped: list[dict[str, Any]] | None = None
+) -> Document:
     match: dict[str, Any] = {"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}]}
     if source is not None:
         match["source"] = source
-    return Document.from_object(
-        {
-            "apiVersion": "constraints.gatekeeper.sh/v1beta1",
-            "kind": "K8sPrivileged",
-            "metadata": {"name": name},
-            "spec": {"match": match, "enforcementAction": action, **spec},
-        },
-        file=f"{name}.yaml",
-    )
+    data = constraint_data("K8sPrivileged", name, match=match, action=action, scoped=scoped)
+    return Document.from_object(data, file=f"{name}.yaml")
 
 
 def policy_set(engine: Engine, *documents: Document, template: dict[str, Any] = PRIVILEGED) -> PolicySet:
@@ -327,7 +309,7 @@ def test_the_template_action_overrides_the_constraints(engine: Engine) -> None:
     scoped = constraint(
         "scoped",
         "scoped",
-        scopedEnforcementActions=[{"action": "deny", "enforcementPoints": [{"name": "*"}]}],
+        scoped=[{"action": "deny", "enforcementPoints": [{"name": "*"}]}],
     )
     policies = policy_set(engine, constraint("no-privileged"), scoped, warn)
     decision = decide(webhook(deployment()), policies, lambda _: None, EnforcementPoint.WEBHOOK)

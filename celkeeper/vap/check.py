@@ -20,7 +20,8 @@ API server decides some requests otherwise than celkeeper's webhook (and Gatekee
 - the default match covers CREATE and UPDATE of every resource, whatever the template's operations;
 - a constraint's spec.match.scope and spec.match.source are not expressed;
 - namespaces / excludedNamespaces are applied to namespaced objects only: a Namespace object itself is
-  matched by its own name in the webhook, not by the policy.
+  matched by its own name in the webhook, not by the policy;
+- objects ExpansionTemplates generate (a Deployment's Pod) are checked by the webhook only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from celkeeper.crds import names
+from celkeeper.expansion import Expansions
 from celkeeper.match import Match
 from celkeeper.templates import CompiledTemplate, TemplateSpec
 from celkeeper.vap.transform import ALL_OPERATIONS, Scope
@@ -206,6 +208,28 @@ def constraint_warnings(match: Match, raw: Mapping[str, Any]) -> list[Finding]:
             )
         )
     return found
+
+
+def expansion_warnings(match: Match, expansions: Expansions) -> list[Finding]:
+    """Objects ExpansionTemplates generate that the constraint can select: the webhook checks them (on
+    their workload), the API server does not generate them."""
+    found: dict[str, set[str]] = {}
+    for template in expansions.templates:
+        if template.name in expansions.cycles:  # left out: nothing is generated
+            continue
+        group, _, kind = template.generates
+        if not match.kinds or any(s.matches(group, kind) for s in match.kinds):
+            found.setdefault(kind, set()).update(k for _, _, k in template.applies_to)
+    if not found:
+        return []
+    made = "; ".join(f"{kind} from {', '.join(sorted(parents))}" for kind, parents in sorted(found.items()))
+    return [
+        (
+            "spec.match.kinds",
+            f"objects ExpansionTemplates generate ({made}) are checked by the webhook, which reports them on "
+            "the object that generates them; the ValidatingAdmissionPolicy sees only the objects written",
+        )
+    ]
 
 
 def binding_errors(actions: Sequence[str]) -> list[Finding]:

@@ -24,6 +24,7 @@ from celkeeper.vap.check import (
     Finding,
     binding_errors,
     constraint_warnings,
+    expansion_warnings,
     template_errors,
     template_warnings,
 )
@@ -188,7 +189,9 @@ def plan_vap(policies: PolicySet, options: VapOptions | None = None) -> VapPlan:
                     )
             elif not findings:
                 made = binding(data, raw)
-                notes = constraint_warnings(candidate.match, data)
+                notes = constraint_warnings(candidate.match, data) + expansion_warnings(
+                    candidate.match, policies.expansions
+                )
         constraints.append(
             ConstraintVap(
                 kind=constraint.kind,

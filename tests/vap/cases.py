@@ -29,6 +29,11 @@ def example_constraints() -> list[Document]:
     return [d for p in sorted(EXAMPLES.glob("*/constraint*.yaml")) for d in documents(p)]
 
 
+def example_expansions() -> list[Document]:
+    """The examples' ExpansionTemplates (celkeeper serve on examples/ expands workloads with them)."""
+    return [d for p in sorted(EXAMPLES.glob("*/expansion*.yaml")) for d in documents(p)]
+
+
 def library_templates() -> list[Document]:
     return (
         [d for p in sorted(LIBRARY.glob("*/*/template.yaml")) for d in documents(p)]

@@ -43,8 +43,14 @@ def test_the_examples_become_policies_bindings_and_one_refusal() -> None:
         "spec.targets[0].code[0].source.matchCondition[0].expression: template ckreplicalimits: cannot be a "
         "ValidatingAdmissionPolicy: match condition 'has-replicas' reads variables"
     )
-    (warning,) = [line for line in lines if line.startswith("warning: ")]
-    assert warning.startswith("warning: examples/required-labels/constraint-namespaces.yaml:10:25: ")
+    warnings = [line for line in lines if line.startswith("warning: ")]
+    (namespaces,) = [w for w in warnings if "validates every Namespace" in w]
+    assert namespaces.startswith("warning: examples/required-labels/constraint-namespaces.yaml:10:25: ")
+    # examples/workload-expansion's ExpansionTemplates generate Pods: every constraint on Pods is told
+    # that the policy does not see them
+    generated = [w for w in warnings if "objects ExpansionTemplates generate (Pod from " in w]
+    assert "CKPrivilegedContainers/no-privileged-containers" in "".join(generated)
+    assert len(generated) == len(warnings) - 1
     assert lines[-1] == "celkeeper vap: 18 policies, 19 bindings; 1 errors"
 
 

@@ -15,7 +15,7 @@ from celkeeper.policy import TemplateCompiler, build_policy_set
 from celkeeper.review import decide, parse_admission_review
 from celkeeper.vap.check import is_qualified_name, references_variables
 from celkeeper.vap.plan import VapOptions, VapPlan, plan_vap
-from tests.policy.helpers import admission_review, constraint_data, pod, template_data
+from tests.policy.helpers import admission_review, constraint_data, expansion_data, pod, template_data
 from tests.vap import cases
 
 ALWAYS = VapOptions(default_generate_vap=True)
@@ -107,6 +107,39 @@ def test_namespaces_of_kinds_that_are_not_namespaces_need_no_warning(engine: Eng
     match = {"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}], "namespaces": ["a"]}
     constraint = constraint_data("K8sVap", "c", match=match, api_version="constraints.celkeeper.io/v1")
     assert not _plan(engine, _template(), constraint).warnings
+
+
+WORKLOADS = expansion_data("expand-workloads", [("apps", "v1", "Deployment"), ("apps", "v1", "StatefulSet")])
+CRONJOBS = expansion_data(
+    "expand-cronjobs", [("batch", "v1", "CronJob")], ("batch", "v1", "Job"), "spec.jobTemplate"
+)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "made"),
+    [
+        (None, "Job from CronJob; Pod from Deployment, StatefulSet"),
+        ([{"apiGroups": [""], "kinds": ["Pod"]}], "Pod from Deployment, StatefulSet"),
+        ([{"apiGroups": ["*"], "kinds": ["Job"]}], "Job from CronJob"),
+    ],
+)
+def test_constraints_that_select_generated_objects_are_warned_about(
+    engine: Engine, kinds: list[dict[str, Any]] | None, made: str
+) -> None:
+    match = {"kinds": kinds} if kinds is not None else None
+    constraint = constraint_data("K8sVap", "c", match=match, api_version="constraints.celkeeper.io/v1")
+    plan = _plan(engine, _template(), constraint, WORKLOADS, CRONJOBS)
+    (warning,) = plan.warnings
+    assert warning.message.startswith("constraint K8sVap/c: its binding: ")
+    assert f"objects ExpansionTemplates generate ({made}) are checked by the webhook" in warning.message
+    assert warning.location.path == "spec.match.kinds"
+    assert plan.constraints[0].binding is not None
+
+
+def test_constraints_that_select_no_generated_kind_need_no_expansion_warning(engine: Engine) -> None:
+    match = {"kinds": [{"apiGroups": ["apps"], "kinds": ["Deployment"]}]}
+    constraint = constraint_data("K8sVap", "c", match=match, api_version="constraints.celkeeper.io/v1")
+    assert not _plan(engine, _template(), constraint, WORKLOADS, CRONJOBS).warnings
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ import yaml
 from celkeeper.cli.main import main
 from celkeeper.crds import constraint_crd
 from tests.incluster.support import ROOT, create_namespace, install_crds, rbac_kubeconfig
+from tests.policy.helpers import expansion_data, template_data
 from tests.support.apiserver import ControlPlane
 from tests.support.examples import example_template
 from tests.support.gatekeeper_src import gatekeeper_crd
@@ -49,34 +50,11 @@ class Setting:
 
 
 def _gatekeeper_template(kind: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "templates.gatekeeper.sh/v1",
-        "kind": "ConstraintTemplate",
-        "metadata": {"name": kind.lower()},
-        "spec": {
-            "crd": {"spec": {"names": {"kind": kind}}},
-            "targets": [
-                {
-                    "target": "admission.k8s.gatekeeper.sh",
-                    "code": [
-                        {
-                            "engine": "K8sNativeValidation",
-                            "source": {
-                                "validations": [
-                                    {
-                                        "expression": "has(object.metadata.labels) && "
-                                        "'owner' in object.metadata.labels",
-                                        "messageExpression": "object.kind + ' ' + object.metadata.name"
-                                        " + ' has no owner label'",
-                                    }
-                                ]
-                            },
-                        }
-                    ],
-                }
-            ],
-        },
+    validation = {
+        "expression": "has(object.metadata.labels) && 'owner' in object.metadata.labels",
+        "messageExpression": "object.kind + ' ' + object.metadata.name + ' has no owner label'",
     }
+    return template_data(kind, [validation])
 
 
 def _gatekeeper_constraint_crd(template: dict[str, Any]) -> dict[str, Any]:
@@ -145,16 +123,7 @@ def setting(kube_cluster: ControlPlane) -> Iterator[Setting]:
     )
     apply(
         kube_cluster,
-        {
-            "apiVersion": "expansion.gatekeeper.sh/v1beta1",
-            "kind": "ExpansionTemplate",
-            "metadata": {"name": expansion},
-            "spec": {
-                "applyTo": [{"groups": ["apps"], "versions": ["v1"], "kinds": ["Deployment"]}],
-                "templateSource": "spec.template",
-                "generatedGVK": {"group": "", "version": "v1", "kind": "Pod"},
-            },
-        },
+        expansion_data(expansion, [("apps", "v1", "Deployment")]),
     )
     ci = rbac_kubeconfig(kube_cluster, "default", f"ci-{suffix}", CI_RBAC)
     try:

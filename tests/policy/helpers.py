@@ -123,6 +123,10 @@ def expansion_data(
     }
 
 
+def expansion_doc(name: str, *args: Any, **options: Any) -> Document:
+    return Document.from_object(expansion_data(name, *args, **options), file=f"{name}.yaml")
+
+
 def pod(
     name: str = "web",
     namespace: str | None = "default",

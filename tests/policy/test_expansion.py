@@ -23,20 +23,8 @@ from celkeeper.model import Action, EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
 from celkeeper.review import admission_review_for, decide, parse_admission_review, request_for_object
 from celkeeper.templates import TemplateCompiler
-from tests.policy.helpers import constraint_data, doc, expansion_data, template_data
-
-
-def expansion(
-    name: str,
-    apply_to: list[tuple[str, str, str]],
-    generates: tuple[str, str, str] = ("", "v1", "Pod"),
-    source: str = "spec.template",
-    action: str | None = None,
-) -> Document:
-    return Document.from_object(
-        expansion_data(name, apply_to, generates, source, action), file=f"{name}.yaml"
-    )
-
+from tests.policy.helpers import constraint_data, doc, template_data
+from tests.policy.helpers import expansion_doc as expansion
 
 WORKLOADS = expansion("expand-deployments", [("apps", "v1", "Deployment")])
 JOBS = expansion("expand-jobs", [("batch", "v1", "Job")], action="warn")

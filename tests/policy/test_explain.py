@@ -193,26 +193,27 @@ def test_every_part_is_located_in_the_template_file(engine: Engine) -> None:
     assert not explained.allowed
 
 
-def _broken_copy(tmp_path: Path, old: str, new: str) -> Path:
+def _explain_broken(engine: Engine, tmp_path: Path, old: str, new: str) -> tuple[Path, Explanation, Any]:
+    """examples/replica-limits with `old` replaced by `new` in its template, its too-many case explained
+    as the webhook decides it: the folder, the explanation and the constraint's entry."""
     folder = tmp_path / "replica-limits"
     shutil.copytree(EXAMPLES / "replica-limits", folder)
     template = folder / "template.yaml"
     text = template.read_text()
     assert old in text
     template.write_text(text.replace(old, new))
-    return folder
+    policies, namespaces = _policies(engine, folder)
+    explained = _webhook(policies, namespaces, _object(folder / "objects" / "disallowed-too-many.yaml"))
+    return folder, explained, _entry(explained, "replicas-between-2-and-10")
 
 
 def test_a_failing_variable(engine: Engine, tmp_path: Path) -> None:
-    folder = _broken_copy(
+    folder, explained, entry = _explain_broken(
+        engine,
         tmp_path,
         "expression: int(variables.anyObject.spec.replicas)",
         "expression: int(variables.anyObject.spec.replicaz)",
     )
-    policies, namespaces = _policies(engine, folder)
-    obj = _object(folder / "objects" / "disallowed-too-many.yaml")
-    explained = _webhook(policies, namespaces, obj)
-    entry = _entry(explained, "replicas-between-2-and-10")
     (replicas,) = [p for p in entry.parts if p.name == "replicas"]
     assert replicas.error is not None and "no such key: replicaz" in replicas.error
     assert replicas.location.file == str(folder / "template.yaml")
@@ -228,15 +229,12 @@ def test_a_failing_variable(engine: Engine, tmp_path: Path) -> None:
 
 
 def test_a_template_that_does_not_compile(engine: Engine, tmp_path: Path) -> None:
-    folder = _broken_copy(
+    folder, explained, entry = _explain_broken(
+        engine,
         tmp_path,
         "expression: variables.inRange || variables.improving",
         "expression: variables.inRange || variables.improving ||| true",
     )
-    policies, namespaces = _policies(engine, folder)
-    obj = _object(folder / "objects" / "disallowed-too-many.yaml")
-    explained = _webhook(policies, namespaces, obj)
-    entry = _entry(explained, "replicas-between-2-and-10")
     (validation,) = [p for p in entry.parts if p.part == "validation"]
     assert validation.compile_errors, validation
     where = validation.compile_errors[0].location

@@ -85,15 +85,9 @@ def certificate_builder(
         .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=ca,
-                crl_sign=ca,
-                encipher_only=False,
-                decipher_only=False,
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=ca, crl_sign=ca,
+                encipher_only=False, decipher_only=False,
             ),
             critical=True,
         )

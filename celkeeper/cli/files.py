@@ -52,6 +52,7 @@ def _expand_one(path: str, suffixes: tuple[str, ...]) -> list[str]:
     raise PathError(f"{path}: no such file or directory")
 
 
+
 def read_text(path: str) -> str:
     """The text of a file (UTF-8) or of standard input; raises DocumentError with the reason."""
     if path == STDIN:

@@ -92,26 +92,18 @@ class KubernetesSource:
         self.policies = PolicyWatch(self.manager, on_change=self._changed_now)
         self.crds = ConstraintCrdWriter(self.client, self.manager, on_change=self._wake_controllers)
         self.aggregator = StatusAggregator(
-            self.client,
-            self.manager,
-            options.pod_namespace,
-            options.expected_pods,
+            self.client, self.manager, options.pod_namespace, options.expected_pods,
             on_change=self._wake_controllers,
         )
         self.vaps = VapWriter(
-            self.client,
-            self.manager,
-            options.vap_sync,
-            on_change=self._wake_controllers,
-            on_status=self._vap_status_changed,
+            self.client, self.manager, options.vap_sync,
+            on_change=self._wake_controllers, on_status=self._vap_status_changed,
         )
         self.reporter = PodStatusReporter(
             self.client,
             self.manager,
             Pod(options.pod_name, options.pod_namespace, expected_pods=options.expected_pods),
-            WorkerBoard(options.state.workers),
-            on_change=self._wake_controllers,
-            vap_status=self._vap_status,
+            WorkerBoard(options.state.workers), on_change=self._wake_controllers, vap_status=self._vap_status,
         )
         # the second set of dynamic watches: the kinds the sync configuration names, into the store the
         # workers' engines read (templates that read synced data)
@@ -147,13 +139,8 @@ class KubernetesSource:
         self.data.start()
         self.manager.start()
         self.controllers.start()
-        log.info(
-            "watching %s as pod %s/%s (%d pod(s) expected)",
-            self.client.server,
-            self.options.pod_namespace,
-            self.options.pod_name,
-            self.options.expected_pods,
-        )
+        log.info("watching %s as pod %s/%s (%d pod(s) expected)", self.client.server,
+                 self.options.pod_namespace, self.options.pod_name, self.options.expected_pods)
 
     def close(self) -> None:
         self._stop.set()

@@ -103,11 +103,8 @@ class Informer:
         candidate, checked = self._fail_static(listing, self.generation + 1)
         if self.last is not None and candidate.content_key() == self.last.content_key():
             if self.store.stamp() is None:  # someone removed the file: put the same generation back
-                log.warning(
-                    "snapshot file %s vanished; publishing generation %d again",
-                    self.store.path,
-                    self.last.generation,
-                )
+                log.warning("snapshot file %s vanished; publishing generation %d again",
+                            self.store.path, self.last.generation)
                 self.store.publish(self.last)
             if not self._announced and self._listener() is not None:
                 self._announce(self.last, self._check(self.last))
@@ -271,12 +268,7 @@ class Informer:
         log.info(
             "published snapshot generation %d from %s: %d file(s), %d template(s), %d constraint(s), "
             "%d problem(s)",
-            snapshot.generation,
-            snapshot.source,
-            len(snapshot.items),
-            templates,
-            constraints,
-            len(problems),
+            snapshot.generation, snapshot.source, len(snapshot.items), templates, constraints, len(problems),
         )
         self.record.write(
             InformerStatus(

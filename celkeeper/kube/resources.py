@@ -114,21 +114,15 @@ def pods(namespace: str) -> Resource:
 
 def template_pod_statuses(namespace: str) -> Resource:
     return Resource(
-        names.STATUS_GROUP,
-        names.STATUS_VERSION,
-        "constrainttemplatepodstatuses",
-        names.TEMPLATE_POD_STATUS_KIND,
-        namespace=namespace,
+        names.STATUS_GROUP, names.STATUS_VERSION, "constrainttemplatepodstatuses",
+        names.TEMPLATE_POD_STATUS_KIND, namespace=namespace,
     )
 
 
 def constraint_pod_statuses(namespace: str) -> Resource:
     return Resource(
-        names.STATUS_GROUP,
-        names.STATUS_VERSION,
-        "constraintpodstatuses",
-        names.CONSTRAINT_POD_STATUS_KIND,
-        namespace=namespace,
+        names.STATUS_GROUP, names.STATUS_VERSION, "constraintpodstatuses",
+        names.CONSTRAINT_POD_STATUS_KIND, namespace=namespace,
     )
 
 

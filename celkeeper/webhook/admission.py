@@ -20,7 +20,8 @@ Answer contract (Gatekeeper's):
   an object that cannot be expanded is answered as Gatekeeper answers it: not allowed, code 500,
   `unable to expand object: ...`;
 - with --log-denies a denial is logged in one line, with --log-denies=explain also explained
-  (review.explain: the decision made again with a recorder, only for denials, after answering).
+  (review.explain: the decision made again with a recorder, only for denials, after the decision,
+  within the same deadline).
 """
 
 from __future__ import annotations

@@ -84,9 +84,8 @@ class AdmitEndpoint:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if environ.get("PATH_INFO") == "/v1/admit" and environ.get("REQUEST_METHOD") == "POST":
             status, payload = self.answer(environ)
-            start_response(
-                _REASONS.get(status, str(status)), [*JSON_HEADERS, ("Content-Length", str(len(payload)))]
-            )
+            start_response(_REASONS.get(status, str(status)),
+                           [*JSON_HEADERS, ("Content-Length", str(len(payload)))])
             return [payload]
         return self.inner(environ, start_response)
 
@@ -134,11 +133,7 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     if config.watch:
         live.start(config.watch_interval)
     admission = Admission(
-        live,
-        settings,
-        metrics,
-        log_denies=config.log_denies,
-        explain_denies=config.explain_denies,
+        live, settings, metrics, log_denies=config.log_denies, explain_denies=config.explain_denies,
         first_load_wait=config.first_load_wait,
     )
 

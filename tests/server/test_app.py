@@ -306,6 +306,34 @@ def test_denials_are_logged_explained(env: tuple[StateDir, Path], caplog: pytest
     assert "  deny  [pods-need-owner] missing labels: owner" in text
 
 
+def test_an_explanation_that_overruns_the_deadline_leaves_the_denial_as_it_is(
+    env: tuple[StateDir, Path], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--log-denies=explain decides again, within the same deadline: an explanation the watchdog has to
+    interrupt is logged as not explained, and the request is still denied (not answered by the failure
+    mode, which would allow it)."""
+    import celkeeper.webhook.admission as admission
+
+    def endless(*_: object, **__: object) -> None:
+        while True:  # Python bytecode: the watchdog's asynchronous exception lands here
+            pass
+
+    monkeypatch.setattr(admission, "explain", endless)
+    state, policies = env
+    _publish(state, policies)
+    config = WebhookConfig(
+        settings=Settings(eval_deadline=0.1), state=state, watch=False, log_denies=True, explain_denies=True
+    )
+    client = create_app(config).test_client()
+    with caplog.at_level("INFO", logger="celkeeper.webhook"):
+        response = _admit(client, review(pod(labels={"team": "t"}), uid="uid-2"))[1]["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 403
+    assert "[pods-need-owner] missing labels: owner" in response["status"]["message"]
+    (record,) = [r for r in caplog.records if "could not explain" in r.getMessage()]
+    assert record.getMessage() == "could not explain the denial of uid uid-2: DeadlineExceeded"
+    assert not [r for r in caplog.records if "explained" in r.getMessage()]
+
+
 def yaml_object(path: Path) -> dict[str, object]:
     from celkeeper.documents import parse_documents
 

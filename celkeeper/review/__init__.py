@@ -8,8 +8,8 @@
     request = request_for_object(obj, ...) -> AdmissionRequest
         a review of a plain object (audit, CLI), built as gator builds it: kind, name and namespace
         from the object, no operation unless given.
-    decide(request, policies, namespaces, point, clock=None, *, deadline=3.0, data=None)
-        -> celkeeper.model.Decision
+    decide(request, policies, namespaces, point, clock=None, *, deadline=3.0, data=None, expand=True,
+           tracer=None) -> celkeeper.model.Decision
         request:    AdmissionRequest
         policies:   celkeeper.policy.PolicySet
         namespaces: Callable[[str], Mapping | None]  the Namespace object by name (None: unknown)
@@ -21,6 +21,9 @@
         data:       SyncedData | None: the store templates that read synced data read, and which
                     kinds are synced (a template whose data is not synced fails under its
                     failurePolicy without being evaluated)
+        expand:     the objects ExpansionTemplates generate from the object are decided too
+                    (results prefixed `[Implied by <template>]`)
+        tracer:     review.decide.Tracer | None, told everything decided (explanations)
 
     explanation = explain(request, policies, namespaces, point)   (celkeeper.review.explain)
         decide with a tracer: the same decision, and why, constraint by constraint.

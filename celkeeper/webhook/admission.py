@@ -265,7 +265,8 @@ class Admission:
         try:
             with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
                 explanation = explain(
-                    request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, deadline=deadline
+                    request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, deadline=deadline,
+                    data=loaded.data,
                 )
             text = render_text(explanation)
         except (Exception, DeadlineExceeded) as err:

@@ -1,7 +1,7 @@
-"""Explanations (review.explain): the same decision as decide's on every example and suite case, at the
-webhook's and gator's enforcement points, on both engines; and what they say on the examples - a
-namespaceSelector that does not select, a variable that fails, a template that does not compile, the
-template file's line:col of every part."""
+"""Explanations (review.explain): the same decision as decide's on every example, referential (synced data)
+and suite case, at the webhook's and gator's enforcement points, on both engines; and what they say on the
+examples - a namespaceSelector that does not select, a variable that fails, a template that does not
+compile, the template file's line:col of every part."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from celkeeper.gator.backend import PolicyBackend
 from celkeeper.gator.kinds import is_namespace, is_policy_document
 from celkeeper.model import EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
-from celkeeper.review import admission_review_for, decide, parse_admission_review
+from celkeeper.review import SyncedData, admission_review_for, decide, parse_admission_review
 from celkeeper.review.explain import NOT_SELECTED, PASSED, VIOLATED, Explanation, explain
 from celkeeper.review.explain_text import render_text
 from celkeeper.templates import TemplateCompiler
@@ -29,6 +29,7 @@ from tests.support.samples import LIBRARY, present
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+REFERENTIAL = ROOT / "referential"  # templates that read synced data (the suites' inventories)
 
 
 # -- the same decision ----------------------------------------------------------------------------------
@@ -46,10 +47,11 @@ class ComparingBackend(PolicyBackend):
     def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[str]:
         namespaces = {d.name: d.data for d in inventory if is_namespace(d)}
         request, expand = self.request(obj)
-        self._compare(obj, request, policies, namespaces, EnforcementPoint.CLI, expand)
-        if expand and isinstance(obj.data, dict) and obj.data.get("apiVersion") and obj.data.get("kind"):
-            webhook = parse_admission_review(admission_review_for(obj.data))
-            self._compare(obj, webhook, policies, namespaces, EnforcementPoint.WEBHOOK, True)
+        with self.inventory(policies, inventory) as data:  # the case's synced data, as verify gives it
+            self._compare(obj, request, policies, namespaces, EnforcementPoint.CLI, expand, data)
+            if expand and isinstance(obj.data, dict) and obj.data.get("apiVersion") and obj.data.get("kind"):
+                webhook = parse_admission_review(admission_review_for(obj.data))
+                self._compare(obj, webhook, policies, namespaces, EnforcementPoint.WEBHOOK, True, data)
         return super().review(policies, obj, inventory)
 
     def _compare(
@@ -60,14 +62,15 @@ class ComparingBackend(PolicyBackend):
         namespaces: Mapping[str, Any],
         point: EnforcementPoint,
         expand: bool,
+        data: SyncedData | None,
     ) -> None:
         try:
-            plain = decide(request, policies, namespaces.get, point, expand=expand)
+            plain = decide(request, policies, namespaces.get, point, expand=expand, data=data)
         except Exception as err:
             with pytest.raises(type(err)):
-                explain(request, policies, namespaces.get, point, expand=expand)
+                explain(request, policies, namespaces.get, point, expand=expand, data=data)
             return
-        explained = explain(request, policies, namespaces.get, point, expand=expand)
+        explained = explain(request, policies, namespaces.get, point, expand=expand, data=data)
         self.compared += 1
         if explained.decision.results != plain.results:
             self.differences.append(f"{obj.file} at {point}: {explained.decision.results} != {plain.results}")
@@ -79,7 +82,7 @@ class ComparingBackend(PolicyBackend):
 
 
 def _suites(with_library: bool) -> list[Path]:
-    roots = [EXAMPLES] + ([LIBRARY] if with_library and present() else [])
+    roots = [EXAMPLES, REFERENTIAL] + ([LIBRARY] if with_library and present() else [])
     found: list[Path] = []
     for root in roots:
         found += sorted(p for p in root.rglob("*.yaml") if "kind: Suite" in p.read_text(errors="replace"))

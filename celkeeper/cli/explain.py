@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
     problems: list[str] = []
     reader = None
+    synced: list[Document] = []  # the synced data templates that read it see
     if args.cluster:
         cluster = read_cluster(args)
         reader = cluster.reader
@@ -117,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         problems += [str(e) for e in parsed.errors]
         policy_documents = [d for d in parsed.documents if is_policy_document(d)]
         namespaces = {d.name: d.data for d in parsed.documents if is_namespace(d)}
+        # as `celkeeper test`: the other objects among the policies are the synced data
+        synced = [d for d in parsed.documents if not is_policy_document(d)]
     try:
         from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
         from celkeeper.review import inventory_lookup
@@ -133,9 +136,11 @@ def run(args: argparse.Namespace) -> int:
         # cluster lists them all; gator and the audit know only those given
         lookup = inventory_lookup(namespaces, complete=args.cluster or point is not EnforcementPoint.WEBHOOK)
         explanations = []
-        for document in objects:
-            request, expand = _request(args, document, old, point, backend)
-            explanations.append(explain(request, loaded.policies, lookup, point, expand=expand))
+        with backend.inventory(loaded.policies, synced) as data:
+            for document in objects:
+                request, expand = _request(args, document, old, point, backend)
+                explained = explain(request, loaded.policies, lookup, point, data=data, expand=expand)
+                explanations.append(explained)
     finally:
         if reader is not None:
             reader.close()

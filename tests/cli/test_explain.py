@@ -156,3 +156,21 @@ def test_offline_audit_reports_workloads_for_their_pods(cli) -> None:
         "warn",
         "[Implied by expand-jobs] privileged containers are not allowed: backup",
     ) in messages
+
+
+def test_explain_reads_the_other_objects_as_synced_data(cli) -> None:
+    """As `celkeeper test`: the objects among the policy paths are the synced data (data.inventory) of
+    templates that read it; without them the same Ingress passes."""
+    folder = EXAMPLES.parent / "referential" / "unique-ingress-host"
+    taken = folder / "objects" / "example_disallowed.yaml"
+    policies = [str(folder / "template.yaml"), str(folder / "constraint.yaml")]
+    run = cli("explain", "-f", str(taken), *policies, str(folder / "objects" / "example_allowed.yaml"))
+    assert run.code == 1, run.out + run.err
+    assert (
+        "  deny  [unique-ingress-host] ingress host conflicts with an existing ingress "
+        "<example-host.example.com>" in run.out
+    )
+    assert re.search(r'^    variable taken +\["example-host\.example\.com"\]', run.out, re.M), run.out
+    alone = cli("explain", "-f", str(taken), *policies)
+    assert alone.code == 0, alone.out + alone.err
+    assert re.search(r"^    variable taken +\[\]", alone.out, re.M), alone.out

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -11,14 +10,7 @@ import (
 
 func explainOne(t *testing.T, source string, params map[string]any, object map[string]any) ([]Decision, []Decision, Trace) {
 	t.Helper()
-	var src map[string]any
-	if err := json.Unmarshal([]byte(source), &src); err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := CompileTemplate(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := compile(t, source)
 	c, err := tmpl.Bind(mustJSON(map[string]any{
 		"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "T", "metadata": map[string]any{"name": "c"},
 		"spec": map[string]any{"parameters": params},

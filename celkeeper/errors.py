@@ -79,8 +79,24 @@ class TemplateError(CelkeeperError):
     """A ConstraintTemplate that is invalid (structure, names, CEL compile errors)."""
 
 
+class TemplateWarning(TemplateError):
+    """A problem of a template that Gatekeeper still loads: an expression that does not compile (it
+    fails each request it applies to, as in Gatekeeper), or a key Gatekeeper ignores. Reported by
+    lint, verify -v and the template's status; it never stops the template from being enforced."""
+
+
+def is_warning(err: CelkeeperError) -> bool:
+    return isinstance(err, TemplateWarning)
+
+
 class ConstraintError(CelkeeperError):
     """A constraint that is invalid (unknown kind, parameters against the schema, enforcementAction)."""
+
+
+class ConstraintSchemaError(ConstraintError):
+    """A constraint that breaks its CRD's schema (parameters against the template's schema, the
+    shape of spec.match): what Gatekeeper calls `schema validation failed`, the only rejection a
+    Suite's `invalid: true` test accepts."""
 
 
 class ReviewError(CelkeeperError):

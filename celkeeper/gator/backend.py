@@ -17,12 +17,21 @@ from typing import Any
 from celkeeper.cel import get_engine
 from celkeeper.cel.inventory import object_row
 from celkeeper.documents import Document
-from celkeeper.errors import CelkeeperError, ConstraintError, ReviewError, TemplateError
+from celkeeper.errors import (
+    CelkeeperError,
+    ConstraintError,
+    ConstraintSchemaError,
+    ReviewError,
+    TemplateError,
+    is_warning,
+)
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
+from celkeeper.gator.expansion import MESSAGE_PREFIX, Expander
 from celkeeper.gator.kinds import is_constraint_document, is_namespace, is_template_document
-from celkeeper.model import Decision, EnforcementPoint
+from celkeeper.gator.results import Violation
+from celkeeper.model import Action, Decision, EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
-from celkeeper.review import SyncedData, decide, parse_admission_review, request_for_object
+from celkeeper.review import NamespaceLookup, SyncedData, decide, parse_admission_review, request_for_object
 from celkeeper.snapshot.datastore import write_inventory
 from celkeeper.templates import TemplateCompiler
 
@@ -38,6 +47,7 @@ class PolicyBackend:
         self.engine_name = engine
         self.point = point
         self.compiler = TemplateCompiler(get_engine(engine))
+        self.warnings: list[CelkeeperError] = []  # what loading found that Gatekeeper accepts
 
     # -- loading ----------------------------------------------------------------------------------
     def build(self, documents: Sequence[Document]) -> Loaded:
@@ -45,20 +55,25 @@ class PolicyBackend:
         return Loaded(policies=policies, errors=tuple(policies.errors))
 
     def load(self, template: Document, constraint: Document) -> tuple[PolicySet, Sequence[CelkeeperError]]:
+        """The policy set, and the problems that stop a Suite's test as they stop gator's (warnings,
+        such as expressions that do not compile, do not: see `warnings`)."""
         errors: list[CelkeeperError] = []
         if not is_template_document(template):
             errors.append(template.error(TemplateError, f"not a ConstraintTemplate ({_gvk(template)})", ""))
         if not is_constraint_document(constraint):
             errors.append(constraint.error(ConstraintError, f"not a Constraint ({_gvk(constraint)})", ""))
         loaded = self.build([template, constraint])
-        errors.extend(loaded.errors)
+        errors.extend(e for e in loaded.errors if not is_warning(e))
+        self.warnings.extend(e for e in loaded.errors if is_warning(e))
         if not errors and not loaded.policies.constraints:
             errors.append(constraint.error(ConstraintError, "the constraint was not loaded", ""))
         return loaded.policies, errors
 
     @staticmethod
     def is_expected_invalid(errors: Sequence[CelkeeperError]) -> bool:
-        return bool(errors) and all(isinstance(e, ConstraintError | TemplateError) for e in errors)
+        """Only a constraint that breaks its CRD's schema is what `invalid: true` expects (gator:
+        errors.Is(err, constraints.ErrSchema)); any other rejection fails such a test."""
+        return bool(errors) and all(isinstance(e, ConstraintSchemaError) for e in errors)
 
     # -- reviewing --------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -86,35 +101,100 @@ class PolicyBackend:
         self,
         policies: PolicySet,
         document: Document,
-        namespaces: Mapping[str, Mapping[str, Any]],
+        namespaces: NamespaceLookup,
         data: SyncedData | None = None,
     ) -> Decision:
         """The decision on one document: a plain object, or an AdmissionReview (its request is used)."""
         try:
             if not is_admission_review(document):
                 request = request_for_object(document.data)
-            else:
-                body = checked_request(document)
-                if body.get("operation"):
-                    request = parse_admission_review(as_v1_review(body))
-                else:  # gator accepts a request without an operation: review its object as such
-                    new, old = body.get("object"), body.get("oldObject")
-                    target = new if new is not None else old
-                    assert isinstance(target, Mapping)  # checked_request requires one of them
-                    request = request_for_object(
-                        target,
-                        old_object=old if new is not None else None,
-                        user_info=body.get("userInfo"),
-                    )
+            else:  # gator reviews the request as given, with or without an operation
+                request = parse_admission_review(
+                    as_v1_review(checked_request(document)), operation_required=False
+                )
         except ReviewError as err:
             raise err.at(file=document.file, document=document.index) from None
-        return decide(request, policies, namespaces.get, self.point, data=data)
+        return decide(request, policies, namespaces, self.point, data=data)
 
-    def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[str]:
-        namespaces = {d.name: d.data for d in inventory if is_namespace(d)}
+    def review(
+        self,
+        policies: PolicySet,
+        obj: Document,
+        inventory: Sequence[Document],
+        expander: Expander | None = None,
+    ) -> list[Violation]:
+        """gator verify's review of one case: the object (or AdmissionReview) with the inventory's
+        Namespaces known to matching and the inventory as synced data, then every object the expander
+        generates from a plain object."""
+        namespaces = {d.name: d.data for d in inventory if is_namespace(d) and d.name}
         with self.inventory(policies, inventory) as data:
-            return [r.message for r in self.decide(policies, obj, namespaces, data).results]
+            found = self.violations(policies, self.decide(policies, obj, namespaces.get, data))
+            if expander and not is_admission_review(obj):
+                namespace = verify_namespace(obj.data)
+                found += self.expanded(policies, obj.data, expander, namespaces.get, namespace, data=data)
+        return found
+
+    def expanded(
+        self,
+        policies: PolicySet,
+        obj: Mapping[str, Any],
+        expander: Expander,
+        namespaces: NamespaceLookup,
+        namespace: str | None,
+        *,
+        data: SyncedData | None = None,
+    ) -> list[Violation]:
+        """The results of the objects `obj` generates: `[Implied by <template>] <message>`, with the
+        template's enforcement action when it sets one (gatekeeper pkg/expansion/aggregate.go)."""
+        out: list[Violation] = []
+        for resultant in expander.expand(obj, namespace):
+            request = request_for_object(resultant.object, source="Generated")
+            decision = decide(request, policies, namespaces, self.point, data=data)
+            prefix = MESSAGE_PREFIX.format(resultant.template)
+            for found in self.violations(policies, decision):
+                out.append(
+                    Violation(
+                        f"{prefix} {found.message}",
+                        resultant.enforcement_action or found.enforcement_action,
+                        found.scoped_actions,
+                        found.constraint,
+                    )
+                )
+        return out
+
+    def violations(self, policies: PolicySet, decision: Decision) -> list[Violation]:
+        """The decision's results as Gatekeeper reports them: one per violation, with the
+        constraint's enforcement action; a `scoped` constraint's violation once, with the actions
+        that apply at this point (decide gives one Result per action)."""
+        constraints = {(c.kind, c.name): c for c in policies.constraints}
+        out: list[Violation] = []
+        pending: dict[tuple[str, str, str], int] = {}  # scoped results not yet folded into one
+        for result in decision.results:
+            key = (result.constraint_kind, result.constraint_name)
+            constraint = constraints.get(key)
+            if constraint is None or constraint.enforcement_action is not Action.SCOPED:
+                out.append(Violation(result.message, str(result.action), constraint=key))
+                continue
+            actions = constraint.actions_for(self.point.value)
+            fold = (*key, result.message)
+            seen = pending.get(fold, 0) + 1
+            if seen == len(actions):
+                out.append(Violation(result.message, "scoped", tuple(str(a) for a in actions), key))
+                seen = 0
+            pending[fold] = seen
+        return out
 
 
 def _gvk(document: Document) -> str:
     return f"{document.api_version or '<no apiVersion>'}, kind {document.kind or '<none>'}"
+
+
+def verify_namespace(obj: Mapping[str, Any]) -> str | None:
+    """The namespace gator verify's expander knows for an object (it has no Namespaces): "" for a
+    cluster-scoped object, `default`, or None (the generated object keeps the parent's)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    namespace = meta.get("namespace") or ""
+    if namespace == "":
+        return ""
+    return "default" if namespace == "default" else None

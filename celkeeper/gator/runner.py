@@ -16,10 +16,12 @@ from typing import Any, Protocol
 
 import re2
 
+from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.documents import Document, ParsedText
 from celkeeper.errors import CelkeeperError
+from celkeeper.gator.expansion import Expander, is_expansion_template, parse_expansion_template
 from celkeeper.gator.filter import Filter, compile_regex
-from celkeeper.gator.results import CaseResult, SuiteResult, TestResult
+from celkeeper.gator.results import CaseResult, SuiteResult, TestResult, Violation
 from celkeeper.gator.suite import Assertion, Case, Suite, Test
 
 Reader = Callable[[str], ParsedText]  # reads a file into documents (raises CelkeeperError if unreadable)
@@ -31,8 +33,11 @@ class Backend(Protocol):
     def load(self, template: Document, constraint: Document) -> tuple[Any, Sequence[CelkeeperError]]:
         """A policy set of one template and one constraint, and every problem found loading them."""
 
-    def review(self, policies: Any, obj: Document, inventory: Sequence[Document]) -> list[str]:
-        """The messages of all results (every action) of reviewing obj (an object or AdmissionReview)."""
+    def review(
+        self, policies: Any, obj: Document, inventory: Sequence[Document], expander: Expander | None = None
+    ) -> list[Violation]:
+        """All results (every action) of reviewing obj (an object or AdmissionReview), and of the
+        objects the expander generates from it."""
 
     def is_expected_invalid(self, errors: Sequence[CelkeeperError]) -> bool:
         """Whether these load errors are what `invalid: true` expects (a rejected constraint/template)."""
@@ -87,12 +92,16 @@ class Runner:
             return TestResult(
                 name=test.name, error="\n".join(str(e) for e in errors), runtime=self.clock() - start
             )
+        try:
+            expander = self._expander(directory, test.expansion) if test.expansion else None
+        except CelkeeperError as err:
+            return TestResult(name=test.name, error=str(err), runtime=self.clock() - start)
         cases = []
         for case in test.cases:
             if case.skip or not flt.matches_case(test.name, case.name):
                 cases.append(CaseResult(name=case.name, skipped=True))
             else:
-                cases.append(self._run_case(directory, policies, case))
+                cases.append(self._run_case(directory, policies, case, expander))
         return TestResult(name=test.name, runtime=self.clock() - start, cases=tuple(cases))
 
     def _load(self, directory: str, test: Test) -> tuple[Any, Sequence[CelkeeperError]]:
@@ -104,12 +113,20 @@ class Runner:
         constraint = self._one_document(os.path.join(directory, test.constraint), "constraint")
         return self.backend.load(template, constraint)
 
-    def _one_document(self, path: str, what: str) -> Document:
+    def _expander(self, directory: str, expansion: str) -> Expander:
+        """The ExpansionTemplates of a test's `expansion:` file (gator: every document must be one)."""
+        path = os.path.join(directory, expansion)
         documents = self._documents(path)
-        if len(documents) != 1:
-            raise CelkeeperError(
-                f"{path}: a {what} file must contain exactly one document, found {len(documents)}"
-            )
+        if not documents or not all(is_expansion_template(d) for d in documents):
+            raise CelkeeperError(f"{path}: not an ExpansionTemplate: every document must be one")
+        return Expander([parse_expansion_template(d) for d in documents])
+
+    def _one_document(self, path: str, what: str) -> Document:
+        """The file's first document: gator reads a template or constraint file as one YAML document
+        (the first of a stream; the others are ignored)."""
+        documents = self._documents(path)
+        if not documents:
+            raise CelkeeperError(f"{path}: no {what} in the file")
         return documents[0]
 
     def _documents(self, path: str) -> tuple[Document, ...]:
@@ -119,15 +136,28 @@ class Runner:
         return parsed.documents
 
     # -- cases ------------------------------------------------------------------------------------
-    def _run_case(self, directory: str, policies: Any, case: Case) -> CaseResult:
+    def _run_case(self, directory: str, policies: Any, case: Case, expander: Expander | None) -> CaseResult:
         start = self.clock()
+        found: list[tuple[Violation, ...]] = []  # what the review found, once it has run
         try:
-            self._check_case(directory, policies, case)
+            self._check_case(directory, policies, case, found, expander)
         except (CaseFailure, CelkeeperError) as err:
-            return CaseResult(name=case.name, error=str(err), runtime=self.clock() - start)
-        return CaseResult(name=case.name, runtime=self.clock() - start)
+            return CaseResult(
+                name=case.name,
+                error=str(err),
+                runtime=self.clock() - start,
+                results=found[0] if found else None,
+            )
+        return CaseResult(name=case.name, runtime=self.clock() - start, results=found[0] if found else None)
 
-    def _check_case(self, directory: str, policies: Any, case: Case) -> None:
+    def _check_case(
+        self,
+        directory: str,
+        policies: Any,
+        case: Case,
+        found: list[tuple[Violation, ...]],
+        expander: Expander | None,
+    ) -> None:
         if not case.object:
             raise CaseFailure("invalid Case: must define object")
         if not case.assertions:
@@ -143,11 +173,13 @@ class Runner:
         inventory: list[Document] = []
         for item in case.inventory:
             item_path = os.path.join(directory, item)
-            found = self._documents(item_path)
-            if not found:
+            items = self._documents(item_path)
+            if not items:
                 raise CaseFailure(f"missing objects: path {item_path!r} defines no YAML objects")
-            inventory.extend(found)
-        messages = self.backend.review(policies, objects[0], inventory)
+            inventory.extend(items)
+        results = tuple(self.backend.review(policies, objects[0], inventory, expander))
+        found.append(results)
+        messages = [r.message for r in results]
         for assertion in case.assertions:
             check_assertion(assertion, messages)
 
@@ -172,11 +204,11 @@ def check_assertion(assertion: Assertion, messages: Sequence[str]) -> None:
             raise CaseFailure(f"message contains invalid regular expression: {detail}") from None
     matching = sum(1 for m in messages if regex is None or regex.search(m))
     want = assertion.violations
-    containing = f" containing {_go_quote(assertion.message)}" if assertion.message is not None else ""
+    containing = f" containing {go_quote(assertion.message)}" if assertion.message is not None else ""
     got = f"got {matching} violations{containing}"
     if isinstance(want, int) and not isinstance(want, bool):
         if want < 0:
-            raise CaseFailure(_INVALID_VIOLATIONS)
+            raise CaseFailure(f"{_INVALID_VIOLATIONS}: got messages {_go_list(messages)}")
         if matching != want:
             raise CaseFailure(
                 f"unexpected number of violations: {got} but want exactly {want}"
@@ -196,7 +228,7 @@ def check_assertion(assertion: Assertion, messages: Sequence[str]) -> None:
                 f"unexpected number of violations: {got} but want none: got messages {_go_list(messages)}"
             )
         return
-    raise CaseFailure(_INVALID_VIOLATIONS)
+    raise CaseFailure(f"{_INVALID_VIOLATIONS}: got messages {_go_list(messages)}")
 
 
 _INVALID_VIOLATIONS = (
@@ -204,11 +236,6 @@ _INVALID_VIOLATIONS = (
 )
 
 
-def _go_quote(text: str) -> str:
-    """Go's %q for the common case: a double-quoted string with backslash escapes."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    return f'"{escaped}"'
-
-
 def _go_list(messages: Sequence[str]) -> str:
-    return "[" + ", ".join(_go_quote(m) for m in messages) + "]"
+    """Go's %v of a []string, as gator prints the messages: `[a b c]`, unquoted, space-separated."""
+    return "[" + " ".join(messages) + "]"

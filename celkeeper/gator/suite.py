@@ -7,6 +7,7 @@
     - name: ...
       template: template.yaml        # paths are relative to the suite file
       constraint: constraint.yaml
+      expansion: expansion.yaml      # optional: ExpansionTemplates; generated objects are reviewed too
       invalid: false                 # the constraint (or template) is expected to be rejected
       skip: false
       cases:
@@ -61,6 +62,7 @@ class Test:
     template: str
     constraint: str
     cases: tuple[Case, ...] = ()
+    expansion: str = ""
     invalid: bool = False
     skip: bool = False
 
@@ -103,6 +105,7 @@ def _parse_test(document: Document, data: Any, path: str) -> Test:
         name=_get(document, data, "name", str, path, default=""),
         template=_get(document, data, "template", str, path, default=""),
         constraint=_get(document, data, "constraint", str, path, default=""),
+        expansion=_get(document, data, "expansion", str, path, default=""),
         cases=tuple(_parse_case(document, item, f"{path}.cases[{i}]") for i, item in enumerate(cases)),
         invalid=_get(document, data, "invalid", bool, path, default=False),
         skip=_get(document, data, "skip", bool, path, default=False),

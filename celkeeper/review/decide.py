@@ -83,7 +83,10 @@ def decide(
     lookup = _Namespace(request, namespaces)
     targets = targets_of((request.object, request.old_object))  # read once, matched many times
     decided: dict[int, bool | str] = {}  # per Match object (equal ones are shared): matched, or the error
-    operation = request.operation if request.from_review else None
+    # a template's operations (spec.targets[0].operations) select requests at the webhook only
+    # (frameworks client.Review); audit and gator evaluate every template
+    webhook = point_name == EnforcementPoint.WEBHOOK.value
+    operation = request.operation if request.from_review and webhook else None
     selected: list[tuple[Candidate, tuple[Action, ...], bool | str]] = []
     for candidate in candidates:
         template = candidate.template
@@ -97,7 +100,10 @@ def decide(
         if matched is None:
             try:
                 matched = match.matches_any(
-                    targets, lookup.namespace if match.needs_namespace else None, process=process
+                    targets,
+                    lookup.namespace if match.needs_namespace else None,
+                    process=process,
+                    source=request.source,
                 )
             except MatchError as err:
                 matched = f"unable to match constraints: {err}"
@@ -165,6 +171,7 @@ class _Namespace:
     def namespace(self) -> Mapping[str, Any] | None:
         if not self._looked_up:
             self._looked_up = True
-            found = self._lookup(self._request.namespace) if self._request.namespace else None
+            # asked for "" too: gator test knows an (empty) Namespace for cluster-scoped objects
+            found = self._lookup(self._request.namespace)
             self._found = found if isinstance(found, Mapping) else None
         return self._found

@@ -27,6 +27,7 @@ class AdmissionRequest:
     old_object: Any
     cel_request: Mapping[str, Any] = field(repr=False)
     from_review: bool = True  # False: built from a plain object (audit, CLI)
+    source: str = "Original"  # "Generated": an object an ExpansionTemplate made (spec.match.source)
 
     def object_kinds(self) -> set[tuple[str, str]]:
         """(group, kind) of the request and of its objects (matching uses the objects' own)."""
@@ -38,8 +39,11 @@ class AdmissionRequest:
         return found
 
 
-def parse_admission_review(body: Any) -> AdmissionRequest:
-    """Validate an admission.k8s.io/v1 AdmissionReview (as decoded JSON) and return its request."""
+def parse_admission_review(body: Any, *, operation_required: bool = True) -> AdmissionRequest:
+    """Validate an admission.k8s.io/v1 AdmissionReview (as decoded JSON) and return its request.
+
+    `operation_required=False` (gator's offline reviews): a request without an operation is reviewed
+    as it is, object and oldObject as given."""
     if not isinstance(body, Mapping):
         raise ReviewError("an AdmissionReview must be a JSON object")
     if body.get("apiVersion") != API_VERSION:
@@ -58,7 +62,9 @@ def parse_admission_review(body: Any) -> AdmissionRequest:
     kind = _gvk(request.get("kind"), "request.kind", required=True)
     resource = _gvr(request.get("resource"), "request.resource")
     operation = request.get("operation")
-    if operation not in OPERATIONS:
+    if not operation_required and operation in (None, ""):
+        operation = ""
+    elif operation not in OPERATIONS:
         raise ReviewError(f"request.operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
     for key in ("name", "namespace", "subResource", "requestSubResource"):
         _optional(request, key, str, "a string")
@@ -96,9 +102,11 @@ def request_for_object(
     operation: str = "",
     old_object: Mapping[str, Any] | None = None,
     user_info: Mapping[str, Any] | None = None,
+    source: str = "Original",
 ) -> AdmissionRequest:
     """A review of a plain object (audit, CLI), as gator builds one: kind, name and namespace from the
-    object, no resource, and no operation unless one is given."""
+    object, no resource, and no operation unless one is given. `source`: Original, or Generated for an
+    object an ExpansionTemplate made."""
     if not isinstance(obj, Mapping):
         raise ReviewError("the object to review must be a map")
     api_version = obj.get("apiVersion")
@@ -126,6 +134,7 @@ def request_for_object(
         dry_run=False,
         options=None,
         from_review=False,
+        source=source,
     )
 
 
@@ -144,6 +153,7 @@ def _build(
     dry_run: bool,
     options: Any,
     from_review: bool,
+    source: str = "Original",
 ) -> AdmissionRequest:
     # k8s.io/apiserver admission/plugin/cel CreateAdmissionRequest, as Gatekeeper calls it: the
     # request* fields repeat kind/resource/subResource; empty omitempty fields are left out.
@@ -174,6 +184,7 @@ def _build(
         old_object=old,
         cel_request=cel_request,
         from_review=from_review,
+        source=source,
     )
 
 

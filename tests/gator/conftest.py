@@ -1,0 +1,89 @@
+"""Fixtures of the differential tests against Gatekeeper's gator (tests/support/gator.py).
+
+`gator` (session): the binary; skips with the reason when it cannot run here, fails instead under
+CELKEEPER_REQUIRE_GATOR=1. Each comparison runs gator and celkeeper once per session over a whole
+folder of Suites (a handful of gator invocations in all), and the tests look up their cases.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.gator import corpus
+from tests.gator.compare import Run, run_both
+from tests.support import samples
+from tests.support.gator import REQUIRE_ENV, GatorUnavailable, find_gator, gatekeeper_version, required
+
+ROOT = Path(__file__).resolve().parents[2]
+OWN_SUITES = Path(__file__).resolve().parent / "suites"
+
+# celkeeper's own API groups are Gatekeeper's shapes; gator knows only Gatekeeper's groups
+_GROUPS = (
+    ("templates.celkeeper.io/", "templates.gatekeeper.sh/"),
+    ("constraints.celkeeper.io/", "constraints.gatekeeper.sh/"),
+)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    del config
+    try:
+        return f"gator: Gatekeeper v{gatekeeper_version()} at {find_gator()}"
+    except GatorUnavailable as exc:
+        return f"gator: differential tests will {'FAIL' if required() else 'skip'}: {exc}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    del config
+    for item in items:
+        if "gator" in getattr(item, "fixturenames", ()) and item.get_closest_marker("gator") is None:
+            item.add_marker(pytest.mark.gator)
+
+
+@pytest.fixture(scope="session")
+def gator() -> Path:
+    try:
+        return find_gator()
+    except GatorUnavailable as exc:
+        if required():
+            pytest.fail(f"{REQUIRE_ENV} is set but gator cannot run: {exc}", pytrace=False)
+        pytest.skip(f"no gator: {exc}")
+
+
+def gatekeeper_copy(source: Path, target: Path) -> Path:
+    """A copy of a folder of policies and suites with celkeeper's API groups spelled as Gatekeeper's."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*"))
+    for path in target.rglob("*"):
+        if path.suffix in (".yaml", ".yml", ".json") and path.is_file():
+            text = path.read_text(encoding="utf-8")
+            changed = text
+            for ours, theirs in _GROUPS:
+                changed = changed.replace(ours, theirs)
+            if changed != text:
+                path.write_text(changed, encoding="utf-8")
+    return target
+
+
+SUITE_ROOTS = {"examples": ROOT / "examples", "own": OWN_SUITES, "library": samples.LIBRARY}
+
+
+@pytest.fixture(scope="session")
+def suite_runs(gator: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """Every Suite of the repository (examples/, tests/gator/suites/) and of the Gatekeeper library
+    samples (when present), through both tools: one gator invocation per folder."""
+    out = {}
+    base = tmp_path_factory.mktemp("suites")
+    for name, source in SUITE_ROOTS.items():
+        if source.is_dir():
+            out[name] = run_both(gator, gatekeeper_copy(source, base / name))
+    return out
+
+
+@pytest.fixture(scope="session")
+def corpus_run(gator: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The generated corpus through both tools (one gator invocation)."""
+    root = tmp_path_factory.mktemp("corpus")
+    corpus.write(root)
+    return run_both(gator, root)

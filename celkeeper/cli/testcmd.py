@@ -28,7 +28,7 @@ from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
 from celkeeper.documents import Document
-from celkeeper.errors import CelkeeperError
+from celkeeper.errors import CelkeeperError, is_warning
 from celkeeper.gator.admission import is_admission_review
 from celkeeper.gator.expansion import Expander, is_expansion_template, is_mutator, parse_expansion_template
 from celkeeper.gator.kinds import is_namespace, is_policy_document
@@ -71,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
 
     backend = PolicyBackend(engine_name(args))
     loaded = backend.build([d for d in parsed.documents if is_policy_document(d)])
-    problems.extend(str(e) for e in loaded.errors)
+    # what Gatekeeper loads (compile problems, ignored keys) is no problem here, as for gator test:
+    # lint and verify -v show those warnings
+    problems.extend(str(e) for e in loaded.errors if not is_warning(e))
     documents = list(parsed.documents)
     namespaces = {d.name: d.data for d in documents if is_namespace(d) and d.name}
     expander, expansion_problems = _expander(documents)

@@ -14,8 +14,6 @@ from celkeeper.cli.main import main as celkeeper_main
 from tests.gator.verify_output import CaseOutcome, SuiteOutcome, TestOutcome, parse
 from tests.support.gator import run_gator
 
-ENGINE_ENV = "CELKEEPER_GATOR_ENGINE"  # compare another engine than the default (e.g. cel-python)
-
 CaseId = str  # "<suite relative to the root>::<test>[#n]::<case>[#n]"; "::-" for a test without cases
 
 
@@ -24,6 +22,14 @@ class Side:
     suite: SuiteOutcome
     test: TestOutcome
     case: CaseOutcome | None
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """One tool's outcomes of a folder of Suites, by case id, and its raw output (for diagnosis)."""
+
+    cases: dict[CaseId, Side]
+    output: str
 
 
 @dataclass(frozen=True)
@@ -36,16 +42,17 @@ class Run:
     celkeeper_output: str
 
 
-def run_both(gator: Path, root: Path, extra: tuple[str, ...] = ()) -> Run:
-    """Both tools' `verify -v --trace ROOT/...` (plus `extra` arguments, e.g. a --run filter)."""
-    target = f"{root}/..."
-    gator_run = run_gator(gator, ["verify", "-v", "--trace", *extra, target])
-    if gator_run.code not in (0, 1) or ("PASS" not in gator_run.out and "FAIL" not in gator_run.out):
-        raise AssertionError(
-            f"gator verify did not run: exit {gator_run.code}\n{gator_run.out}\n{gator_run.err}"
-        )
-    argv = ["verify", "-v", "--trace", *extra, target]
-    engine = os.environ.get(ENGINE_ENV)
+def gator_verify(gator: Path, root: Path, extra: tuple[str, ...] = ()) -> Outcomes:
+    """`gator verify -v --trace ROOT/...` (plus `extra` arguments, e.g. a --run filter)."""
+    run = run_gator(gator, ["verify", "-v", "--trace", *extra, f"{root}/..."])
+    if run.code not in (0, 1) or ("PASS" not in run.out and "FAIL" not in run.out):
+        raise AssertionError(f"gator verify did not run: exit {run.code}\n{run.out}\n{run.err}")
+    return Outcomes(index(parse(run.out), root), run.out + run.err)
+
+
+def celkeeper_verify(root: Path, extra: tuple[str, ...] = (), engine: str | None = None) -> Outcomes:
+    """`celkeeper verify -v --trace ROOT/...` in this process, with `engine` (None: the default)."""
+    argv = ["verify", "-v", "--trace", *extra, f"{root}/..."]
     if engine:
         argv += ["--engine", engine]
     out, err = io.StringIO(), io.StringIO()
@@ -53,12 +60,16 @@ def run_both(gator: Path, root: Path, extra: tuple[str, ...] = ()) -> Run:
         code = celkeeper_main(argv)
     if code not in (0, 1):
         raise AssertionError(f"celkeeper verify did not run: exit {code}\n{out.getvalue()}\n{err.getvalue()}")
-    return Run(
-        gator=index(parse(gator_run.out), root),
-        celkeeper=index(parse(out.getvalue()), root),
-        gator_output=gator_run.out + gator_run.err,
-        celkeeper_output=out.getvalue() + err.getvalue(),
-    )
+    return Outcomes(index(parse(out.getvalue()), root), out.getvalue() + err.getvalue())
+
+
+def pair(gator: Outcomes, celkeeper: Outcomes) -> Run:
+    return Run(gator.cases, celkeeper.cases, gator.output, celkeeper.output)
+
+
+def run_both(gator: Path, root: Path, extra: tuple[str, ...] = (), engine: str | None = None) -> Run:
+    """Both tools' `verify -v --trace ROOT/...` (plus `extra` arguments, e.g. a --run filter)."""
+    return pair(gator_verify(gator, root, extra), celkeeper_verify(root, extra, engine))
 
 
 def index(suites: list[SuiteOutcome], root: Path) -> dict[CaseId, Side]:

@@ -1,23 +1,29 @@
 """Fixtures of the differential tests against Gatekeeper's gator (tests/support/gator.py).
 
 `gator` (session): the binary; skips with the reason when it cannot run here, fails instead under
-CELKEEPER_REQUIRE_GATOR=1. Each comparison runs gator and celkeeper once per session over a whole
-folder of Suites (a handful of gator invocations in all), and the tests look up their cases.
+CELKEEPER_REQUIRE_GATOR=1. Each comparison runs gator once per session over a whole folder of Suites
+(a handful of gator invocations in all) and celkeeper once per engine (`ENGINES`: cel-go, the
+default, and the pure-Python cel-python, cross-checked on the same cases); the tests look up their
+cases.
 """
 
 from __future__ import annotations
 
+import functools
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.gator import corpus
-from tests.gator.compare import Run, run_both
+from tests.gator.compare import Run, celkeeper_verify, gator_verify, pair
 from tests.support import samples
 from tests.support.gator import REQUIRE_ENV, GatorUnavailable, find_gator, gatekeeper_version, required
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the engines compared with gator: Kubernetes' own CEL (the default) and the pure-Python engine
+ENGINES = ("cel-go", "cel-python")
 OWN_SUITES = Path(__file__).resolve().parent / "suites"
 
 # celkeeper's own API groups are Gatekeeper's shapes; gator knows only Gatekeeper's groups
@@ -70,20 +76,35 @@ SUITE_ROOTS = {"examples": ROOT / "examples", "own": OWN_SUITES, "library": samp
 
 
 @pytest.fixture(scope="session")
-def suite_runs(gator: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+def suite_runs(gator: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Run]]:
     """Every Suite of the repository (examples/, tests/gator/suites/) and of the Gatekeeper library
-    samples (when present), through both tools: one gator invocation per folder."""
-    out = {}
+    samples (when present), through gator (one invocation per folder) and through celkeeper on an
+    engine: `suite_runs(engine)[root]`."""
     base = tmp_path_factory.mktemp("suites")
-    for name, source in SUITE_ROOTS.items():
-        if source.is_dir():
-            out[name] = run_both(gator, gatekeeper_copy(source, base / name))
-    return out
+    copies = {
+        name: gatekeeper_copy(source, base / name) for name, source in SUITE_ROOTS.items() if source.is_dir()
+    }
+    theirs = {name: gator_verify(gator, root) for name, root in copies.items()}
+
+    @functools.cache
+    def runs(engine: str) -> dict[str, Run]:
+        return {
+            name: pair(theirs[name], celkeeper_verify(copy, engine=engine)) for name, copy in copies.items()
+        }
+
+    return runs
 
 
 @pytest.fixture(scope="session")
-def corpus_run(gator: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The generated corpus through both tools (one gator invocation)."""
+def corpus_runs(gator: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Run]:
+    """The generated corpus through gator (one invocation) and through celkeeper on an engine:
+    `corpus_runs(engine)`."""
     root = tmp_path_factory.mktemp("corpus")
     corpus.write(root)
-    return run_both(gator, root)
+    theirs = gator_verify(gator, root)
+
+    @functools.cache
+    def run(engine: str) -> Run:
+        return pair(theirs, celkeeper_verify(root, engine=engine))
+
+    return run

@@ -6,12 +6,13 @@ copy both tools run (gator knows only Gatekeeper's)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.gator.compare import Run, Side, differences, run_both
-from tests.gator.conftest import SUITE_ROOTS, gatekeeper_copy
+from tests.gator.conftest import ENGINES, SUITE_ROOTS, gatekeeper_copy
 
 
 def _suite_files() -> list[str]:
@@ -33,10 +34,13 @@ def test_every_root_has_suites() -> None:
         assert any(s.startswith(f"{name}/") for s in SUITES), name
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("suite", SUITES)
-def test_suite_agrees_with_gator(suite_runs: dict[str, Run], suite: str) -> None:
+def test_suite_agrees_with_gator(
+    suite_runs: Callable[[str], dict[str, Run]], suite: str, engine: str
+) -> None:
     root, _, rel = suite.partition("/")
-    run = suite_runs[root]
+    run = suite_runs(engine)[root]
     mine = {k for k in set(run.gator) | set(run.celkeeper) if k.startswith(f"{rel}::")}
     assert mine, f"neither tool ran {rel}"
     problems = []
@@ -47,10 +51,11 @@ def test_suite_agrees_with_gator(suite_runs: dict[str, Run], suite: str) -> None
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("root", [n for n, r in SUITE_ROOTS.items() if r.is_dir()])
-def test_same_counts_as_gator(suite_runs: dict[str, Run], root: str) -> None:
+def test_same_counts_as_gator(suite_runs: Callable[[str], dict[str, Run]], root: str, engine: str) -> None:
     """celkeeper verify's summary line counts what gator ran: cases passed, failed and skipped."""
-    run = suite_runs[root]
+    run = suite_runs(engine)[root]
     assert _counts(run.gator) == _counts(run.celkeeper)
     summary = [line for line in run.celkeeper_output.splitlines() if " passed, " in line][-1]
     passed, failed, skipped = _counts(run.gator)

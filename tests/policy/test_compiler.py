@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from celkeeper.cel.api import Engine
 from celkeeper.documents import Document
+from celkeeper.errors import is_warning
 from celkeeper.policy import build_policy_set
 from celkeeper.review import decide, parse_admission_review
-from celkeeper.errors import is_warning
 from celkeeper.templates import TemplateCompiler
 from tests.support.samples import library, read_documents, templates
 

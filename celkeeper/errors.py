@@ -64,11 +64,20 @@ class CelCompileError(CelkeeperError):
     `limit` names the safety limit that was exceeded, if that is why it failed.
     """
 
-    def __init__(self, message: str, line: int = 1, column: int = 1, limit: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        line: int = 1,
+        column: int = 1,
+        limit: str | None = None,
+        issues: tuple[tuple[int, int, str], ...] = (),
+    ) -> None:
         super().__init__(message, Location(line=line, column=column))
         self.line = line
         self.column = column
         self.limit = limit
+        #: every error found, (line, column, message) in source order, when there are several
+        self.issues = issues or ((line, column, message),)
 
 
 class DocumentError(CelkeeperError):

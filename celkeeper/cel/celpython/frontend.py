@@ -116,16 +116,53 @@ def compile_error(exc: BaseException, source: str) -> CelCompileError:
     if not errors:
         message = re.sub(r"^[A-Z_]+: ", "", text).split("\n")[0].replace(" [INVALID_ARGUMENT]", "")
         return CelCompileError(message or "invalid expression")
-    line, col, first = errors[0]  # cel-go reports errors in source order
-    message = first.replace(" [INVALID_ARGUMENT]", "")
+    issues = tuple(sorted(_as_cel_go(source, line, col, msg) for line, col, msg in errors))
+    line, col, message = issues[0]  # cel-go reports errors in source order
+    more = len(issues) - 1
+    if more > 0:
+        message += f" (and {more} more error{'s' if more > 1 else ''})"
+    return CelCompileError(message, line, col, issues=issues)
+
+
+_NO_OVERLOAD = re.compile(r"found no matching overload for '([^']+)' applied to '\((.*)\)'\Z", re.S)
+
+
+def _as_cel_go(source: str, line: int, col: int, message: str) -> tuple[int, int, str]:
+    """One cel-cpp issue in cel-go's words and place."""
+    message = message.replace(" [INVALID_ARGUMENT]", "")
+    line, col = max(line, 1), max(col, 1)
     dotted = re.fullmatch(r"undeclared reference to '([^'.]+)\.[^']*'( \(in container ''\))?", message)
     if dotted:  # cel-cpp names the whole qualified name at its last dot; cel-go the first name
         line, col = _chain_start(source, line, col)
         message = f"undeclared reference to '{dotted.group(1)}'{dotted.group(2) or ''}"
-    more = len(errors) - 1
-    if more > 0:
-        message += f" (and {more} more error{'s' if more > 1 else ''})"
-    return CelCompileError(message, max(line, 1), max(col, 1))
+    overload = _NO_OVERLOAD.match(message)
+    if overload and _member_call(source, line, col):  # cel-go: 'receiver.(arguments)'
+        receiver, _, rest = _split_first(overload.group(2))
+        message = f"found no matching overload for '{overload.group(1)}' applied to '{receiver}.({rest})'"
+    return line, col, message
+
+
+def _member_call(source: str, line: int, col: int) -> bool:
+    """Whether the call whose `(` is at line:col is a member call (`x.f(...)`)."""
+    lines = source.split("\n")
+    if not 1 <= line <= len(lines) or lines[line - 1][col - 1 : col] != "(":
+        return False
+    before = lines[line - 1][: col - 1].rstrip()
+    name = re.search(r"[_a-zA-Z][_a-zA-Z0-9]*\Z", before)
+    return name is not None and before[: name.start()].rstrip().endswith(".")
+
+
+def _split_first(types: str) -> tuple[str, str, str]:
+    """`a, b, c` (types, possibly parameterised: `map(string, int)`) as (a, ",", "b, c")."""
+    depth = 0
+    for i, ch in enumerate(types):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return types[:i], ",", types[i + 1 :].lstrip()
+    return types, "", ""
 
 
 def _chain_start(source: str, line: int, col: int) -> tuple[int, int]:

@@ -46,6 +46,7 @@ PER_CALL_LIMIT = 1_000_000  # apis/cel/config.go PerCallLimit: Gatekeeper's budg
 MATCH_CONDITIONS_BUDGET = 2_500_000  # RuntimeCELCostBudgetMatchConditions
 MAX_MESSAGE_BYTES = 5 * 1024  # MaxEvaluatedMessageExpressionSizeBytes
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+_IDENTIFIER = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*\Z")
 _WANT = {"validation": "bool", "matchCondition": "bool", "messageExpression": "string"}
 
 
@@ -104,15 +105,26 @@ class PyBinding:
 
 
 def display(source: str, err: CelCompileError) -> str:
-    """A compile error as cel-go shows an issue: `ERROR: <input>:L:C: msg` and the marked line."""
-    line, column = err.line, err.column
+    """A compile error as cel-go shows its issues (common/error.go ToDisplayString): `ERROR:
+    <input>:L:C: msg`, then the line (tabs as spaces) and a marker under the column, per issue."""
     lines = source.split("\n")
-    text = f"ERROR: <input>:{line}:{column}: {err.message}"
-    if 1 <= line <= len(lines):
-        shown = lines[line - 1]
-        marker = "".join("\t" if c == "\t" else "." for c in shown[: max(column - 1, 0)]) + "^"
-        text += f"\n | {shown}\n | {marker}"
-    return text
+    shown = []
+    for line, column, message in err.issues:
+        if not source:  # cel-go: column 0 and no snippet for an empty source
+            shown.append(f"ERROR: <input>:{line}:0: {message}")
+            continue
+        text = f"ERROR: <input>:{line}:{column}: {message}"
+        if 1 <= line <= len(lines) and len(lines[line - 1].encode()) <= _MAX_SNIPPET:
+            snippet = lines[line - 1].replace("\t", " ")
+            marks = ["\uff0e" if len(c.encode()) > 1 else "." for c in snippet[: max(column - 1, 0)]]
+            at = snippet[column - 1 : column]
+            marks.append("\uff3e" if len(at.encode()) > 1 else "^")
+            text += f"\n | {snippet}\n | {''.join(marks)}"
+        shown.append(text)
+    return "\n".join(shown)
+
+
+_MAX_SNIPPET = 16384  # bytes (cel-go's maxSnippetLength)
 
 
 def refuse(source: TemplateSource) -> None:
@@ -160,7 +172,7 @@ def compile_template(
                 if refused is not None:
                     raise refused
         except CelCompileError as err:
-            diagnostics.append(Diagnostic(kind, index, name, err.message, err.line, err.column))
+            diagnostics.extend(Diagnostic(kind, index, name, m, line, col) for line, col, m in err.issues)
             return CompiledPart(text, compile_error="compilation failed: " + display(text, err))
         want = _WANT.get(kind)
         if want is not None and program.output_type != want:
@@ -171,10 +183,14 @@ def compile_template(
 
     for i, var in enumerate(source.variables):
         compiled = part(var.expression, "variable", i, var.name)
-        if compiled.program is not None:
+        if not _IDENTIFIER.match(var.name):
+            continue  # no expression can name it (`variables.my-var` is a subtraction)
+        if compiled.program is not None:  # a name defined again: the last definition is used
             good[var.name] = var.expression
+            broken.pop(var.name, None)
         else:
             broken[var.name] = compiled.compile_error or compiled.eval_error or ""
+            good.pop(var.name, None)
     conditions = tuple(
         part(c.expression, "matchCondition", i, c.name) for i, c in enumerate(source.match_conditions)
     )

@@ -97,7 +97,9 @@ def _homogeneous(checked: Checked, source: str) -> None:
         if len(problems) > 1:
             more = len(problems) - 1
             message += f" (and {more} more error{'s' if more > 1 else ''})"
-        raise _error(checked, source, node_id, message)
+        located = _error(checked, source, node_id, message)
+        issues = tuple((*position(source, offset), m) for offset, _, m in problems)
+        raise CelCompileError(located.message, located.line, located.column, issues=issues)
 
 
 def _literal_calls(checked: Checked, source: str, literal_env: object) -> None:

@@ -35,6 +35,10 @@ from celkeeper.review import NamespaceLookup, SyncedData, decide, parse_admissio
 from celkeeper.snapshot.datastore import write_inventory
 from celkeeper.templates import TemplateCompiler
 
+#: seconds a review may spend in the engine: none, as gator has none (the webhook's deadline is for
+#: the API server's timeout; each evaluation is still bounded by the engine's runtime cost budget)
+OFFLINE_DEADLINE = 0.0
+
 
 @dataclass(frozen=True)
 class Loaded:
@@ -114,7 +118,7 @@ class PolicyBackend:
                 )
         except ReviewError as err:
             raise err.at(file=document.file, document=document.index) from None
-        return decide(request, policies, namespaces, self.point, data=data)
+        return decide(request, policies, namespaces, self.point, data=data, deadline=OFFLINE_DEADLINE)
 
     def review(
         self,
@@ -149,7 +153,7 @@ class PolicyBackend:
         out: list[Violation] = []
         for resultant in expander.expand(obj, namespace):
             request = request_for_object(resultant.object, source="Generated")
-            decision = decide(request, policies, namespaces, self.point, data=data)
+            decision = decide(request, policies, namespaces, self.point, data=data, deadline=OFFLINE_DEADLINE)
             prefix = MESSAGE_PREFIX.format(resultant.template)
             for found in self.violations(policies, decision):
                 out.append(

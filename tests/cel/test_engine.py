@@ -94,6 +94,26 @@ def test_compile_error_has_line_and_column(engine: Engine) -> None:
     assert str(info.value).startswith("2:3: ")
 
 
+def test_request_and_namespace_are_typed_as_kubernetes_declares_them(engine: Engine) -> None:
+    """BuildRequestType has no `uid`; the namespace's type only its declared fields; a comprehension
+    variable named `request` is not the request."""
+    with pytest.raises(CelCompileError, match="undefined field 'uid'") as info:
+        engine.compile("request.uid != ''")
+    assert (info.value.line, info.value.column) == (1, 8)
+    with pytest.raises(CelCompileError, match="undefined field 'nope'"):
+        engine.compile("namespaceObject.metadata.nope == ''")
+    with pytest.raises(CelCompileError, match="undefined field 'uid'"):
+        engine.compile("has(request.uid)")
+    for fine in (
+        "request.userInfo.uid == ''",
+        "request.kind.kind == 'Pod'",
+        "request.options.anything == 1",
+        "namespaceObject.metadata.labels.team == 'a'",
+        "[{'uid': 1}].all(request, request.uid == 1)",
+    ):
+        engine.compile(fine)
+
+
 def test_evaluation_errors_are_values(engine: Engine) -> None:
     result = evaluate(engine, "object.spec.nope == 1", object=POD)
     assert isinstance(result, CelError)

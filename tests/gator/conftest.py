@@ -19,7 +19,8 @@ import pytest
 from tests.gator import corpus
 from tests.gator.compare import Run, celkeeper_verify, gator_verify, pair
 from tests.support import samples
-from tests.support.gator import REQUIRE_ENV, GatorUnavailable, find_gator, gatekeeper_version, required
+from tests.support.gator import GatorUnavailable, find_gator, gatekeeper_version
+from tests.support.requirements import GATOR
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the engines compared with gator: Kubernetes' own CEL (the default) and the pure-Python engine
@@ -35,17 +36,12 @@ _GROUPS = (
 
 def pytest_report_header(config: pytest.Config) -> str:
     del config
-    try:
-        return f"gator: Gatekeeper v{gatekeeper_version()} at {find_gator()}"
-    except GatorUnavailable as exc:
-        return f"gator: differential tests will {'FAIL' if required() else 'skip'}: {exc}"
+    return GATOR.header(lambda: f"Gatekeeper v{gatekeeper_version()} at {find_gator()}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     del config
-    for item in items:
-        if "gator" in getattr(item, "fixturenames", ()) and item.get_closest_marker("gator") is None:
-            item.add_marker(pytest.mark.gator)
+    GATOR.mark(items)
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +49,7 @@ def gator() -> Path:
     try:
         return find_gator()
     except GatorUnavailable as exc:
-        if required():
-            pytest.fail(f"{REQUIRE_ENV} is set but gator cannot run: {exc}", pytrace=False)
-        pytest.skip(f"no gator: {exc}")
+        GATOR.unavailable("gator", exc)
 
 
 def gatekeeper_copy(source: Path, target: Path) -> Path:

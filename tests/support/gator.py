@@ -6,12 +6,11 @@
 The binary lives in `${CELKEEPER_GATOR_CACHE:-~/.cache/celkeeper-gator}/<version>/gator`, with a stamp
 of the module files that built it; `./dev test` builds it when missing or stale (needs Go). Tests
 that need it use the `gator` fixture (tests/gator/conftest.py): they skip with the reason when it
-cannot run here, and fail instead when CELKEEPER_REQUIRE_GATOR=1 (CI sets it).
+cannot run here, and fail instead when CELKEEPER_REQUIRE_GATOR=1 (CI sets it; tests/support/requirements.py).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -21,15 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "hack" / "gator" / "build.sh"
 GOMOD = ROOT / "hack" / "gator" / "go.mod"
-REQUIRE_ENV = "CELKEEPER_REQUIRE_GATOR"
 
 
 class GatorUnavailable(Exception):
     """gator cannot run here; the message says why and how to fix it."""
-
-
-def required() -> bool:
-    return os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false", "no")
 
 
 def gatekeeper_version() -> str:

@@ -272,6 +272,7 @@ class Frontend:
         except RuntimeError as exc:
             raise compile_error(exc, source) from None
         check_tree(checked, source, self.limits)
+        _check_object_fields(checked, source)
         validate(checked, source, self.limits, self.literal_env)
         if _uses_constraint(checked):
             uses.append("@constraint")
@@ -419,6 +420,83 @@ def _free_idents(root: Expr) -> list[Ident]:
         else:
             stack += [(c, bound) for c in ast.children(node)]
     return out
+
+
+#: the fields of Kubernetes' typed variables (admission/plugin/cel/compile.go BuildRequestType and
+#: BuildNamespaceType; `request` has no `uid`): a field's own fields, or None where it is not an
+#: object (its selections are the value's business, as with the dyn variables)
+_GVK: Mapping[str, None] = dict.fromkeys(("group", "version", "kind"))
+_GVR: Mapping[str, None] = dict.fromkeys(("group", "version", "resource"))
+_TYPED_VARIABLES: Mapping[str, Mapping[str, object]] = {
+    "request": {
+        "kind": _GVK,
+        "resource": _GVR,
+        "subResource": None,
+        "requestKind": _GVK,
+        "requestResource": _GVR,
+        "requestSubResource": None,
+        "name": None,
+        "namespace": None,
+        "operation": None,
+        "userInfo": dict.fromkeys(("username", "uid", "groups", "extra")),
+        "dryRun": None,
+        "options": None,
+    },
+    "namespaceObject": {
+        "metadata": dict.fromkeys(
+            (
+                "name",
+                "generateName",
+                "namespace",
+                "labels",
+                "annotations",
+                "UID",
+                "creationTimestamp",
+                "deletionGracePeriodSeconds",
+                "deletionTimestamp",
+                "generation",
+                "resourceVersion",
+                "finalizers",
+            )
+        ),
+        "spec": dict.fromkeys(("finalizers",)),
+        "status": dict.fromkeys(("conditions", "phase")),
+    },
+}
+
+
+def _check_object_fields(checked: Checked, source: str) -> None:
+    """cel-go's checker on the typed variables: selecting a field their type lacks
+    (`request.uid`) is `undefined field '<name>'` at the selection, a compile error."""
+    free = {id(n) for n in _free_idents(checked.expr) if n.name in _TYPED_VARIABLES}
+    if not free:
+        return
+    problems: list[tuple[int, str]] = []
+    for node in ast.walk(checked.expr):
+        if not isinstance(node, Select):
+            continue
+        fields = _fields_of(node.operand, free)
+        if isinstance(fields, Mapping) and node.field not in fields:
+            problems.append((checked.positions.get(node.id, 0), f"undefined field '{node.field}'"))
+    if problems:
+        problems.sort()
+        issues = tuple((*position(source, offset), message) for offset, message in problems)
+        line, col, message = issues[0]
+        if len(issues) > 1:
+            more = len(issues) - 1
+            message += f" (and {more} more error{'s' if more > 1 else ''})"
+        raise CelCompileError(message, line, col, issues=issues)
+
+
+def _fields_of(node: Expr, free: set[int]) -> object:
+    """The declared fields of the value `node` selects from a typed variable, or None."""
+    if isinstance(node, Ident):
+        return _TYPED_VARIABLES[node.name] if id(node) in free else None
+    if isinstance(node, Select) and not node.test_only:
+        fields = _fields_of(node.operand, free)
+        if isinstance(fields, Mapping):
+            return fields.get(node.field)
+    return None
 
 
 def _uses_constraint(checked: Checked) -> bool:

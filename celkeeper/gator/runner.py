@@ -179,7 +179,9 @@ class Runner:
             inventory.extend(items)
         results = tuple(self.backend.review(policies, objects[0], inventory, expander))
         found.append(results)
-        messages = [r.message for r in results]
+        # Responses.Results(): sorted by enforcement action, then message (Go's byte order)
+        ordered = sorted(results, key=lambda r: (r.enforcement_action.encode(), r.message.encode()))
+        messages = [r.message for r in ordered]
         for assertion in case.assertions:
             check_assertion(assertion, messages)
 

@@ -259,21 +259,26 @@ def _type_yaml(t: str) -> str:
         return f"{{type_name: {t[1:]}, is_type_param: true}}"
     if "(" in t:
         name, rest = t.split("(", 1)
-        inner = rest[:-1]
-        params: list[str] = []
-        depth = 0
-        start = 0
-        for i, ch in enumerate(inner):
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth -= 1
-            elif ch == "," and depth == 0:
-                params.append(inner[start:i])
-                start = i + 1
-        params.append(inner[start:])
+        params = split_types(rest[:-1])
         return f"{{type_name: '{name}', params: [{', '.join(_type_yaml(p) for p in params)}]}}"
     return f"{{type_name: '{t}'}}"
+
+
+def split_types(types: str) -> list[str]:
+    """`a, b, c` (types, possibly parameterised: `map(string, int)`) as ["a", " b", " c"]."""
+    params: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(types):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            params.append(types[start:i])
+            start = i + 1
+    params.append(types[start:])
+    return params
 
 
 def _functions_yaml(overloads: list[Overload]) -> str:

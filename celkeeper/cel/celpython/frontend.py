@@ -33,7 +33,7 @@ from cel_expr_python import cel
 from celkeeper.cel.api import VariableCompileError
 from celkeeper.cel.celpython import ast, astcodec
 from celkeeper.cel.celpython.ast import Call, CelType, Checked, Comprehension, Expr, Ident, ListExpr, Select
-from celkeeper.cel.celpython.environment import VARIABLES, checker_yaml, runtime_yaml
+from celkeeper.cel.celpython.environment import VARIABLES, checker_yaml, runtime_yaml, split_types
 from celkeeper.cel.celpython.limits import check_source, check_tree, position
 from celkeeper.cel.celpython.validators import validate
 from celkeeper.cel.inventory import DATA_VARIABLE
@@ -124,6 +124,7 @@ def compile_error(exc: BaseException, source: str) -> CelCompileError:
     return CelCompileError(message, line, col, issues=issues)
 
 
+_NO_SELECTION = re.compile(r"expression of type '(.*)' cannot be the operand of a select operation\Z", re.S)
 _NO_OVERLOAD = re.compile(r"found no matching overload for '([^']+)' applied to '\((.*)\)'\Z", re.S)
 
 
@@ -135,9 +136,14 @@ def _as_cel_go(source: str, line: int, col: int, message: str) -> tuple[int, int
     if dotted:  # cel-cpp names the whole qualified name at its last dot; cel-go the first name
         line, col = _chain_start(source, line, col)
         message = f"undeclared reference to '{dotted.group(1)}'{dotted.group(2) or ''}"
+    selection = _NO_SELECTION.match(message)
+    if selection:  # cel-go's checker: `type 'null' does not support field selection`
+        kind = "null" if selection.group(1) == "null_type" else selection.group(1)
+        message = f"type '{kind}' does not support field selection"
     overload = _NO_OVERLOAD.match(message)
     if overload and _member_call(source, line, col):  # cel-go: 'receiver.(arguments)'
-        receiver, _, rest = _split_first(overload.group(2))
+        receiver, *others = split_types(overload.group(2))
+        rest = ",".join(others).lstrip()
         message = f"found no matching overload for '{overload.group(1)}' applied to '{receiver}.({rest})'"
     return line, col, message
 
@@ -150,19 +156,6 @@ def _member_call(source: str, line: int, col: int) -> bool:
     before = lines[line - 1][: col - 1].rstrip()
     name = re.search(r"[_a-zA-Z][_a-zA-Z0-9]*\Z", before)
     return name is not None and before[: name.start()].rstrip().endswith(".")
-
-
-def _split_first(types: str) -> tuple[str, str, str]:
-    """`a, b, c` (types, possibly parameterised: `map(string, int)`) as (a, ",", "b, c")."""
-    depth = 0
-    for i, ch in enumerate(types):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            return types[:i], ",", types[i + 1 :].lstrip()
-    return types, "", ""
 
 
 def _chain_start(source: str, line: int, col: int) -> tuple[int, int]:

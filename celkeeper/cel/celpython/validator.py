@@ -8,11 +8,13 @@ What differs from Kubernetes (the cel-go engine runs Kubernetes' own code; tests
   what Kubernetes charges for the loop's condition and step (half their tokens, engine._step_cost),
   against Gatekeeper's budget per constraint (1,000,000; 2,500,000 for match conditions), so a
   runaway expression ends with Kubernetes' error text; other work (string and list growth outside
-  comprehensions, library calls) is not counted. celpy runs ~200x slower than cel-go, so the
-  call's deadline usually ends a runaway evaluation first;
+  comprehensions, library calls) is not counted. celpy runs ~200x slower than cel-go, so at the
+  webhook the call's deadline usually ends a runaway evaluation first (the offline tools have no
+  deadline, as gator: there the budget ends it, after seconds);
 - message expressions are evaluated only for validations that fail (Kubernetes evaluates them all,
   which matters only for the cost budget);
-- a compile error is worded with its first issue only, in cel-go's format;
+- a compile error lists the issues cel-cpp finds, in cel-go's format and words for the common ones
+  (cel-cpp may stop at a different set of issues than cel-go when there are several);
 - an expression that uses a template variable which does not compile fails whether or not its
   evaluation reaches the variable.
 """
@@ -38,6 +40,7 @@ from celkeeper.cel.api import (
     TemplateSource,
 )
 from celkeeper.cel.celpython.inventory import PyInventory, read_data
+from celkeeper.cel.celpython.validators import PROGRAM_ERROR
 from celkeeper.cel.inventory import Gvk
 from celkeeper.errors import CelCompileError
 
@@ -173,6 +176,8 @@ def compile_template(
                     raise refused
         except CelCompileError as err:
             diagnostics.extend(Diagnostic(kind, index, name, m, line, col) for line, col, m in err.issues)
+            if err.message.startswith(PROGRAM_ERROR):  # found planning: compile.go words it alone
+                return CompiledPart(text, compile_error=err.message)
             return CompiledPart(text, compile_error="compilation failed: " + display(text, err))
         want = _WANT.get(kind)
         if want is not None and program.output_type != want:

@@ -108,6 +108,13 @@ BROKEN = {
     "no-base64": "base64.encode(b'a') == 'YQ=='",
     "authorizer": "authorizer.group('').resource('pods').check('get').allowed()",
     "reverse-v3": "'abc'.reverse() == 'cba'",
+    # found by cel-go planning the program (OptOptimize): conversions of constants, find()'s pattern
+    "conversion-literal": "int('x') == 1",
+    "uint-overflow-literal": "uint(-1) == 1u",
+    "find-regex-literal": "object.metadata.name.find('[') == ''",
+    # Kubernetes' typed variables: request has no uid; null has no fields
+    "request-uid": "request.uid == ''",
+    "null-select": "null.x == 1",
 }
 
 
@@ -169,6 +176,14 @@ def compile_errors_family() -> Family:
                     )
                 )
                 index += 1
+    # several results: gator's failure text lists their messages sorted (Responses.Results)
+    several = [
+        {"expression": FAILS, "message": "zeta"},
+        {"expression": FAILS, "message": "alpha"},
+        {"expression": "int('x') == 1"},
+        {"expression": FAILS, "messageExpression": "'Beta ' + object.metadata.name", "message": "m"},
+    ]
+    templates.append(("several-messages", template(kind_name("KCompile", index), several)))
     return Family(
         "compile-errors",
         _tests("ce", templates, _cases()),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from celkeeper.documents import Document, index_path, key_path
-from celkeeper.errors import ConstraintError
+from celkeeper.errors import ConstraintError, ConstraintSchemaError
 from celkeeper.model import Action, EnforcementPoint
 
 GATEKEEPER_GROUP = "constraints.gatekeeper.sh"
@@ -89,8 +89,9 @@ def parse_constraint(
     """
     errors: list[ConstraintError] = []
 
-    def add(message: str, path: str, *, key: bool = False) -> None:
-        errors.append(document.error(ConstraintError, message, path, key=key))
+    def add(message: str, path: str, *, key: bool = False, schema: bool = False) -> None:
+        kind = ConstraintSchemaError if schema else ConstraintError
+        errors.append(document.error(kind, message, path, key=key))
 
     data = document.data if isinstance(document.data, dict) else {}
     group, _, version = document.api_version.rpartition("/")
@@ -137,9 +138,13 @@ def parse_constraint(
             add(label + f'unknown field "spec.{key}"', key_path("spec", key), key=True)
 
     parameters = spec.get("parameters")
-    if parameters is not None:
+    if parameters is None and "parameters" in spec:
+        # the constraint CRD's schema says parameters is an object: null breaks it (Gatekeeper too)
+        add(label + "spec.parameters must be a map, not null", "spec.parameters", schema=True)
+    elif parameters is not None:
         for path, message in validator.errors(parameters, "spec.parameters"):
-            add(label + message, path, key=message.startswith("unknown field"))
+            unknown = message.startswith("unknown field")
+            add(label + message, path, key=unknown, schema=not unknown)
     match = spec.get("match")
     if match is not None and not isinstance(match, dict):
         add(label + "spec.match must be a map", "spec.match")

@@ -64,11 +64,20 @@ class CelCompileError(CelkeeperError):
     `limit` names the safety limit that was exceeded, if that is why it failed.
     """
 
-    def __init__(self, message: str, line: int = 1, column: int = 1, limit: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        line: int = 1,
+        column: int = 1,
+        limit: str | None = None,
+        issues: tuple[tuple[int, int, str], ...] = (),
+    ) -> None:
         super().__init__(message, Location(line=line, column=column))
         self.line = line
         self.column = column
         self.limit = limit
+        #: every error found, (line, column, message) in source order, when there are several
+        self.issues = issues or ((line, column, message),)
 
 
 class DocumentError(CelkeeperError):
@@ -79,8 +88,24 @@ class TemplateError(CelkeeperError):
     """A ConstraintTemplate that is invalid (structure, names, CEL compile errors)."""
 
 
+class TemplateWarning(TemplateError):
+    """A problem of a template that Gatekeeper still loads: an expression that does not compile (it
+    fails each request it applies to, as in Gatekeeper), or a key Gatekeeper ignores. Reported by
+    lint, verify -v and the template's status; it never stops the template from being enforced."""
+
+
+def is_warning(err: CelkeeperError) -> bool:
+    return isinstance(err, TemplateWarning)
+
+
 class ConstraintError(CelkeeperError):
     """A constraint that is invalid (unknown kind, parameters against the schema, enforcementAction)."""
+
+
+class ConstraintSchemaError(ConstraintError):
+    """A constraint that breaks its CRD's schema (parameters against the template's schema, the
+    shape of spec.match): what Gatekeeper calls `schema validation failed`, the only rejection a
+    Suite's `invalid: true` test accepts."""
 
 
 class ReviewError(CelkeeperError):

@@ -38,6 +38,10 @@ SOURCE_ORIGINAL = "Original"
 # spec.enforcementAction: "" keeps the constraint's own action; Gatekeeper's webhook skips results with
 # any other value, so celkeeper refuses them when the template is read
 ACTIONS = ("deny", "warn", "dryrun", "scoped")
+# Gatekeeper's mutators (mutations.gatekeeper.sh), which it applies to generated objects: celkeeper has
+# none, so the offline tools refuse inputs that hold one rather than review unmutated objects silently
+MUTATOR_GROUP = "mutations.gatekeeper.sh"
+MUTATOR_KINDS = frozenset({"Assign", "AssignMetadata", "ModifySet", "AssignImage"})
 
 GVK = tuple[str, str, str]  # group, version, kind
 
@@ -48,6 +52,10 @@ class ExpansionError(CelkeeperError):
 
 def is_expansion_template(document: Document) -> bool:
     return document.group == GROUP and document.kind == KIND
+
+
+def is_mutator(document: Document) -> bool:
+    return document.group == MUTATOR_GROUP and document.kind in MUTATOR_KINDS
 
 
 def prefix(template: str) -> str:

@@ -183,7 +183,7 @@ def build_policy_set(documents: Iterable[Document], compiler: TemplateCompiler) 
         match, match_problems = parse_match(constraint.match, doc)
         if match_problems:
             prefix = f"constraint {constraint.kind}/{constraint.name}: "
-            errors.extend(ConstraintError(prefix + e.message, e.location) for e in match_problems)
+            errors.extend(type(e)(prefix + e.message, e.location) for e in match_problems)
             continue
         assert match is not None
         key = (constraint.kind, constraint.name)

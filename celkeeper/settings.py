@@ -15,15 +15,16 @@ FALLBACK_ENGINE = "cel-python"  # pure Python: what runs when the cel-go library
 @dataclass(frozen=True)
 class CelLimits:
     """Bounds on CEL sources, checked by the cel-python engine's front end before anything is
-    evaluated (the cel-go engine has Kubernetes' own; both bound evaluations by a runtime cost budget,
-    so these limits only refuse what Kubernetes refuses too: a hostile source)."""
+    evaluated (the cel-go engine has Kubernetes' own; both bound evaluations by a runtime cost budget).
+    The defaults refuse nothing Gatekeeper accepts: cel-go's parser limits an expression to 100,000
+    code points and has no smaller limit on its parts (literals, regular expressions)."""
 
-    max_expression_length: int = 10_000  # characters in one expression
+    max_expression_length: int = 100_000  # characters in one expression (cel-go's parser's limit)
     max_ast_depth: int = 100  # nesting of the parsed expression
     max_comprehension_depth: int = 32  # comprehensions nested inside comprehensions (all/exists/map/...)
-    max_literal_length: int = 4_096  # characters/bytes in one string or bytes literal
-    max_aggregate_literal_size: int = 1_000  # elements in one list or map literal
-    max_regex_length: int = 1_000  # characters of a literal regular expression
+    max_literal_length: int = 100_000  # characters/bytes in one string or bytes literal
+    max_aggregate_literal_size: int = 100_000  # elements in one list or map literal
+    max_regex_length: int = 100_000  # characters of a literal regular expression
 
 
 @dataclass(frozen=True)

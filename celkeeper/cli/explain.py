@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         # as `celkeeper test`: the other objects among the policies are the synced data
         synced = [d for d in parsed.documents if not is_policy_document(d)]
     try:
-        from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
+        from celkeeper.gator.backend import PolicyBackend, verify_namespace  # the engine loads when needed
         from celkeeper.review import inventory_lookup
         from celkeeper.review.explain import explain
         from celkeeper.review.explain_text import render_text
@@ -139,7 +139,16 @@ def run(args: argparse.Namespace) -> int:
         with backend.inventory(loaded.policies, synced) as data:
             for document in objects:
                 request, expand = _request(args, document, old, point, backend)
-                explained = explain(request, loaded.policies, lookup, point, data=data, expand=expand)
+                explained = explain(
+                    request,
+                    loaded.policies,
+                    lookup,
+                    point,
+                    data=data,
+                    expand=expand,
+                    # at gator's point, generated objects go where gator verify puts them
+                    expansion_namespace=verify_namespace if point is EnforcementPoint.CLI else None,
+                )
                 explanations.append(explained)
     finally:
         if reader is not None:

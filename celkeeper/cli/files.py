@@ -52,6 +52,13 @@ def _expand_one(path: str, suffixes: tuple[str, ...]) -> list[str]:
     raise PathError(f"{path}: no such file or directory")
 
 
+KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
+
+
+def is_kustomization_file(path: str) -> bool:
+    """A kustomize file (kustomize's own file names): not a policy document, whatever it holds."""
+    return os.path.basename(path) in KUSTOMIZATION_NAMES
+
 
 def read_text(path: str) -> str:
     """The text of a file (UTF-8) or of standard input; raises DocumentError with the reason."""

@@ -6,6 +6,12 @@ against the template's schema, enforcement actions), templates with `generateVAP
 become a ValidatingAdmissionPolicy and constraints scoped to vap.k8s.io that cannot get a binding
 (the reasons `celkeeper vap` gives) and Suite files (structure). Problems go to
 stdout as `file:line:col: document N: field: message`; the exit code is 1 when there is any.
+
+What Gatekeeper loads anyway is a *warning* (`file:line:col: document N: field: warning: message`):
+an expression that does not compile (Gatekeeper loads the template; the expression fails every
+request it applies to), a key Gatekeeper ignores (such as the plural `matchConditions`). Warnings
+do not change the exit code unless --strict is given. Kustomization files (kustomization.yaml, or
+documents of kustomize.config.k8s.io) are not policy documents and are skipped.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from typing import Any
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.documents import Document
-from celkeeper.errors import CelkeeperError, DocumentError
+from celkeeper.errors import CelkeeperError, DocumentError, is_warning
 from celkeeper.gator import SuiteError, is_suite, parse_suite
 from celkeeper.gator.kinds import is_constraint_document, is_policy_document, is_template_document
+
+KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
 
 
 def register(subparsers: Any) -> None:
@@ -29,19 +37,20 @@ def register(subparsers: Any) -> None:
         description=__doc__.splitlines()[0].split(": ", 1)[1],
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (searched recursively)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     add_engine_option(parser)
     parser.set_defaults(func=run)
 
 
 def lint(paths: list[str], engine: str) -> tuple[list[CelkeeperError], dict[str, int]]:
     """Every problem under `paths`, and counts of what was checked."""
-    file_list = files.expand(paths)
+    file_list = [f for f in files.expand(paths) if not files.is_kustomization_file(f)]
     problems: list[CelkeeperError] = []
     documents: list[Document] = []
     for file in file_list:
         parsed = files.read(file)
         problems.extend(parsed.errors)
-        documents.extend(parsed.documents)
+        documents.extend(d for d in parsed.documents if d.group != KUSTOMIZE_GROUP)
     for document in documents:
         problems.extend(_identity_problems(document))
     policy_documents = [d for d in documents if is_policy_document(d)]
@@ -92,18 +101,31 @@ def _sorted(problems: list[CelkeeperError]) -> list[CelkeeperError]:
 
 
 def run(args: argparse.Namespace) -> int:
-    problems, counts = lint(args.paths, engine_name(args))
-    for problem in problems:
-        print(problem)
+    found, counts = lint(args.paths, engine_name(args))
+    for problem in found:
+        print(_line(problem))
     checked = (
         f"{counts['files']} files: {counts['templates']} templates, {counts['constraints']} constraints, "
         f"{counts['suites']} suites"
     )
-    if problems:
-        print(
-            f"celkeeper lint: {len(problems)} problem{'s' if len(problems) != 1 else ''} in {checked}",
-            file=sys.stderr,
-        )
-        return 1
-    print(f"celkeeper lint: no problems in {checked}", file=sys.stderr)
-    return 0
+    warnings = sum(1 for p in found if is_warning(p))
+    problems = len(found) - warnings
+    if not found:
+        print(f"celkeeper lint: no problems in {checked}", file=sys.stderr)
+        return 0
+    said = [_count(problems, "problem")] if problems else []
+    said += [_count(warnings, "warning")] if warnings else []
+    print(f"celkeeper lint: {' and '.join(said)} in {checked}", file=sys.stderr)
+    return 1 if problems or args.strict else 0
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def _line(problem: CelkeeperError) -> str:
+    """A problem's line; a warning says so before its message."""
+    if not is_warning(problem):
+        return str(problem)
+    where = str(problem.location)
+    return f"{where}: warning: {problem.message}" if where else f"warning: {problem.message}"

@@ -1,38 +1,57 @@
 """`celkeeper test -f FILE|DIR ...`: review the objects among the files against the policies among them.
 
-Like `gator test`: templates and constraints are taken from the given files, every other object is
-reviewed (as gator reviews a plain object; an AdmissionReview is reviewed as its request),
-Namespaces among the objects are known to namespaceSelector, and every object is synced data for
-the templates that read it (`data.inventory`). Each result is printed as
-`<apiVersion>/<Kind> <namespace>/<name>: [<constraint>] <message> (<action>)`. The exit code is 1
-when a result denies (or a file could not be loaded), else 0. Objects ExpansionTemplates generate from
-them (a Deployment's Pod) are reviewed too; their results are the object's (`[Implied by <template>]`).
+As `gator test` does: templates, constraints and ExpansionTemplates are taken from the given files,
+and every document (templates and constraints included) is reviewed as a plain object, with the
+Namespaces among the files known to matching (a cluster-scoped object has an empty one, `default`
+always exists). Every object that is not a template or constraint is also synced data for the
+templates that read it (`data.inventory`). ExpansionTemplates among the files expand objects
+(celkeeper.expansion, in the namespace gator's expander knows), and the generated objects are reviewed
+too (`[Implied by <template>] <message>`); mutators are refused (celkeeper has no mutation). One
+difference, on purpose: an AdmissionReview is reviewed as its request (operation, oldObject,
+userInfo), where gator would review the AdmissionReview object.
+
+Output as gator prints it: one line per result, `<apiVersion>/<Kind> [<namespace>/]<name>:
+["<constraint>"] Message: "<message>"`, or with `-o json` gator's JSON (target, msg, constraint,
+enforcementAction, scopedActions, violatingObject, trace). The exit code is 1 when a result
+denies (a `deny` action, or `scoped` with deny) or a file could not be loaded, else 0.
 
 With --cluster, every document of the files is a manifest checked as the webhook would decide applying
 it: the templates, constraints (celkeeper's and Gatekeeper's API groups), ExpansionTemplates and
 Namespaces are read from the cluster (get/list only: deploy/ci-rbac.yaml), each manifest is a CREATE (an
 UPDATE of the stored object with --against-live, when it exists), Namespaces the manifests create are
-taken from them, and a manifest whose namespace exists nowhere is reported, not checked. Lines end with
-`(<action>, <operation>)`; the exit code is 1 when the webhook would deny something (or a manifest could
-not be checked).
+taken from them, and a manifest whose namespace exists nowhere is reported, not checked. Each result is
+printed as `<apiVersion>/<Kind> <namespace>/<name>: [<constraint>] <message> (<action>, <operation>)`
+(`-o json`: object, file, document, constraint, template, enforcementAction, message, operation); the
+exit code is 1 when the webhook would deny something (or a manifest could not be checked).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
+from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
 from celkeeper.cli.cluster import add_cluster_options, read_cluster
 from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
 from celkeeper.documents import Document
-from celkeeper.errors import CelkeeperError
+from celkeeper.errors import CelkeeperError, is_warning
+from celkeeper.expansion import is_mutator
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
-from celkeeper.gator.kinds import is_namespace, is_policy_document
-from celkeeper.model import Action, Result
+from celkeeper.gator.kinds import (
+    is_constraint_document,
+    is_namespace,
+    is_policy_document,
+    is_template_document,
+)
+from celkeeper.gator.results import Violation
+from celkeeper.model import Result
 
+TARGET = "admission.k8s.gatekeeper.sh"
 EXAMPLES = """examples:
   celkeeper test -f examples/required-labels/                 policies and objects from one folder
   celkeeper test -f policies/ -f manifests/deploy.yaml -o json
@@ -71,6 +90,9 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+Row = tuple[Document, Mapping[str, Any] | None, Violation]  # reviewed document, its constraint, result
+
+
 def run(args: argparse.Namespace) -> int:
     if args.against_live and not args.cluster:
         raise CelkeeperError("--against-live needs --cluster")
@@ -83,35 +105,53 @@ def run(args: argparse.Namespace) -> int:
 
     backend = PolicyBackend(engine_name(args))
     loaded = backend.build([d for d in parsed.documents if is_policy_document(d)])
-    problems.extend(str(e) for e in loaded.errors)
-    objects = [d for d in parsed.documents if not is_policy_document(d)]
-    namespaces = {d.name: d.data for d in objects if is_namespace(d)}
-    rows: list[tuple[Document, Result]] = []
+    # what Gatekeeper loads (compile problems, ignored keys) is no problem here, as for gator test:
+    # lint and verify -v show those warnings
+    problems.extend(str(e) for e in loaded.errors if not is_warning(e))
+    documents = list(parsed.documents)
+    problems.extend(
+        str(d.error(CelkeeperError, "mutators are not supported: objects are reviewed unmutated", ""))
+        for d in documents
+        if is_mutator(d)
+    )
+    namespaces = {d.name: d.data for d in documents if is_namespace(d) and d.name}
+    constraints = {(d.kind, d.name): d.data for d in documents if is_constraint_document(d)}
+    objects = [d for d in documents if not (is_template_document(d) or is_constraint_document(d))]
+    rows: list[Row] = []
     # like gator test, every object is also synced data (for templates that read it)
     with backend.inventory(loaded.policies, objects) as data:
-        for document in objects:
+        for document in documents:
             try:
-                decision = backend.decide(loaded.policies, document, namespaces, data)
+                decision = backend.decide(
+                    loaded.policies,
+                    document,
+                    gator_test_namespaces(namespaces),
+                    data,
+                    expansion_namespace=lambda obj: _namespace_name(obj, namespaces),
+                )
+                found = backend.violations(loaded.policies, decision)
             except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
                 problems.append(str(err.at(file=document.file, document=document.index)))
                 continue
-            rows.extend((document, r) for r in decision.results)
+            rows.extend((document, constraints.get(v.constraint), v) for v in found)
     for problem in problems:
         print(f"celkeeper test: {problem}", file=sys.stderr)
-    shown = [(d, r) for d, r in rows if not args.deny_only or r.action is Action.DENY]
+    rows.sort(key=lambda r: (r[2].enforcement_action, r[2].message))  # as gator orders its results
+    shown = [row for row in rows if not args.deny_only or denies(row[2])]
     if args.output == "json":
-        print(json.dumps([_json_row(d, r) for d, r in shown], indent=2))
+        print(json.dumps([_json_row(*row) for row in shown], indent=4, ensure_ascii=False))
     else:
-        for document, result in shown:
-            print(f"{_object_id(document)}: [{result.constraint_name}] {result.message} ({result.action})")
-    denied = any(r.action is Action.DENY for _, r in rows)
-    return 1 if denied or problems else 0
+        for document, constraint, violation in shown:
+            name = str(_meta(constraint).get("name", "")) if constraint is not None else ""
+            message = go_quote(violation.message)
+            print(f"{_object_id(_reviewed(document))}: [{go_quote(name)}] Message: {message}")
+    return 1 if any(denies(v) for _, _, v in rows) or problems else 0
 
 
 def run_cluster(args: argparse.Namespace) -> int:
     """The manifests as the webhook would decide them, on the cluster's policies and Namespaces."""
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
-    from celkeeper.model import EnforcementPoint
+    from celkeeper.model import Action, EnforcementPoint
     from celkeeper.review import decide, inventory_lookup
 
     parsed = files.read_all(args.filenames or [files.STDIN])
@@ -149,10 +189,10 @@ def run_cluster(args: argparse.Namespace) -> int:
         print(f"celkeeper test: {problem}", file=sys.stderr)
     shown = [(d, r, op) for d, r, op in rows if not args.deny_only or r.action is Action.DENY]
     if args.output == "json":
-        print(json.dumps([dict(_json_row(d, r), operation=op) for d, r, op in shown], indent=2))
+        print(json.dumps([_cluster_row(d, r, op) for d, r, op in shown], indent=2))
     else:
         for document, result, operation in shown:
-            line = f"{_object_id(document)}: [{result.constraint_name}] {result.message}"
+            line = f"{_object_id(_reviewed(document))}: [{result.constraint_name}] {result.message}"
             print(f"{line} ({result.action}, {operation})")
     denied = any(r.action is Action.DENY for _, r, _ in rows)
     return 1 if denied or problems else 0
@@ -202,7 +242,33 @@ def _cluster_request(
     return parse_admission_review(review), note
 
 
-def _reviewed(document: Document) -> dict[str, Any]:
+def denies(violation: Violation) -> bool:
+    return violation.enforcement_action == "deny" or "deny" in violation.scoped_actions
+
+
+def gator_test_namespaces(known: Mapping[str, Mapping[str, Any]]) -> Any:
+    """gator test's Namespace of an object (pkg/gator/expand NamespaceForResource): the Namespace
+    among the inputs; an empty one for a cluster-scoped object; `default` always exists."""
+
+    def lookup(name: str) -> Mapping[str, Any] | None:
+        if not name:
+            return {}
+        found = known.get(name)
+        if found is None and name == "default":
+            return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
+        return found
+
+    return lookup
+
+
+def _namespace_name(obj: Mapping[str, Any], known: Mapping[str, Mapping[str, Any]]) -> str | None:
+    namespace = str(_meta(obj).get("namespace") or "")
+    if namespace in {"", "default"} or namespace in known:
+        return namespace
+    return None
+
+
+def _reviewed(document: Document) -> Mapping[str, Any]:
     """The object a row is about: the object itself, or an AdmissionReview's object/oldObject."""
     if is_admission_review(document):
         request = document.data.get("request") or {}
@@ -211,32 +277,52 @@ def _reviewed(document: Document) -> dict[str, Any]:
     return document.data if isinstance(document.data, dict) else {}
 
 
-def _identity(document: Document) -> tuple[str, str, str, str]:
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _object_id(obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    head = f"{obj.get('apiVersion', '')}/{obj.get('kind', '')}"
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    return f"{head} {namespace}/{name}" if namespace else f"{head} {name}"
+
+
+def _json_row(
+    document: Document, constraint: Mapping[str, Any] | None, violation: Violation
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"target": TARGET, "msg": violation.message}
+    if constraint is not None:
+        shown = copy.deepcopy(dict(constraint))
+        spec = shown.setdefault("spec", {})
+        if isinstance(spec, dict):
+            spec.setdefault("enforcementAction", "deny")  # the frameworks client's default, as gator shows
+        row["constraint"] = shown
+    row["enforcementAction"] = violation.enforcement_action
+    if violation.scoped_actions:
+        row["scopedActions"] = list(violation.scoped_actions)
+    row["violatingObject"] = _reviewed(document)
+    row["trace"] = None
+    return row
+
+
+def _cluster_row(document: Document, result: Result, operation: str) -> dict[str, Any]:
+    """One result of `test --cluster -o json`."""
     obj = _reviewed(document)
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        meta = {}
-    return (
-        str(obj.get("apiVersion", "")),
-        str(obj.get("kind", "")),
-        str(meta.get("namespace", "") or ""),
-        str(meta.get("name", "") or ""),
-    )
-
-
-def _object_id(document: Document) -> str:
-    api_version, kind, namespace, name = _identity(document)
-    return f"{api_version}/{kind} {namespace}/{name}" if namespace else f"{api_version}/{kind} {name}"
-
-
-def _json_row(document: Document, result: Result) -> dict[str, Any]:
-    api_version, kind, namespace, name = _identity(document)
+    meta = _meta(obj)
     return {
-        "object": {"apiVersion": api_version, "kind": kind, "namespace": namespace, "name": name},
+        "object": {
+            "apiVersion": str(obj.get("apiVersion", "")),
+            "kind": str(obj.get("kind", "")),
+            "namespace": str(meta.get("namespace") or ""),
+            "name": str(meta.get("name") or ""),
+        },
         "file": document.file,
         "document": document.index,
         "constraint": {"kind": result.constraint_kind, "name": result.constraint_name},
         "template": result.template,
         "enforcementAction": str(result.action),
         "message": result.message,
+        "operation": operation,
     }

@@ -2,7 +2,10 @@
 
 Every .yaml/.yml file under the paths (folders recursively; a trailing `/...` is accepted) whose
 documents include a Suite (test.gatekeeper.sh) is run. Output is `go test`-style, as gator prints
-it, followed by a summary line `N passed, M failed`; the exit code is 1 when anything failed.
+it, followed by a summary line `N passed, M failed`; the exit code is 1 when anything failed. With
+-v, what Gatekeeper loads silently but is likely a mistake (an expression that does not compile: it
+fails each request it applies to; an ignored key such as `matchConditions`) is printed to stderr
+as a warning with file:line:col.
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ def register(subparsers: Any) -> None:
         help="run only matching tests/cases: REGEX (test or case name) or TEST//CASE",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="name every test and case")
+    parser.add_argument(
+        "-t",
+        "--trace",
+        action="store_true",
+        help="after each reviewed case, print what the review found (one JSON object per result)",
+    )
     add_engine_option(parser)
     parser.set_defaults(func=run)
 
@@ -59,14 +68,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"celkeeper verify: no Suite files found in {' '.join(args.paths)}", file=sys.stderr)
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
 
-    runner = Runner(files.read, PolicyBackend(engine_name(args)))
+    backend = PolicyBackend(engine_name(args))
+    runner = Runner(files.read, backend)
     results: list[SuiteResult] = []
     for suite in suites:
         if isinstance(suite, SuiteResult):  # a Suite file that could not be parsed
             results.append(suite)
         else:
             results.append(runner.run(suite, flt))
-    sys.stdout.write(render(results, verbose=args.verbose))
+    sys.stdout.write(render(results, verbose=args.verbose, trace=args.trace))
+    if args.verbose:  # what Gatekeeper accepts silently, e.g. an expression that does not compile
+        for warning in dict.fromkeys(str(w) for w in backend.warnings):
+            print(f"celkeeper verify: warning: {warning}", file=sys.stderr)
     summary = summarize(results, errors=[str(e) for e in errors])
     print(summary.line())
     return 0 if summary.ok else 1

@@ -93,7 +93,7 @@ def _template_spec() -> Schema:
             "engine": string("The engine that evaluates the source: K8sNativeValidation (CEL) or Rego."),
             "source": any_value(
                 "The source for that engine; for K8sNativeValidation: validations, "
-                "variables, matchConditions, failurePolicy."
+                "variables, matchCondition, failurePolicy."
             ),
         },
         "Policy source code for one engine.",

@@ -17,22 +17,35 @@ from typing import Any
 from celkeeper.cel import get_engine
 from celkeeper.cel.inventory import object_row
 from celkeeper.documents import Document
-from celkeeper.errors import CelkeeperError, ConstraintError, ReviewError, TemplateError
+from celkeeper.errors import (
+    CelkeeperError,
+    ConstraintError,
+    ConstraintSchemaError,
+    ReviewError,
+    TemplateError,
+    is_warning,
+)
 from celkeeper.expansion import ExpansionError
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import is_constraint_document, is_namespace, is_template_document
-from celkeeper.model import Decision, EnforcementPoint
+from celkeeper.gator.results import Violation
+from celkeeper.model import Action, Decision, EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
 from celkeeper.review import (
     AdmissionRequest,
+    NamespaceLookup,
     SyncedData,
     decide,
     parse_admission_review,
     request_for_object,
 )
-from celkeeper.review.decide import Tracer
+from celkeeper.review.decide import ExpansionNamespace, Tracer
 from celkeeper.snapshot.datastore import write_inventory
 from celkeeper.templates import TemplateCompiler
+
+#: seconds a review may spend in the engine: none, as gator has none (the webhook's deadline is for
+#: the API server's timeout; each evaluation is still bounded by the engine's runtime cost budget)
+OFFLINE_DEADLINE = 0.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,7 @@ class PolicyBackend:
         self.engine_name = engine
         self.point = point
         self.compiler = TemplateCompiler(get_engine(engine))
+        self.warnings: list[CelkeeperError] = []  # what loading found that Gatekeeper accepts
 
     # -- loading ----------------------------------------------------------------------------------
     def build(self, documents: Sequence[Document]) -> Loaded:
@@ -55,20 +69,26 @@ class PolicyBackend:
     def load(
         self, template: Document, constraint: Document, expansions: Sequence[Document] = ()
     ) -> tuple[PolicySet, Sequence[CelkeeperError]]:
+        """The policy set of a Suite's test (its template, its constraint and the ExpansionTemplates of
+        its `expansion:` file), and the problems that stop the test as they stop gator's (warnings,
+        such as expressions that do not compile, do not: see `warnings`)."""
         errors: list[CelkeeperError] = []
         if not is_template_document(template):
             errors.append(template.error(TemplateError, f"not a ConstraintTemplate ({_gvk(template)})", ""))
         if not is_constraint_document(constraint):
             errors.append(constraint.error(ConstraintError, f"not a Constraint ({_gvk(constraint)})", ""))
         loaded = self.build([template, constraint, *expansions])
-        errors.extend(loaded.errors)
+        errors.extend(e for e in loaded.errors if not is_warning(e))
+        self.warnings.extend(e for e in loaded.errors if is_warning(e))
         if not errors and not loaded.policies.constraints:
             errors.append(constraint.error(ConstraintError, "the constraint was not loaded", ""))
         return loaded.policies, errors
 
     @staticmethod
     def is_expected_invalid(errors: Sequence[CelkeeperError]) -> bool:
-        return bool(errors) and all(isinstance(e, ConstraintError | TemplateError) for e in errors)
+        """Only a constraint that breaks its CRD's schema is what `invalid: true` expects (gator:
+        errors.Is(err, constraints.ErrSchema)); any other rejection fails such a test."""
+        return bool(errors) and all(isinstance(e, ConstraintSchemaError) for e in errors)
 
     # -- reviewing --------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -96,22 +116,34 @@ class PolicyBackend:
         self,
         policies: PolicySet,
         document: Document,
-        namespaces: Mapping[str, Mapping[str, Any]],
+        namespaces: NamespaceLookup,
         data: SyncedData | None = None,
+        *,
         tracer: Tracer | None = None,
+        expansion_namespace: ExpansionNamespace | None = None,
     ) -> Decision:
         """The decision on one document: a plain object, or an AdmissionReview (its request is used).
 
-        A plain object is expanded (policies.expansions) and what it generates is reviewed too; an
-        AdmissionReview is not (gator expands only plain objects). `data`: the synced data templates read;
-        `tracer`: see review.decide."""
+        A plain object is expanded (policies.expansions) and what it generates is reviewed too, put in
+        the namespace `expansion_namespace` names (see review.decide); an AdmissionReview is not (gator
+        expands only plain objects). `data`: the synced data templates read; `tracer`: see
+        review.decide. No wall-clock deadline, as gator has none."""
         request, expand = self.request(document)
         try:
             return decide(
-                request, policies, namespaces.get, self.point, data=data, expand=expand, tracer=tracer
+                request,
+                policies,
+                namespaces,
+                self.point,
+                data=data,
+                deadline=OFFLINE_DEADLINE,
+                expand=expand,
+                expansion_namespace=expansion_namespace,
+                tracer=tracer,
             )
         except ExpansionError as err:  # as gator words it (verify's and the expander's prefixes)
-            name = str((document.data.get("metadata") or {}).get("name") or "")
+            meta = document.data.get("metadata") if isinstance(document.data, Mapping) else None
+            name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
             raise ExpansionError(
                 f"expanding resource {name}: error expanding resource {name}: {err.message}"
             ) from None
@@ -121,28 +153,66 @@ class PolicyBackend:
         try:
             if not is_admission_review(document):
                 request = request_for_object(document.data)
-            else:
-                body = checked_request(document)
-                if body.get("operation"):
-                    request = parse_admission_review(as_v1_review(body))
-                else:  # gator accepts a request without an operation: review its object as such
-                    new, old = body.get("object"), body.get("oldObject")
-                    target = new if new is not None else old
-                    assert isinstance(target, Mapping)  # checked_request requires one of them
-                    request = request_for_object(
-                        target,
-                        old_object=old if new is not None else None,
-                        user_info=body.get("userInfo"),
-                    )
+            else:  # gator reviews the request as given, with or without an operation
+                request = parse_admission_review(
+                    as_v1_review(checked_request(document)), operation_required=False
+                )
         except ReviewError as err:
             raise err.at(file=document.file, document=document.index) from None
         return request, not is_admission_review(document)
 
-    def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[str]:
-        namespaces = {d.name: d.data for d in inventory if is_namespace(d)}
+    def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[Violation]:
+        """gator verify's review of one case: the object (or AdmissionReview) with the inventory's
+        Namespaces known to matching and the inventory as synced data, and every object the test's
+        ExpansionTemplates generate from a plain object (in the namespace gator verify knows for it)."""
+        namespaces = {d.name: d.data for d in inventory if is_namespace(d) and d.name}
         with self.inventory(policies, inventory) as data:
-            return [r.message for r in self.decide(policies, obj, namespaces, data).results]
+            decision = self.decide(policies, obj, namespaces.get, data, expansion_namespace=verify_namespace)
+        return self.violations(policies, decision)
+
+    def violations(self, policies: PolicySet, decision: Decision) -> list[Violation]:
+        """The decision's results as Gatekeeper reports them: one per violation, with the
+        constraint's enforcement action; a `scoped` constraint's violation once, with the actions
+        that apply at this point (decide gives one Result per action)."""
+        constraints = {(c.kind, c.name): c for c in policies.constraints}
+        out: list[Violation] = []
+        pending: dict[tuple[str, str, str], int] = {}  # scoped results not yet folded into one
+        for result in decision.results:
+            key = (result.constraint_kind, result.constraint_name)
+            constraint = constraints.get(key)
+            if result.expansion_action and result.expansion_action != Action.SCOPED.value:
+                # a generated object's result under its ExpansionTemplate's action: the constraint's
+                # scoped actions stay (expansion.OverrideEnforcementAction changes only the action)
+                scoped = (
+                    tuple(str(a) for a in constraint.actions_for(self.point.value))
+                    if constraint is not None and constraint.enforcement_action is Action.SCOPED
+                    else ()
+                )
+                out.append(Violation(result.message, result.expansion_action, scoped, key))
+                continue
+            if constraint is None or constraint.enforcement_action is not Action.SCOPED:
+                out.append(Violation(result.message, str(result.action), constraint=key))
+                continue
+            actions = constraint.actions_for(self.point.value)
+            fold = (*key, result.message)
+            seen = pending.get(fold, 0) + 1
+            if seen == len(actions):
+                out.append(Violation(result.message, "scoped", tuple(str(a) for a in actions), key))
+                seen = 0
+            pending[fold] = seen
+        return out
 
 
 def _gvk(document: Document) -> str:
     return f"{document.api_version or '<no apiVersion>'}, kind {document.kind or '<none>'}"
+
+
+def verify_namespace(obj: Mapping[str, Any]) -> str | None:
+    """The namespace gator verify's expander knows for an object (it has no Namespaces): "" for a
+    cluster-scoped object, `default`, or None (the generated object keeps the parent's)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    namespace = meta.get("namespace") or ""
+    if namespace == "":
+        return ""
+    return "default" if namespace == "default" else None

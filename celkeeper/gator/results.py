@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One result of a review, as Gatekeeper reports it: the message, the constraint's enforcement
+    action and, for a `scoped` one, the actions that apply at this enforcement point."""
+
+    message: str
+    enforcement_action: str
+    scoped_actions: tuple[str, ...] = ()
+    constraint: tuple[str, str] = ("", "")  # (kind, name) of the violated constraint
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "msg": self.message,
+            "enforcementAction": self.enforcement_action,
+            "scopedEnforcementActions": list(self.scoped_actions),
+        }
 
 
 @dataclass(frozen=True)
@@ -12,6 +31,7 @@ class CaseResult:
     error: str | None = None  # why the case failed (None: passed)
     runtime: float = 0.0  # seconds
     skipped: bool = False
+    results: tuple[Violation, ...] | None = None  # what the review found (None: nothing was reviewed)
 
     @property
     def failed(self) -> bool:
@@ -99,13 +119,15 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines() or [""])
 
 
-def render(results: Iterable[SuiteResult], verbose: bool = False) -> str:
-    """The text gator's PrinterGo writes: per case/test/suite lines, then PASS or FAIL."""
+def render(results: Iterable[SuiteResult], verbose: bool = False, trace: bool = False) -> str:
+    """The text gator's PrinterGo writes: per case/test/suite lines, then PASS or FAIL. With `trace`,
+    each reviewed case is followed by `TRACE: <case>` and its results, one JSON object per line
+    (`{"msg": ..., "enforcementAction": ..., "scopedEnforcementActions": [...]}`)."""
     out: list[str] = []
     any_failed = False
     for suite in results:
         for test in suite.tests:
-            _render_test(out, test, verbose)
+            _render_test(out, test, verbose, trace)
         if suite.failed:
             any_failed = True
             out.append(f"FAIL\t{suite.path}\t{_duration(suite.runtime)}")
@@ -117,7 +139,7 @@ def render(results: Iterable[SuiteResult], verbose: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def _render_test(out: list[str], test: TestResult, verbose: bool) -> None:
+def _render_test(out: list[str], test: TestResult, verbose: bool, trace: bool) -> None:
     if verbose:
         if test.skipped:
             out.append(f"=== SKIP  {test.name}")
@@ -126,7 +148,7 @@ def _render_test(out: list[str], test: TestResult, verbose: bool) -> None:
     elif test.skipped:
         return
     for case in test.cases:
-        _render_case(out, case, verbose)
+        _render_case(out, case, verbose, trace)
     if test.failed:
         out.append(f"--- FAIL: {test.name}\t({_duration(test.runtime)})")
         if test.error is not None:
@@ -135,7 +157,7 @@ def _render_test(out: list[str], test: TestResult, verbose: bool) -> None:
         out.append(f"--- PASS: {test.name}\t({_duration(test.runtime)})")
 
 
-def _render_case(out: list[str], case: CaseResult, verbose: bool) -> None:
+def _render_case(out: list[str], case: CaseResult, verbose: bool, trace: bool) -> None:
     if verbose:
         if case.skipped:
             out.append(f"    === SKIP  {case.name}")
@@ -146,3 +168,8 @@ def _render_case(out: list[str], case: CaseResult, verbose: bool) -> None:
         out.append(_indent(case.error, "        "))
     elif verbose:
         out.append(f"    --- PASS: {case.name}\t({_duration(case.runtime)})")
+    if trace and case.results is not None:
+        prefix = "    --- " if verbose else ""  # gator indents a trace like the case in verbose mode
+        count = len(case.results)
+        out.append(f"{prefix}TRACE: {case.name}\t{count} result{'s' if count != 1 else ''}")
+        out.extend(prefix + json.dumps(v.to_json(), ensure_ascii=False) for v in case.results)

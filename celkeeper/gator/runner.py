@@ -17,11 +17,12 @@ from typing import Any, Protocol
 
 import re2
 
+from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.documents import Document, ParsedText
 from celkeeper.errors import CelkeeperError
 from celkeeper.expansion import is_expansion_template
 from celkeeper.gator.filter import Filter, compile_regex
-from celkeeper.gator.results import CaseResult, SuiteResult, TestResult
+from celkeeper.gator.results import CaseResult, SuiteResult, TestResult, Violation
 from celkeeper.gator.suite import Assertion, Case, Suite, Test
 
 Reader = Callable[[str], ParsedText]  # reads a file into documents (raises CelkeeperError if unreadable)
@@ -36,8 +37,9 @@ class Backend(Protocol):
         """A policy set of one template, one constraint and the ExpansionTemplates of the test's
         `expansion:` file, and every problem found loading them."""
 
-    def review(self, policies: Any, obj: Document, inventory: Sequence[Document]) -> list[str]:
-        """The messages of all results (every action) of reviewing obj (an object or AdmissionReview)."""
+    def review(self, policies: Any, obj: Document, inventory: Sequence[Document]) -> list[Violation]:
+        """All results (every action) of reviewing obj (an object or AdmissionReview), and of the
+        objects the test's ExpansionTemplates generate from a plain object."""
 
     def is_expected_invalid(self, errors: Sequence[CelkeeperError]) -> bool:
         """Whether these load errors are what `invalid: true` expects (a rejected constraint/template)."""
@@ -108,19 +110,21 @@ class Runner:
             raise CelkeeperError("invalid Suite: missing constraint")
         constraint = self._one_document(os.path.join(directory, test.constraint), "constraint")
         expansions: tuple[Document, ...] = ()
-        if test.expansion:  # reader.ReadExpansions: ExpansionTemplates only, at least one
+        # reader.ReadExpansions: ExpansionTemplates only, at least one (never read for `invalid: true`:
+        # gator then only tries to add the constraint)
+        if test.expansion and not test.invalid:
             path = os.path.join(directory, test.expansion)
             expansions = self._documents(path)
             if not expansions or not all(is_expansion_template(d) for d in expansions):
-                raise CelkeeperError(f"not an Expansion Template: {_go_quote(path)}")
+                raise CelkeeperError(f"not an Expansion Template: {go_quote(path)}")
         return self.backend.load(template, constraint, expansions)
 
     def _one_document(self, path: str, what: str) -> Document:
+        """The file's first document: gator reads a template or constraint file as one YAML document
+        (the first of a stream; the others are ignored)."""
         documents = self._documents(path)
-        if len(documents) != 1:
-            raise CelkeeperError(
-                f"{path}: a {what} file must contain exactly one document, found {len(documents)}"
-            )
+        if not documents:
+            raise CelkeeperError(f"{path}: no {what} in the file")
         return documents[0]
 
     def _documents(self, path: str) -> tuple[Document, ...]:
@@ -132,13 +136,25 @@ class Runner:
     # -- cases ------------------------------------------------------------------------------------
     def _run_case(self, directory: str, policies: Any, case: Case) -> CaseResult:
         start = self.clock()
+        found: list[tuple[Violation, ...]] = []  # what the review found, once it has run
         try:
-            self._check_case(directory, policies, case)
+            self._check_case(directory, policies, case, found)
         except (CaseFailure, CelkeeperError) as err:
-            return CaseResult(name=case.name, error=str(err), runtime=self.clock() - start)
-        return CaseResult(name=case.name, runtime=self.clock() - start)
+            return CaseResult(
+                name=case.name,
+                error=str(err),
+                runtime=self.clock() - start,
+                results=found[0] if found else None,
+            )
+        return CaseResult(name=case.name, runtime=self.clock() - start, results=found[0] if found else None)
 
-    def _check_case(self, directory: str, policies: Any, case: Case) -> None:
+    def _check_case(
+        self,
+        directory: str,
+        policies: Any,
+        case: Case,
+        found: list[tuple[Violation, ...]],
+    ) -> None:
         if not case.object:
             raise CaseFailure("invalid Case: must define object")
         if not case.assertions:
@@ -154,11 +170,15 @@ class Runner:
         inventory: list[Document] = []
         for item in case.inventory:
             item_path = os.path.join(directory, item)
-            found = self._documents(item_path)
-            if not found:
+            items = self._documents(item_path)
+            if not items:
                 raise CaseFailure(f"missing objects: path {item_path!r} defines no YAML objects")
-            inventory.extend(found)
-        messages = self.backend.review(policies, objects[0], inventory)
+            inventory.extend(items)
+        results = tuple(self.backend.review(policies, objects[0], inventory))
+        found.append(results)
+        # Responses.Results(): sorted by enforcement action, then message (Go's byte order)
+        ordered = sorted(results, key=lambda r: (r.enforcement_action.encode(), r.message.encode()))
+        messages = [r.message for r in ordered]
         for assertion in case.assertions:
             check_assertion(assertion, messages)
 
@@ -183,11 +203,11 @@ def check_assertion(assertion: Assertion, messages: Sequence[str]) -> None:
             raise CaseFailure(f"message contains invalid regular expression: {detail}") from None
     matching = sum(1 for m in messages if regex is None or regex.search(m))
     want = assertion.violations
-    containing = f" containing {_go_quote(assertion.message)}" if assertion.message is not None else ""
+    containing = f" containing {go_quote(assertion.message)}" if assertion.message is not None else ""
     got = f"got {matching} violations{containing}"
     if isinstance(want, int) and not isinstance(want, bool):
         if want < 0:
-            raise CaseFailure(_INVALID_VIOLATIONS)
+            raise CaseFailure(f"{_INVALID_VIOLATIONS}: got messages {_go_list(messages)}")
         if matching != want:
             raise CaseFailure(
                 f"unexpected number of violations: {got} but want exactly {want}"
@@ -207,7 +227,7 @@ def check_assertion(assertion: Assertion, messages: Sequence[str]) -> None:
                 f"unexpected number of violations: {got} but want none: got messages {_go_list(messages)}"
             )
         return
-    raise CaseFailure(_INVALID_VIOLATIONS)
+    raise CaseFailure(f"{_INVALID_VIOLATIONS}: got messages {_go_list(messages)}")
 
 
 _INVALID_VIOLATIONS = (
@@ -215,11 +235,6 @@ _INVALID_VIOLATIONS = (
 )
 
 
-def _go_quote(text: str) -> str:
-    """Go's %q for the common case: a double-quoted string with backslash escapes."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    return f'"{escaped}"'
-
-
 def _go_list(messages: Sequence[str]) -> str:
-    return "[" + ", ".join(_go_quote(m) for m in messages) + "]"
+    """Go's %v of a []string, as gator prints the messages: `[a b c]`, unquoted, space-separated."""
+    return "[" + " ".join(messages) + "]"

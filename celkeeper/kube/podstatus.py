@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from celkeeper.cel.inventory import Gvk, describe, unmet
 from celkeeper.crds import names
-from celkeeper.errors import CelkeeperError, ConstraintError, DocumentError, TemplateError
+from celkeeper.errors import CelkeeperError, ConstraintError, DocumentError, TemplateError, TemplateWarning
 from celkeeper.kube.objects import CONSTRAINT_ITEM_PREFIX, TEMPLATE_ITEM_PREFIX, item_name
 from celkeeper.kube.resources import Resource, constraint_pod_statuses, template_pod_statuses
 
@@ -57,7 +57,11 @@ def status_error(err: CelkeeperError) -> StatusError:
     elif err.location.line is not None and location:
         location = f"{location}:{err.location.line}:{err.location.column or 1}"
     message = _OBJECT_PREFIX.sub("", message, count=1)
-    if isinstance(err, TemplateError):
+    if isinstance(err, TemplateWarning):  # the template is enforced all the same (as Gatekeeper does)
+        code = (
+            "compile_error" if "does not compile" in message or "must evaluate to" in message else "warning"
+        )
+    elif isinstance(err, TemplateError):
         code = "compile_error" if "does not compile" in message else "invalid_template"
     elif isinstance(err, ConstraintError):
         code = "invalid_constraint"

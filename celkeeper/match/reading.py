@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from celkeeper.documents import Document, index_path, key_path
-from celkeeper.errors import ConstraintError
+from celkeeper.errors import ConstraintError, ConstraintSchemaError
 from celkeeper.match.criteria import CRITERIA, WILDCARD, KindSelector, LabelSelector, Match, Requirement
 
 _GLOB = re.compile(r"^\*?[-:a-z0-9]*\*?$")
@@ -27,12 +27,14 @@ class _Reader:
         self.document = document
         self.errors: list[ConstraintError] = []
 
-    def add(self, message: str, path: str, *, key: bool = False) -> None:
-        self.errors.append(self.document.error(ConstraintError, message, path, key=key))
+    def add(self, message: str, path: str, *, key: bool = False, schema: bool = False) -> None:
+        """schema: the match CRD's schema (types, patterns, enums) forbids it (ConstraintSchemaError)."""
+        kind = ConstraintSchemaError if schema else ConstraintError
+        self.errors.append(self.document.error(kind, message, path, key=key))
 
     def strings(self, value: Any, path: str) -> list[str] | None:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self.add("must be a list of strings", path)
+            self.add("must be a list of strings", path, schema=True)
             return None
         return value
 
@@ -50,13 +52,13 @@ def parse_match(
     if data is None:
         return Match(), []
     if not isinstance(data, Mapping):
-        reader.add("spec.match must be a map", path)
+        reader.add("spec.match must be a map", path, schema=True)
         return None, reader.errors
     reader.unknown(data, _MATCH_KEYS, path)
     kinds = _kinds(data.get("kinds"), key_path(path, "kinds"), reader)
     scope = data.get("scope")
     if scope is not None and not isinstance(scope, str):
-        reader.add("scope must be a string (*, Cluster or Namespaced)", key_path(path, "scope"))
+        reader.add("scope must be a string (*, Cluster or Namespaced)", key_path(path, "scope"), schema=True)
     namespaces = _globs(data.get("namespaces"), key_path(path, "namespaces"), reader)
     excluded = _globs(data.get("excludedNamespaces"), key_path(path, "excludedNamespaces"), reader)
     processes = None
@@ -76,10 +78,15 @@ def parse_match(
         reader.add(
             f"name {name!r} must be an object name, optionally with * at the start and/or end",
             key_path(path, "name"),
+            schema=True,
         )
     source = data.get("source", "All")
     if source not in _SOURCES:
-        reader.add(f"source must be one of {', '.join(_SOURCES)}, not {source!r}", key_path(path, "source"))
+        reader.add(
+            f"source must be one of {', '.join(_SOURCES)}, not {source!r}",
+            key_path(path, "source"),
+            schema=True,
+        )
     if reader.errors:
         return None, sorted(reader.errors, key=lambda e: (e.location.line or 0, e.location.column or 0))
     return Match(
@@ -99,13 +106,13 @@ def _kinds(value: Any, path: str, reader: _Reader) -> tuple[KindSelector, ...] |
     if value is None:
         return None
     if not isinstance(value, list):
-        reader.add("kinds must be a list of {apiGroups, kinds}", path)
+        reader.add("kinds must be a list of {apiGroups, kinds}", path, schema=True)
         return None
     selectors = []
     for i, entry in enumerate(value):
         entry_path = index_path(path, i)
         if not isinstance(entry, Mapping):
-            reader.add("must be a map with apiGroups and kinds", entry_path)
+            reader.add("must be a map with apiGroups and kinds", entry_path, schema=True)
             continue
         reader.unknown(entry, frozenset({"apiGroups", "kinds"}), entry_path)
         groups = reader.strings(entry.get("apiGroups", []), key_path(entry_path, "apiGroups"))
@@ -132,6 +139,7 @@ def _globs(value: Any, path: str, reader: _Reader) -> tuple[str, ...] | None:
             reader.add(
                 f"{pattern!r} must be a namespace name, optionally with * at the start and/or end",
                 index_path(path, i),
+                schema=True,
             )
     return tuple(listed) or None
 

@@ -9,7 +9,7 @@
         a review of a plain object (audit, CLI), built as gator builds it: kind, name and namespace
         from the object, no operation unless given.
     decide(request, policies, namespaces, point, clock=None, *, deadline=3.0, data=None, expand=True,
-           tracer=None) -> celkeeper.model.Decision
+           expansion_namespace=None, tracer=None) -> celkeeper.model.Decision
         request:    AdmissionRequest
         policies:   celkeeper.policy.PolicySet
         namespaces: Callable[[str], Mapping | None]  the Namespace object by name (None: unknown)
@@ -23,6 +23,8 @@
                     failurePolicy without being evaluated)
         expand:     the objects ExpansionTemplates generate from the object are decided too
                     (results prefixed `[Implied by <template>]`)
+        expansion_namespace: Callable[[Mapping], str | None] | None: the Namespace gator's expander
+                    knows for an object (None: the webhook's and audit's: the object's own)
         tracer:     review.decide.Tracer | None, told everything decided (explanations)
 
     explanation = explain(request, policies, namespaces, point)   (celkeeper.review.explain)

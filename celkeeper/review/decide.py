@@ -23,6 +23,9 @@ from celkeeper.templates import CompiledTemplate
 DEFAULT_DEADLINE = 3.0
 
 NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
+#: the name of the Namespace Gatekeeper knows for an object it expands (its generated objects are put
+#: there; "" removes their namespace), or None when it knows none (they keep the parent's)
+ExpansionNamespace = Callable[[Mapping[str, Any]], str | None]
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ def decide(
     deadline: float = DEFAULT_DEADLINE,
     data: SyncedData | None = None,
     expand: bool = True,
+    expansion_namespace: ExpansionNamespace | None = None,
     tracer: Tracer | None = None,
 ) -> Decision:
     """Every violation of the policies by the request, with the action that applies at `point`.
@@ -114,13 +118,15 @@ def decide(
     see (None: none is synced); a template whose data is not synced is not evaluated: its decision is
     that error, under its failurePolicy. `expand` (default): the objects the request's
     object generates (policies.expansions) are decided too, their results prefixed
-    `[Implied by <template>]` (gator does not expand AdmissionReviews: it passes False). `tracer`: told
+    `[Implied by <template>]` (gator does not expand AdmissionReviews: it passes False);
+    `expansion_namespace`: the Namespace known for the object expanded (None: the webhook's and the
+    audit's, none beyond the object's own; gator's expander knows its own). `tracer`: told
     everything decided (explanations); the verdict is the same with or without one. Raises
     ExpansionError when the object cannot be expanded."""
     point_name = str(point.value if isinstance(point, EnforcementPoint) else point)
     expansions = policies.expansions
     resultants = (
-        expand_request(request, expansions)
+        expand_request(request, expansions, expansion_namespace)
         if expand and (request.group, request.kind) in expansions.group_kinds
         else ()
     )
@@ -139,7 +145,9 @@ def decide(
     return Decision(tuple(results), tuple(timings.items()))
 
 
-def expand_request(request: AdmissionRequest, expansions: Expansions) -> list[Resultant]:
+def expand_request(
+    request: AdmissionRequest, expansions: Expansions, namespace_of: ExpansionNamespace | None = None
+) -> list[Resultant]:
     """The objects the request's object generates, as Gatekeeper's webhook expands a request: its
     object (oldObject on DELETE) with the request's namespace and kind (gatekeeper pkg/webhook
     policy.go reviewRequest); a plain object (gator, audit) as it is. Raises ExpansionError."""
@@ -160,7 +168,7 @@ def expand_request(request: AdmissionRequest, expansions: Expansions) -> list[Re
         parent["apiVersion"] = f"{request.group}/{request.version}" if request.group else request.version
         parent["kind"] = request.kind
         obj = parent
-    return expansions.expand(obj)
+    return expansions.expand(obj, namespace_of(obj) if namespace_of is not None else None)
 
 
 def _decide(  # noqa: PLR0917
@@ -194,7 +202,11 @@ def _decide(  # noqa: PLR0917
     lookup = _Namespace(request, namespaces)
     targets = targets_of((request.object, request.old_object))  # read once, matched many times
     decided: dict[int, bool | str] = {}  # per Match object (equal ones are shared): matched, or the error
-    operation = request.operation or None  # a plain object (gator, audit) has none
+    # a template's operations (spec.targets[0].operations) select requests at the webhook only
+    # (frameworks client.Review); audit and gator evaluate every template. A generated object has its
+    # parent request's operation.
+    webhook = point_name == EnforcementPoint.WEBHOOK.value
+    operation = (request.operation or None) if webhook else None
     source = request.source
     selected: list[tuple[Candidate, tuple[Action, ...], bool | str]] = []
     for candidate in candidates:
@@ -327,6 +339,7 @@ class _Namespace:
     def namespace(self) -> Mapping[str, Any] | None:
         if not self._looked_up:
             self._looked_up = True
-            found = self._lookup(self._request.namespace) if self._request.namespace else None
+            # asked for "" too: gator test knows an (empty) Namespace for cluster-scoped objects
+            found = self._lookup(self._request.namespace)
             self._found = found if isinstance(found, Mapping) else None
         return self._found

@@ -36,7 +36,13 @@ from celkeeper.expansion import SOURCE_GENERATED, Resultant
 from celkeeper.match import Target
 from celkeeper.model import Action, Decision, EnforcementPoint, Result
 from celkeeper.policy import Candidate, PolicySet
-from celkeeper.review.decide import DEFAULT_DEADLINE, NamespaceLookup, SyncedData, decide
+from celkeeper.review.decide import (
+    DEFAULT_DEADLINE,
+    ExpansionNamespace,
+    NamespaceLookup,
+    SyncedData,
+    decide,
+)
 from celkeeper.review.request import AdmissionRequest
 from celkeeper.templates import CompiledTemplate
 
@@ -127,12 +133,21 @@ def explain(
     deadline: float = DEFAULT_DEADLINE,
     data: SyncedData | None = None,
     expand: bool = True,
+    expansion_namespace: ExpansionNamespace | None = None,
 ) -> Explanation:
     """The decision on the request, explained (decide with a Recorder: the same code as the webhook's;
-    `data`: the synced data, as decide reads it)."""
+    `data`, `expand` and `expansion_namespace` as decide reads them)."""
     recorder = Recorder(policies, namespaces, point)
     decision = decide(
-        request, policies, namespaces, point, deadline=deadline, data=data, expand=expand, tracer=recorder
+        request,
+        policies,
+        namespaces,
+        point,
+        deadline=deadline,
+        data=data,
+        expand=expand,
+        expansion_namespace=expansion_namespace,
+        tracer=recorder,
     )
     return recorder.explanation(decision)
 

@@ -39,8 +39,11 @@ class AdmissionRequest:
         return found
 
 
-def parse_admission_review(body: Any) -> AdmissionRequest:
-    """Validate an admission.k8s.io/v1 AdmissionReview (as decoded JSON) and return its request."""
+def parse_admission_review(body: Any, *, operation_required: bool = True) -> AdmissionRequest:
+    """Validate an admission.k8s.io/v1 AdmissionReview (as decoded JSON) and return its request.
+
+    `operation_required=False` (gator's offline reviews): a request without an operation is reviewed
+    as it is, object and oldObject as given."""
     if not isinstance(body, Mapping):
         raise ReviewError("an AdmissionReview must be a JSON object")
     if body.get("apiVersion") != API_VERSION:
@@ -59,7 +62,9 @@ def parse_admission_review(body: Any) -> AdmissionRequest:
     kind = _gvk(request.get("kind"), "request.kind", required=True)
     resource = _gvr(request.get("resource"), "request.resource")
     operation = request.get("operation")
-    if operation not in OPERATIONS:
+    if not operation_required and operation in (None, ""):
+        operation = ""
+    elif operation not in OPERATIONS:
         raise ReviewError(f"request.operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
     for key in ("name", "namespace", "subResource", "requestSubResource"):
         _optional(request, key, str, "a string")

@@ -36,7 +36,7 @@ from celkeeper.cel.api import (
 )
 from celkeeper.cel.inventory import Requirement, requirement_kinds
 from celkeeper.documents import Document, index_path, key_path
-from celkeeper.errors import CelkeeperError, Location, TemplateError
+from celkeeper.errors import CelkeeperError, Location, TemplateError, TemplateWarning
 from celkeeper.model import FailurePolicy
 from celkeeper.templates.parameters import ParameterSchema
 from celkeeper.templates.spec import TemplateSpec, parse_template
@@ -60,7 +60,8 @@ _NOTE = {
 
 @dataclass(frozen=True, eq=False)
 class CompiledTemplate:
-    """A template ready to evaluate. `errors` lists its compile problems (it is still enforced)."""
+    """A template ready to evaluate. `errors` lists its warnings: compile problems (each broken part
+    fails at request time, as in Gatekeeper) and what Gatekeeper ignores; it is still enforced."""
 
     name: str
     kind: str
@@ -69,7 +70,7 @@ class CompiledTemplate:
     operations: frozenset[str] | None  # None: every operation
     parameters: ParameterSchema
     document: Document
-    errors: tuple[TemplateError, ...] = ()
+    errors: tuple[TemplateWarning, ...] = ()
     code_hash: str = ""
     # the synced data it reads (celkeeper.cel.inventory): each requirement met by any of its kinds
     requirements: tuple[Requirement, ...] = ()
@@ -82,7 +83,8 @@ class CompiledTemplate:
 
     @property
     def compiles(self) -> bool:
-        return not self.errors
+        """Every CEL part compiles (warnings of the source aside)."""
+        return not self.program.diagnostics
 
     def applies_to_operation(self, operation: str) -> bool:
         return self.operations is None or operation in self.operations
@@ -170,7 +172,8 @@ class TemplateCompiler:
             operations=spec.operations,
             parameters=spec.parameters,
             document=spec.document,
-            errors=tuple(
+            errors=spec.warnings
+            + tuple(
                 sorted(
                     (*spec.warnings, *(_locate(spec, d) for d in program.diagnostics)),
                     key=lambda e: (e.location.line or 0, e.location.column or 0),
@@ -203,19 +206,19 @@ def _path(spec: TemplateSpec, d: Diagnostic) -> str:
     return key_path(item, "messageExpression" if d.part == "messageExpression" else "expression")
 
 
-def _locate(spec: TemplateSpec, d: Diagnostic) -> TemplateError:
+def _locate(spec: TemplateSpec, d: Diagnostic) -> TemplateWarning:
     document = spec.document
     what = _WHAT[d.part].format(name=d.name)
     message = f"template {spec.name}: {what} does not compile: {d.message}{_NOTE.get(d.part, '')}"
     path = _path(spec, d)
     base = document.location(path)
     if d.line is None or d.column is None:
-        return TemplateError(message, base)
+        return TemplateWarning(message, base)
     inner = f" (at {d.line}:{d.column} in the expression)"
     position = document.expression_position(path, d.line, d.column)
     if position is None:
-        return TemplateError(message + inner, base)
-    return TemplateError(
+        return TemplateWarning(message + inner, base)
+    return TemplateWarning(
         message + inner,
         Location(
             file=base.file, document=base.document, path=base.path, line=position[0], column=position[1]

@@ -1,5 +1,12 @@
 """Reading the K8sNativeValidation source of a template: validations, variables, match conditions,
-failurePolicy (gatekeeper pkg/drivers/k8scel/schema/schema.go, plus celkeeper's stricter checks)."""
+failurePolicy (gatekeeper pkg/drivers/k8scel/schema/schema.go).
+
+What Gatekeeper refuses is an error here (a reserved variable or condition name, a failurePolicy other
+than Fail or Ignore, a field of the wrong type). What Gatekeeper silently accepts is only a *warning*
+(the template loads and decides as in Gatekeeper): unknown keys, including the plural
+`matchConditions` (ignored: the key is `matchCondition`), no validations, a validation without an
+expression (it fails every request as the empty expression does not compile), variable names that
+are not CEL identifiers or are defined twice (the last definition wins), repeated condition names."""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celkeeper.documents import Document, index_path, key_path
-from celkeeper.errors import TemplateError
+from celkeeper.errors import TemplateError, TemplateWarning
 from celkeeper.model import FailurePolicy
 
 RESERVED_PREFIX = "gatekeeper_internal_"
@@ -19,7 +26,6 @@ _SOURCE_KEYS = frozenset(
         "validations",
         "variables",
         "matchCondition",
-        "matchConditions",
         "failurePolicy",
         "generateVAP",
         "resourceOperations",
@@ -96,34 +102,37 @@ class Problems:
         self.document = document
         self.name = name
         self.errors: list[TemplateError] = []
+        self.warnings: list[TemplateWarning] = []
 
     def add(self, message: str, path: str, *, key: bool = False) -> None:
         prefix = f"template {self.name}: " if self.name else ""
         self.errors.append(self.document.error(TemplateError, prefix + message, path, key=key))
 
+    def warn(self, message: str, path: str, *, key: bool = False) -> None:
+        prefix = f"template {self.name}: " if self.name else ""
+        self.warnings.append(self.document.error(TemplateWarning, prefix + message, path, key=key))
+
 
 def read_source(source: dict[str, Any], source_path: str, problems: Problems) -> SourceSpec:
     """Read and check a K8sNativeValidation source (a map); problems are added to `problems`."""
     for key in source:
-        if key not in _SOURCE_KEYS:
-            problems.add(
-                f"unknown field {key!r} in the K8sNativeValidation source (known: "
+        if key == "matchConditions":
+            problems.warn(
+                "matchConditions is not a key of the K8sNativeValidation source: Gatekeeper ignores "
+                "it (and so does celkeeper); match conditions go under matchCondition (singular)",
+                key_path(source_path, key),
+                key=True,
+            )
+        elif key not in _SOURCE_KEYS:
+            problems.warn(
+                f"unknown field {key!r} in the K8sNativeValidation source, ignored (known: "
                 f"{', '.join(sorted(_SOURCE_KEYS))})",
                 key_path(source_path, key),
                 key=True,
             )
     validations = _validations(source, source_path, problems)
     variables = _named(source, source_path, "variables", problems)
-    condition_key = "matchCondition"
-    if "matchConditions" in source:
-        if "matchCondition" in source:
-            problems.add(
-                "give matchCondition or matchConditions, not both",
-                key_path(source_path, "matchConditions"),
-                key=True,
-            )
-        condition_key = "matchConditions"
-    conditions = _named(source, source_path, condition_key, problems)
+    conditions = _named(source, source_path, "matchCondition", problems)
     _check_variables(variables, problems)
     _check_conditions(conditions, problems)
     failure_policy = _failure_policy(source, source_path, problems)
@@ -140,11 +149,7 @@ def _validations(source: dict[str, Any], path: str, problems: Problems) -> list[
     where = key_path(path, "validations")
     items = source.get("validations")
     if items is None or items == []:
-        problems.add(
-            "validations must not be empty: a template needs at least one validation",
-            where,
-            key=items is not None,
-        )
+        problems.warn("no validations: the template checks nothing", where, key=items is not None)
         return []
     if not isinstance(items, list):
         problems.add("validations must be a list", where)
@@ -157,8 +162,9 @@ def _validations(source: dict[str, Any], path: str, problems: Problems) -> list[
             continue
         for key in item:
             if key not in _VALIDATION_KEYS:
-                problems.add(
-                    f"unknown field {key!r} in a validation (known: expression, message, messageExpression)",
+                problems.warn(
+                    f"unknown field {key!r} in a validation, ignored (known: expression, message, "
+                    "messageExpression)",
                     key_path(item_path, key),
                     key=True,
                 )
@@ -179,8 +185,9 @@ def _expression(
     value = item.get(key)
     where = key_path(path, key)
     if value is None or value == "":
-        if required:
-            problems.add(f"{key} is required", where)
+        if required:  # Gatekeeper compiles the empty expression: it fails every request
+            problems.warn(f"{key} is missing: an empty expression does not compile", where)
+            return Expression("", where)
         return None
     if not isinstance(value, str):
         problems.add(f"{key} must be a string (a CEL expression)", where)
@@ -204,13 +211,17 @@ def _named(source: dict[str, Any], path: str, key: str, problems: Problems) -> l
             continue
         for field in item:
             if field not in _NAMED_KEYS:
-                problems.add(
-                    f"unknown field {field!r} (known: name, expression)", key_path(item_path, field), key=True
+                problems.warn(
+                    f"unknown field {field!r}, ignored (known: name, expression)",
+                    key_path(item_path, field),
+                    key=True,
                 )
-        name = item.get("name")
-        if not isinstance(name, str) or not name:
-            problems.add("name is required", key_path(item_path, "name"))
+        name = item.get("name", "")
+        if not isinstance(name, str):
+            problems.add("name must be a string", key_path(item_path, "name"))
             continue
+        if not name:
+            problems.warn("name is missing", key_path(item_path, "name"))
         expression = _expression(item, item_path, "expression", problems, required=True)
         if expression is not None:
             result.append(NamedExpression(name, expression))
@@ -227,10 +238,14 @@ def _check_variables(variables: list[NamedExpression], problems: Problems) -> No
             )
         elif var.name in (PARAMS, ANY_OBJECT):
             problems.add(f"{var.name} is an invalid variable name, {var.name!r} is a reserved keyword", where)
-        elif not _IDENTIFIER.match(var.name) or var.name in _CEL_RESERVED:
-            problems.add(f"variable name {var.name!r} is not a CEL identifier (letters, digits and _)", where)
+        elif not is_cel_identifier(var.name):
+            problems.warn(
+                f"variable name {var.name!r} is not a CEL identifier (letters, digits and _): no "
+                "expression can use it",
+                where,
+            )
         elif var.name in seen:
-            problems.add(f"variable {var.name!r} is defined twice", where)
+            problems.warn(f"variable {var.name!r} is defined twice: the last definition is used", where)
         seen.add(var.name)
 
 
@@ -245,7 +260,7 @@ def _check_conditions(conditions: list[NamedExpression], problems: Problems) -> 
                 where,
             )
         elif condition.name in seen:
-            problems.add(f"match condition {condition.name!r} is defined twice", where)
+            problems.warn(f"match condition {condition.name!r} is defined twice", where)
         seen.add(condition.name)
 
 
@@ -259,6 +274,11 @@ def _failure_policy(source: dict[str, Any], path: str, problems: Problems) -> Fa
         )
         return None
     return FailurePolicy(value)
+
+
+def is_cel_identifier(name: str) -> bool:
+    """Whether `variables.<name>` can name it (a CEL identifier that is not a reserved word)."""
+    return bool(_IDENTIFIER.match(name)) and name not in _CEL_RESERVED
 
 
 def string_list(value: Any) -> bool:

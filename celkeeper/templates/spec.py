@@ -5,9 +5,9 @@ Accepted: Gatekeeper's `templates.gatekeeper.sh/v1` (and v1beta1, v1alpha1) and 
 (frameworks crds/validate.go and client.go, gatekeeper pkg/drivers/k8scel/schema/schema.go):
 exactly one target `admission.k8s.gatekeeper.sh`, metadata.name equal to the lowercase of
 spec.crd.spec.names.kind, a `K8sNativeValidation` code entry, no `gatekeeper_internal_` names, no
-user variables named `params` or `anyObject`, failurePolicy Fail or Ignore. celkeeper is stricter
-where Gatekeeper silently ignores a mistake: validations must not be empty, unknown keys in the CEL
-source are errors, variable names must be CEL identifiers and unique.
+user variables named `params` or `anyObject`, failurePolicy Fail or Ignore. Where Gatekeeper silently
+accepts a mistake (unknown keys such as the plural `matchConditions`, no validations, odd variable
+names) the template loads as in Gatekeeper and the mistake is a warning (TemplateSpec.warnings).
 
 No CEL here: compiling is templates.compiler's job.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from celkeeper.cel.inventory import SYNC_ANNOTATION, Requirement, RequirementsError, parse_requirements
 from celkeeper.documents import Document, field_path, index_path, key_path
-from celkeeper.errors import TemplateError
+from celkeeper.errors import TemplateError, TemplateWarning
 from celkeeper.model import FailurePolicy
 from celkeeper.templates.parameters import ParameterSchema, SchemaProblem
 from celkeeper.templates.source import (
@@ -68,9 +68,9 @@ class TemplateSpec:
     # the synced data it reads (Gatekeeper's requires-sync-data annotation; celkeeper gives such a
     # template `data`): each requirement met by any of its kinds
     requirements: tuple[Requirement, ...] = ()
-    # problems that do not refuse the template (a malformed annotation: read as Gatekeeper reads it,
-    # i.e. no data)
-    warnings: tuple[TemplateError, ...] = ()
+    # what Gatekeeper accepts silently (see the module doc), and a malformed requires-sync-data
+    # annotation (read as Gatekeeper reads it, i.e. no data): problems that do not refuse the template
+    warnings: tuple[TemplateWarning, ...] = ()
 
 
 def parse_template(document: Document) -> tuple[TemplateSpec | None, list[TemplateError]]:
@@ -128,13 +128,13 @@ def parse_template(document: Document) -> tuple[TemplateSpec | None, list[Templa
         parameters=parameters,
         code_hash=code_hash,
         requirements=requirements,
-        warnings=warnings,
+        warnings=(*problems.warnings, *warnings),
     ), []
 
 
 def _requirements(
     document: Document, meta: Any, name: str
-) -> tuple[tuple[Requirement, ...], tuple[TemplateError, ...]]:
+) -> tuple[tuple[Requirement, ...], tuple[TemplateWarning, ...]]:
     """The synced data a template declares (celkeeper.cel.inventory). A malformed annotation is a
     problem of the template, which is then loaded as Gatekeeper loads it: without data."""
     annotations = meta.get("annotations") if isinstance(meta, dict) else None
@@ -150,7 +150,7 @@ def _requirements(
         except RequirementsError as err:
             problem = str(err)
     error = document.error(
-        TemplateError,
+        TemplateWarning,
         f"template {name}: annotation {SYNC_ANNOTATION} is not Gatekeeper's requires-sync-data format "
         f"({problem}); the template reads no synced data",
         path,
@@ -273,7 +273,10 @@ def _source(target: dict[str, Any], path: str, problems: Problems) -> tuple[str,
             )
         return "", None
     if len(found) > 1:
-        problems.add("more than one K8sNativeValidation code entry", index_path(code_path, found[1]))
+        problems.warn(
+            "more than one K8sNativeValidation code entry: only the first is used",
+            index_path(code_path, found[1]),
+        )
     source_path = key_path(index_path(code_path, found[0]), "source")
     source = entries[found[0]].get("source")
     if not isinstance(source, dict):

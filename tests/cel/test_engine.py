@@ -94,6 +94,50 @@ def test_compile_error_has_line_and_column(engine: Engine) -> None:
     assert str(info.value).startswith("2:3: ")
 
 
+def test_request_and_namespace_are_typed_as_kubernetes_declares_them(engine: Engine) -> None:
+    """BuildRequestType has no `uid`; the namespace's type only its declared fields; a comprehension
+    variable named `request` is not the request."""
+    with pytest.raises(CelCompileError, match="undefined field 'uid'") as info:
+        engine.compile("request.uid != ''")
+    assert (info.value.line, info.value.column) == (1, 8)
+    with pytest.raises(CelCompileError, match="undefined field 'nope'"):
+        engine.compile("namespaceObject.metadata.nope == ''")
+    with pytest.raises(CelCompileError, match="undefined field 'uid'"):
+        engine.compile("has(request.uid)")
+    for fine in (
+        "request.userInfo.uid == ''",
+        "request.kind.kind == 'Pod'",
+        "request.options.anything == 1",
+        "namespaceObject.metadata.labels.team == 'a'",
+        "[{'uid': 1}].all(request, request.uid == 1)",
+    ):
+        engine.compile(fine)
+
+
+#: compile errors cel-go (as Kubernetes configures it) reports, in its words and places: planning
+#: (OptOptimize) evaluates conversions of constants and compiles find()'s literal pattern
+_PLANNING = "1:1: program instantiation failed: "
+_TO_INT = "type conversion error from 'string' to 'int'"
+PLANNING_AND_SELECTION_ERRORS = [
+    ("1 == 1 &&\n  int('x') == 1", _PLANNING + _TO_INT),
+    ("uint(-1) == 1u", _PLANNING + "unsigned integer overflow"),
+    ("int(string(1.5)) == 1", _PLANNING + _TO_INT),
+    ("string(b'\\xff') == ''", _PLANNING + "invalid UTF-8 in bytes, cannot convert to string"),
+    ("[1, 2].map(x, int('z'))", _PLANNING + _TO_INT),
+    ("'a'.find('[') == ''", _PLANNING + "error parsing regexp: missing closing ]: `[`"),
+    ("null.?x", "1:5: type 'null' does not support field selection"),
+    ("[1].x", "1:4: type 'list(int)' does not support field selection"),
+]
+
+
+@pytest.mark.parametrize(("source", "error"), PLANNING_AND_SELECTION_ERRORS)
+def test_compile_errors_found_planning_and_selecting(engine: Engine, source: str, error: str) -> None:
+    with pytest.raises(CelCompileError) as info:
+        engine.compile(source)
+    assert str(info.value) == error
+    assert evaluate(engine, "string(int('2')) == '2' && int(string(2.0)) == 2 && dyn('x') == 'x'") is True
+
+
 def test_evaluation_errors_are_values(engine: Engine) -> None:
     result = evaluate(engine, "object.spec.nope == 1", object=POD)
     assert isinstance(result, CelError)

@@ -124,15 +124,19 @@ def test_explain_usage_errors(cli) -> None:
 def test_test_reports_workloads_for_their_pods(cli) -> None:
     run = cli("test", "-f", str(EXAMPLES), "-o", "json")
     rows = json.loads(run.out)
-    workload = [
-        r for r in rows if r["object"]["name"] == "web" and r["file"].endswith("deployment-privileged.yaml")
-    ]
+    def rows_of(kind: str, name: str) -> list[dict]:  # gator test's JSON: the object is violatingObject
+        return [
+            r
+            for r in rows
+            if r["violatingObject"]["kind"] == kind and r["violatingObject"]["metadata"]["name"] == name
+        ]
+
     assert {"[Implied by expand-workloads] privileged containers are not allowed: app"} <= {
-        r["message"] for r in workload
+        r["msg"] for r in rows_of("Deployment", "web")
     }
-    cronjob = [r for r in rows if r["file"].endswith("cronjob-privileged.yaml")]
+    cronjob = rows_of("CronJob", "nightly-backup")
     assert ("warn", "[Implied by expand-jobs] privileged containers are not allowed: backup") in {
-        (r["enforcementAction"], r["message"]) for r in cronjob
+        (r["enforcementAction"], r["msg"]) for r in cronjob
     }
 
 

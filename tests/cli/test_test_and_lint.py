@@ -21,18 +21,19 @@ def _write(path: Path, text: str) -> Path:
 
 
 def test_denying_results_are_printed_and_exit_1(cli, engine: str) -> None:
+    # gator test's text: `<apiVersion>/<Kind> <ns>/<name>: ["<constraint>"] Message: "<message>"`
     folder = EXAMPLES / "allowed-registries"
     run = cli("test", "-f", str(folder), "--engine", engine)
     assert run.code == 1, run.err
     lines = run.out.splitlines()
-    prefix = "v1/Pod shop/web: [pods-from-approved-registries] images must come from an allowed registry"
     assert (
-        f"{prefix} (registry.example.com/, mirror.gcr.io/): quay.io/prometheus/node-exporter:v1.8.0, "
-        "docker.io/library/busybox:1.36 (deny)"
+        'v1/Pod shop/web: ["pods-from-approved-registries"] Message: "images must come from an allowed '
+        "registry (registry.example.com/, mirror.gcr.io/): quay.io/prometheus/node-exporter:v1.8.0, "
+        'docker.io/library/busybox:1.36"'
     ) in lines
-    assert any(line.startswith("v1/Pod shop/lookalike: [pods-from-approved-registries] ") for line in lines)
+    assert any(line.startswith('v1/Pod shop/lookalike: ["pods-from-approved-registries"] ') for line in lines)
     assert any(
-        line.startswith("v1/Pod shop/debug-target: [pods-from-approved-registries] ") for line in lines
+        line.startswith('v1/Pod shop/debug-target: ["pods-from-approved-registries"] ') for line in lines
     )
     assert len(lines) == 3  # the allowed Pod and the kube-system Pod produce nothing
     assert run.err == ""
@@ -41,33 +42,40 @@ def test_denying_results_are_printed_and_exit_1(cli, engine: str) -> None:
 def test_warn_results_do_not_fail(cli) -> None:
     run = cli("test", "-f", str(EXAMPLES / "disallow-latest-tag"))
     assert run.code == 0, run.err
-    assert run.out.splitlines() == [
-        "v1/Pod shop/api: [no-latest-images] container api: image registry.example.com/shop/api:latest "
-        "uses disallowed tag latest (warn)",
-        "v1/Pod shop/cache: [no-latest-images] container cache: "
-        "image registry.example.com:5000/library/redis "
-        "has no tag (means :latest); container init: image registry.example.com/shop/init:dev uses "
-        "disallowed tag dev (warn)",
+    assert run.out.splitlines() == [  # ordered by action, then message, as gator orders them
+        'v1/Pod shop/api: ["no-latest-images"] Message: "container api: image '
+        'registry.example.com/shop/api:latest uses disallowed tag latest"',
+        'v1/Pod shop/cache: ["no-latest-images"] Message: "container cache: image '
+        "registry.example.com:5000/library/redis has no tag (means :latest); container init: image "
+        'registry.example.com/shop/init:dev uses disallowed tag dev"',
     ]
 
 
 def test_cluster_scoped_objects_and_json_output(cli) -> None:
+    # gator test's JSON: target, msg, constraint (with its default action), enforcementAction,
+    # scopedActions (when scoped), violatingObject, trace
     run = cli("test", "-f", str(EXAMPLES / "required-labels"), "-o", "json")
     assert run.code == 1
     rows = json.loads(run.out)
-    by_name = {(r["object"]["kind"], r["object"]["name"], r["constraint"]["name"]): r for r in rows}
-    scratch = by_name[("Namespace", "scratch", "namespaces-have-owner")]
+    by_name = {(r["violatingObject"]["kind"], r["violatingObject"]["metadata"]["name"]): r for r in rows}
+    scratch = by_name[("Namespace", "scratch")]
+    assert list(scratch) == ["target", "msg", "constraint", "enforcementAction", "violatingObject", "trace"]
+    assert scratch["target"] == "admission.k8s.gatekeeper.sh" and scratch["trace"] is None
     assert scratch["enforcementAction"] == "deny"
-    assert scratch["message"] == "Namespace scratch is missing required labels: owner, cost-center"
-    assert scratch["object"] == {"apiVersion": "v1", "kind": "Namespace", "namespace": "", "name": "scratch"}
-    assert scratch["file"].endswith("namespace-missing-labels.yaml") and scratch["document"] == 1
+    assert scratch["msg"] == "Namespace scratch is missing required labels: owner, cost-center"
+    assert scratch["violatingObject"]["metadata"] == {"name": "scratch", "labels": {"purpose": "experiments"}}
     assert scratch["constraint"]["kind"] == "CKRequiredLabels"
-    warn = by_name[("Deployment", "checkout", "workloads-have-app-label")]
-    assert warn["enforcementAction"] == "warn" and warn["object"]["namespace"] == "team-shop"
+    assert scratch["constraint"]["metadata"]["name"] == "namespaces-have-owner"
+    assert scratch["constraint"]["spec"]["enforcementAction"] == "deny"  # defaulted, as gator shows it
+    warn = by_name[("Deployment", "checkout")]
+    assert (
+        warn["enforcementAction"] == "warn"
+        and warn["violatingObject"]["metadata"]["namespace"] == "team-shop"
+    )
     text = cli("test", "-f", str(EXAMPLES / "required-labels"))
     assert (
-        "v1/Namespace scratch: [namespaces-have-owner] Namespace scratch is missing required labels: "
-        "owner, cost-center (deny)" in text.out.splitlines()
+        'v1/Namespace scratch: ["namespaces-have-owner"] Message: "Namespace scratch is missing required '
+        'labels: owner, cost-center"' in text.out.splitlines()
     )
 
 
@@ -98,8 +106,8 @@ def test_deny_only_and_multiple_inputs(cli, tmp_path: Path) -> None:
     )
     assert run.code == 1
     assert run.out.splitlines() == [
-        "v1/Pod shop/bad: [pods-from-approved-registries] images must come from an allowed registry "
-        "(registry.example.com/, mirror.gcr.io/): docker.io/nginx:latest (deny)"
+        'v1/Pod shop/bad: ["pods-from-approved-registries"] Message: "images must come from an allowed '
+        'registry (registry.example.com/, mirror.gcr.io/): docker.io/nginx:latest"'
     ]
 
 
@@ -207,7 +215,8 @@ def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
     lines = run.out.splitlines()
     assert all("Traceback" not in line for line in lines)
     assert re.search(
-        r"^celkeeper lint: (\d+) problems in 5 files: 1 templates, 1 constraints, 1 suites$", run.err
+        r"^celkeeper lint: 4 problems and 2 warnings in 5 files: 1 templates, 1 constraints, 1 suites$",
+        run.err,
     )
     expected = [
         rf"^{tmp_path}/constraint.yaml:6:\d+: document 1: spec.parameters.n: .*",
@@ -221,3 +230,59 @@ def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
     for pattern in expected:
         assert sum(1 for line in lines if re.search(pattern, line)) == 1, (pattern, lines)
     assert len(lines) == len(expected), lines
+
+
+def test_lint_shows_what_gatekeeper_loads_as_warnings(cli, tmp_path: Path) -> None:
+    # Gatekeeper loads these templates (tests/gator compares the verdicts): lint warns, with the place
+    _write(
+        tmp_path / "template.yaml",
+        """\
+        apiVersion: templates.gatekeeper.sh/v1
+        kind: ConstraintTemplate
+        metadata:
+          name: ckwarned
+        spec:
+          crd:
+            spec:
+              names:
+                kind: CKWarned
+          targets:
+            - target: admission.k8s.gatekeeper.sh
+              code:
+                - engine: K8sNativeValidation
+                  source:
+                    validations:
+                      - expression: object.metadata.name ==
+                    matchConditions:
+                      - {name: pods, expression: "true"}
+        """,
+    )
+    run = cli("lint", str(tmp_path))
+    assert run.code == 0, run.out
+    lines = run.out.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(
+        f"{tmp_path}/template.yaml:16:52: document 1: "
+        "spec.targets[0].code[0].source.validations[0].expression: warning: template ckwarned: "
+        "validation does not compile: "
+    )
+    assert lines[1].startswith(
+        f"{tmp_path}/template.yaml:17:13: document 1: spec.targets[0].code[0].source.matchConditions: "
+        "warning: template ckwarned: matchConditions is not a key"
+    )
+    assert run.err == "celkeeper lint: 2 warnings in 1 files: 1 templates, 0 constraints, 0 suites\n"
+    assert cli("lint", "--strict", str(tmp_path)).code == 1
+
+
+def test_lint_skips_kustomization_files(cli, tmp_path: Path) -> None:
+    # gatekeeper-library keeps a kustomization.yaml beside each policy: not a policy document
+    shutil.copytree(EXAMPLES / "required-labels", tmp_path / "required-labels")
+    _write(tmp_path / "required-labels" / "kustomization.yaml", "resources:\n- template.yaml\n")
+    _write(
+        tmp_path / "kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [required-labels]\n",
+    )
+    _write(tmp_path / "component.yaml", "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n")
+    run = cli("lint", str(tmp_path))
+    assert (run.code, run.out) == (0, ""), run.out
+    assert run.err.startswith("celkeeper lint: no problems in ")

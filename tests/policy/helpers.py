@@ -38,7 +38,6 @@ def template_data(
     *,
     variables: list[dict[str, Any]] | None = None,
     conditions: list[dict[str, Any]] | None = None,
-    conditions_key: str = "matchConditions",
     failure_policy: str | None = None,
     schema: dict[str, Any] | None = None,
     operations: list[str] | None = None,
@@ -48,8 +47,7 @@ def template_data(
     if variables is not None:
         source["variables"] = variables
     if conditions is not None:
-        # Gatekeeper reads `matchCondition` only (schema.go); celkeeper also reads the plural
-        source[conditions_key] = conditions
+        source["matchCondition"] = conditions
     if failure_policy is not None:
         source["failurePolicy"] = failure_policy
     target: dict[str, Any] = {

@@ -17,8 +17,9 @@ from celkeeper.cli import files
 from celkeeper.cli.verify import discover
 from celkeeper.documents import Document, parse_documents
 from celkeeper.gator import Filter, Runner
-from celkeeper.gator.backend import PolicyBackend
+from celkeeper.gator.backend import PolicyBackend, verify_namespace
 from celkeeper.gator.kinds import is_namespace, is_policy_document
+from celkeeper.gator.results import Violation
 from celkeeper.model import EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
 from celkeeper.review import SyncedData, admission_review_for, decide, parse_admission_review
@@ -44,7 +45,7 @@ class ComparingBackend(PolicyBackend):
         self.compared = 0
         self.differences: list[str] = []
 
-    def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[str]:
+    def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[Violation]:
         namespaces = {d.name: d.data for d in inventory if is_namespace(d)}
         request, expand = self.request(obj)
         with self.inventory(policies, inventory) as data:  # the case's synced data, as verify gives it
@@ -64,13 +65,26 @@ class ComparingBackend(PolicyBackend):
         expand: bool,
         data: SyncedData | None,
     ) -> None:
+        where = verify_namespace if point is EnforcementPoint.CLI else None  # as verify expands
         try:
-            plain = decide(request, policies, namespaces.get, point, expand=expand, data=data)
+            plain = decide(
+                request, policies, namespaces.get, point, expand=expand, expansion_namespace=where, data=data
+            )
         except Exception as err:
             with pytest.raises(type(err)):
-                explain(request, policies, namespaces.get, point, expand=expand, data=data)
+                explain(
+                    request,
+                    policies,
+                    namespaces.get,
+                    point,
+                    expand=expand,
+                    expansion_namespace=where,
+                    data=data,
+                )
             return
-        explained = explain(request, policies, namespaces.get, point, expand=expand, data=data)
+        explained = explain(
+            request, policies, namespaces.get, point, expand=expand, expansion_namespace=where, data=data
+        )
         self.compared += 1
         if explained.decision.results != plain.results:
             self.differences.append(f"{obj.file} at {point}: {explained.decision.results} != {plain.results}")

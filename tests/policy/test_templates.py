@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from celkeeper.documents import Document
-from celkeeper.errors import TemplateError
+from celkeeper.errors import TemplateError, TemplateWarning
 from celkeeper.model import FailurePolicy
 from celkeeper.templates import is_template, parse_template
 from tests.support.samples import library, read_documents, templates
@@ -18,6 +18,14 @@ def errors_of(text: str, name: str = "t.yaml") -> list[str]:
     assert spec is None
     assert all(isinstance(e, TemplateError) for e in errors)
     return [str(e) for e in errors]
+
+
+def warnings_of(text: str, name: str = "t.yaml") -> list[str]:
+    """The warnings of a template that loads (as Gatekeeper loads it)."""
+    spec, errors = parse_template(doc(text, name))
+    assert errors == [] and spec is not None
+    assert all(isinstance(w, TemplateWarning) for w in spec.warnings)
+    return [str(w) for w in spec.warnings]
 
 
 GOOD = """
@@ -158,6 +166,7 @@ def test_reserved_names_and_failure_policy() -> None:
                 expression: "true"
 """
     )
+    # what Gatekeeper refuses (schema.go) is an error; a repeated or unusable name only a warning
     assert errors_of(text) == [
         "t.yaml:18:28: document 1: spec.targets[0].code[0].source.failurePolicy: template k8slabels: "
         "unrecognized failure policy: Sometimes (use Fail or Ignore)",
@@ -167,32 +176,40 @@ def test_reserved_names_and_failure_policy() -> None:
         "anyObject is an invalid variable name, 'anyObject' is a reserved keyword",
         "t.yaml:24:23: document 1: spec.targets[0].code[0].source.variables[2].name: template k8slabels: "
         "gatekeeper_internal_x is not a valid variable; cannot have 'gatekeeper_internal_' as a prefix",
-        "t.yaml:28:23: document 1: spec.targets[0].code[0].source.variables[4].name: template k8slabels: "
-        "variable 'ok' is defined twice",
-        "t.yaml:30:23: document 1: spec.targets[0].code[0].source.variables[5].name: template k8slabels: "
-        "variable name 'not-an-identifier' is not a CEL identifier (letters, digits and _)",
         "t.yaml:33:23: document 1: spec.targets[0].code[0].source.matchCondition[0].name: template "
         "k8slabels: "
         "gatekeeper_internal_match is not a valid match condition; cannot have 'gatekeeper_internal_' as a "
         "prefix",
     ]
+    loads = text.replace("failurePolicy: Sometimes", "failurePolicy: Fail")
+    for reserved in ("params", "anyObject", "gatekeeper_internal_x", "gatekeeper_internal_match"):
+        loads = loads.replace(f"name: {reserved}\n", f"name: x_{reserved.lower()}\n")
+    assert warnings_of(loads) == [
+        "t.yaml:28:23: document 1: spec.targets[0].code[0].source.variables[4].name: template k8slabels: "
+        "variable 'ok' is defined twice: the last definition is used",
+        "t.yaml:30:23: document 1: spec.targets[0].code[0].source.variables[5].name: template k8slabels: "
+        "variable name 'not-an-identifier' is not a CEL identifier (letters, digits and _): no expression "
+        "can use it",
+    ]
 
 
-def test_validations_must_not_be_empty_and_unknown_keys_are_reported() -> None:
+def test_no_validations_and_unknown_keys_are_warnings() -> None:
+    # Gatekeeper loads such a template (unknown keys are ignored; it checks nothing): a warning each
     text = GOOD.replace("validations:", "validation:")
-    assert errors_of(text) == [
-        # the missing key is located at the enclosing source
-        "t.yaml:14:11: document 1: spec.targets[0].code[0].source.validations: template k8slabels: "
-        "validations "
-        "must not be empty: a template needs at least one validation",
+    assert warnings_of(text) == [
         "t.yaml:15:13: document 1: spec.targets[0].code[0].source.validation: template k8slabels: unknown "
         "field "
-        "'validation' in the K8sNativeValidation source (known: failurePolicy, generateVAP, matchCondition, "
-        "matchConditions, resourceOperations, validations, variables)",
+        "'validation' in the K8sNativeValidation source, ignored (known: failurePolicy, generateVAP, "
+        "matchCondition, resourceOperations, validations, variables)",
+        # the missing key is located at the enclosing source
+        "t.yaml:14:11: document 1: spec.targets[0].code[0].source.validations: template k8slabels: "
+        "no validations: the template checks nothing",
     ]
 
 
 def test_match_condition_keys() -> None:
+    # the key is matchCondition (singular); Gatekeeper silently ignores the plural: so does celkeeper,
+    # with a warning (tests/gator corpus: source-keys)
     both = (
         GOOD
         + """            matchCondition:
@@ -201,11 +218,15 @@ def test_match_condition_keys() -> None:
               - {name: b, expression: "true"}
 """
     )
-    assert errors_of(both) == [
+    spec, errors = parse_template(doc(both, "t.yaml"))
+    assert errors == [] and spec is not None
+    assert [c.name for c in spec.match_conditions] == ["a"]
+    assert [str(w) for w in spec.warnings] == [
         "t.yaml:20:13: document 1: spec.targets[0].code[0].source.matchConditions: template k8slabels: "
-        "give matchCondition or matchConditions, not both"
+        "matchConditions is not a key of the K8sNativeValidation source: Gatekeeper ignores it (and so "
+        "does celkeeper); match conditions go under matchCondition (singular)"
     ]
-    for key in ("matchCondition", "matchConditions"):
+    for key, names in (("matchCondition", ["only-pods"]), ("matchConditions", [])):
         spec, errors = parse_template(
             doc(
                 GOOD
@@ -216,10 +237,8 @@ def test_match_condition_keys() -> None:
             )
         )
         assert errors == [] and spec is not None
-        assert [c.name for c in spec.match_conditions] == ["only-pods"]
-        assert (
-            spec.match_conditions[0].expression.path == f"spec.targets[0].code[0].source.{key}[0].expression"
-        )
+        assert [c.name for c in spec.match_conditions] == names
+    assert spec.warnings
 
 
 def test_operations_of_the_target() -> None:
@@ -258,15 +277,21 @@ def test_parameter_schema_errors_are_template_errors() -> None:
     ]
 
 
-@pytest.mark.parametrize(("api_version", "legacy"), [
-    ("templates.gatekeeper.sh/v1", False),
-    ("templates.gatekeeper.sh/v1beta1", True),
-    ("templates.celkeeper.io/v1", False),
-])
+@pytest.mark.parametrize(
+    ("api_version", "legacy"),
+    [
+        ("templates.gatekeeper.sh/v1", False),
+        ("templates.gatekeeper.sh/v1beta1", True),
+        ("templates.celkeeper.io/v1", False),
+    ],
+)
 def test_legacy_schema_default_follows_the_version(api_version: str, legacy: bool) -> None:
-    data = template_data("K8sL", [{"expression": "true"}],
-                         schema={"type": "object", "properties": {"a": {"type": "string"}}},
-                         api_version=api_version)
+    data = template_data(
+        "K8sL",
+        [{"expression": "true"}],
+        schema={"type": "object", "properties": {"a": {"type": "string"}}},
+        api_version=api_version,
+    )
     spec, errors = parse_template(Document.from_object(data))
     assert errors == [] and spec is not None
     assert spec.parameters.legacy is legacy

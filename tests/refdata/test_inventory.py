@@ -273,14 +273,14 @@ def test_test_makes_every_object_synced_data(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     assert lines == sorted(
         [
-            "networking.k8s.io/v1/Ingress default/ingress-host1: [unique-ingress-host] "
-            "ingress host conflicts with an existing ingress <example-host.example.com> (deny)",
-            "networking.k8s.io/v1/Ingress default/ingress-host2: [unique-ingress-host] "
-            "ingress host conflicts with an existing ingress <example-host.example.com> (deny)",
-            "networking.k8s.io/v1/Ingress default/ingress-host3: [unique-ingress-host] "
-            "ingress host conflicts with an existing ingress <example-host3.example.com> (deny)",
-            "networking.k8s.io/v1/Ingress other-ns/ingress-host4: [unique-ingress-host] "
-            "ingress host conflicts with an existing ingress <example-host3.example.com>, "
-            "<example-host.example.com> (deny)",
+            'networking.k8s.io/v1/Ingress default/ingress-host1: ["unique-ingress-host"] Message: '
+            '"ingress host conflicts with an existing ingress <example-host.example.com>"',
+            'networking.k8s.io/v1/Ingress default/ingress-host2: ["unique-ingress-host"] Message: '
+            '"ingress host conflicts with an existing ingress <example-host.example.com>"',
+            'networking.k8s.io/v1/Ingress default/ingress-host3: ["unique-ingress-host"] Message: '
+            '"ingress host conflicts with an existing ingress <example-host3.example.com>"',
+            'networking.k8s.io/v1/Ingress other-ns/ingress-host4: ["unique-ingress-host"] Message: '
+            '"ingress host conflicts with an existing ingress <example-host3.example.com>, '
+            '<example-host.example.com>"',
         ]
     ), proc.stdout

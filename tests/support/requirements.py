@@ -11,15 +11,18 @@ from typing import NoReturn
 import pytest
 
 from tests.support.binaries import BinariesUnavailable
+from tests.support.gator import GatorUnavailable
 
 
 @dataclass(frozen=True)
 class Requirement:
-    """Tests that use `fixture` get `marker`; a missing prerequisite skips them unless `env` is set."""
+    """Tests that use `fixture` get `marker`; a missing prerequisite (`missing`: the exception that
+    says so) skips them unless `env` is set."""
 
     env: str
     marker: str
     fixture: str
+    missing: type[Exception] = BinariesUnavailable
 
     def required(self) -> bool:
         return os.environ.get(self.env, "") not in ("", "0", "false", "no")
@@ -28,7 +31,7 @@ class Requirement:
         """The pytest header line: `describe()`, or what will happen to the tests and why."""
         try:
             return f"{self.marker}: {describe()}"
-        except BinariesUnavailable as exc:
+        except self.missing as exc:
             outcome = "FAIL" if self.required() else "skip"
             return f"{self.marker}: tests marked {self.marker} will {outcome}: {exc}"
 
@@ -49,3 +52,4 @@ class Requirement:
 
 KUBE = Requirement("CELKEEPER_REQUIRE_KUBE", "kube", "kube_cluster")
 NODE = Requirement("CELKEEPER_REQUIRE_NODE", "node", "node_cluster")
+GATOR = Requirement("CELKEEPER_REQUIRE_GATOR", "gator", "gator", GatorUnavailable)

@@ -275,12 +275,12 @@ REFUSED_TEMPLATES: list[tuple[dict[str, Any], str, str]] = [
             "variables": [{"name": "n", "expression": "object.metadata.name"}],
             "conditions": [{"name": "named", "expression": 'variables.n != ""'}],
         },
-        "matchConditions[0].expression",
+        "matchCondition[0].expression",  # the source's key is singular (Gatekeeper ignores the plural)
         "reads variables",
     ),
     (
         {"conditions": [{"name": "has name?", "expression": "true"}]},
-        "matchConditions[0].name",
+        "matchCondition[0].name",
         "qualified",
     ),
     (

@@ -180,7 +180,8 @@ def test_the_api_server_refuses_what_celkeeper_refuses(
     forced = validating_admission_policy(spec).object  # made anyway: what would the API server say?
     accepted, stderr = _dry_run(env.cluster, forced)
     assert not accepted, f"the API server took a policy celkeeper refuses ({words})"
-    item = path.partition("]")[0] + "]"  # validations[0] or matchConditions[0]: the same list in the policy
+    item = path.partition("]")[0] + "]"  # validations[0] or matchCondition[0]: the same list in the policy
+    item = item.replace("matchCondition[", "matchConditions[")  # singular in the source, plural in VAP
     assert f"spec.{item}" in stderr, stderr
 
 

@@ -30,20 +30,21 @@ from typing import Any
 
 import celpy
 import lark
-from celpy.evaluation import CELEvalError, Evaluator
+from celpy.evaluation import CELEvalError, Evaluator, NameContainer
 
 from celkeeper.cel.api import Activation, CelError, Explained, Outcome, Program, RequestInput, TemplateSource
-from celkeeper.cel.celpython import binding, library, validator
+from celkeeper.cel.celpython import binding, dispatch, library, validator
 from celkeeper.cel.celpython.ast import Checked, Ident, walk
 from celkeeper.cel.celpython.environment import VARIABLES
 from celkeeper.cel.celpython.frontend import Frontend
 from celkeeper.cel.celpython.functions import function_table
 from celkeeper.cel.celpython.inventory import PyInventory
 from celkeeper.cel.celpython.library import LibraryRuntime
-from celkeeper.cel.celpython.lowering import function_name, lower
+from celkeeper.cel.celpython.lowering import function_name, lower, mangle
 from celkeeper.cel.celpython.validator import PyBinding, PyTemplate
 from celkeeper.cel.celpython.values import Optional, to_cel, to_python
 from celkeeper.cel.inventory import DATA_VARIABLE
+from celkeeper.cel.k8slib import netip
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
 
@@ -69,6 +70,13 @@ class _Evaluator(Evaluator):
                 return self.visit(tree.children[1] if condition else tree.children[2])
             return CELEvalError("no such overload")
         return super().expr(tree)
+
+    def member_dot(self, tree: lark.Tree) -> Any:
+        """`e.f`: a map's entry, else cel-go's error (dispatch.select)."""
+        member = self.visit(tree.children[0])
+        if isinstance(member, NameContainer):  # a dotted name celpy resolves itself
+            return super().member_dot(tree)
+        return dispatch.select(member, str(tree.children[1]))
 
     def member_dot_arg(self, tree: lark.Tree) -> Any:
         if tree.children[1] == "__ck_fold":
@@ -99,9 +107,7 @@ class _Evaluator(Evaluator):
         elif isinstance(rng, dict):
             items = [(k, v) for k, v in rng.items()]
         else:
-            return CELEvalError(
-                f"expression of type '{type(rng).__name__}' cannot be the range of a comprehension"
-            )
+            return dispatch.not_iterable(rng)
         accu = self.visit(init)
         two = iter_var2 != "__ck_none"
         budget = getattr(self.state, "budget", None)
@@ -185,6 +191,9 @@ class PyActivation:
                     self._data = _Converted(to_cel(self._data))
                 out[name] = self._data.value if self._data is not None else None
                 continue
+            if name in _TYPE_CONSTANTS:
+                out[name] = _TYPE_CONSTANTS[name]
+                continue
             if name not in self._converted:
                 self._converted[name] = to_cel(self._raw.get(name))
             out[name] = self._converted[name]
@@ -199,9 +208,20 @@ class _Converted:
 _INPUTS = (*VARIABLES, DATA_VARIABLE)
 
 
+#: type identifiers with dots, by the name the lowering gives them: the values `type()` returns
+_TYPE_CONSTANTS: dict[str, Any] = {
+    mangle("net.IP"): netip.Addr,
+    mangle("net.CIDR"): netip.Prefix,
+    mangle("google.protobuf.Timestamp"): celpy.celtypes.TimestampType,
+    mangle("google.protobuf.Duration"): celpy.celtypes.DurationType,
+}
+
+
 def _inputs(checked: Checked) -> tuple[str, ...]:
+    """The request variables and dotted type identifiers the program reads."""
     names = {n.name for n in walk(checked.expr) if isinstance(n, Ident)}
-    return tuple(v for v in _INPUTS if v in names)
+    types = tuple(mangle(n) for n in sorted(names) if mangle(n) in _TYPE_CONSTANTS)
+    return tuple(v for v in _INPUTS if v in names) + types
 
 
 class CelPythonEngine:

@@ -259,21 +259,26 @@ def _type_yaml(t: str) -> str:
         return f"{{type_name: {t[1:]}, is_type_param: true}}"
     if "(" in t:
         name, rest = t.split("(", 1)
-        inner = rest[:-1]
-        params: list[str] = []
-        depth = 0
-        start = 0
-        for i, ch in enumerate(inner):
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth -= 1
-            elif ch == "," and depth == 0:
-                params.append(inner[start:i])
-                start = i + 1
-        params.append(inner[start:])
+        params = split_types(rest[:-1])
         return f"{{type_name: '{name}', params: [{', '.join(_type_yaml(p) for p in params)}]}}"
     return f"{{type_name: '{t}'}}"
+
+
+def split_types(types: str) -> list[str]:
+    """`a, b, c` (types, possibly parameterised: `map(string, int)`) as ["a", " b", " c"]."""
+    params: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(types):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            params.append(types[start:i])
+            start = i + 1
+    params.append(types[start:])
+    return params
 
 
 def _functions_yaml(overloads: list[Overload]) -> str:
@@ -309,7 +314,49 @@ def checker_yaml() -> str:
     head = "stdlib:\n  exclude_functions:\n" + "".join(f"    - name: '{n}'\n" for n in excluded)
     head += "extensions:\n" + _EXTENSIONS_COMMON
     overloads = _redeclared_stdlib_overloads() + _strings_v2_overloads() + list(FUNCTIONS.values())
-    return head + _functions_yaml(overloads)
+    overloads += authz_overloads()
+    return head + _functions_yaml(overloads) + _type_identifiers_yaml()
+
+
+def authz_overloads() -> list[Overload]:
+    """Kubernetes' authz library (library/authz.go, in the base environment Gatekeeper compiles
+    with): declared for checking only. Gatekeeper declares no `authorizer`, so no expression can
+    reach them with a value of their types; they matter for compile errors (`authorizer.group(...)`
+    is one undeclared reference, as in Kubernetes, not five)."""
+    authz = "kubernetes.authorization."
+    authorizer, path, group = authz + "Authorizer", authz + "PathCheck", authz + "GroupCheck"
+    resource, decision = authz + "ResourceCheck", authz + "Decision"
+    return [
+        _o("path", "authorizer_path", (authorizer, "string"), path, True),
+        _o("group", "authorizer_group", (authorizer, "string"), group, True),
+        _o("serviceAccount", "authorizer_serviceaccount", (authorizer, "string", "string"), authorizer, True),
+        _o("resource", "groupcheck_resource", (group, "string"), resource, True),
+        _o("subresource", "resourcecheck_subresource", (resource, "string"), resource, True),
+        _o("namespace", "resourcecheck_namespace", (resource, "string"), resource, True),
+        _o("name", "resourcecheck_name", (resource, "string"), resource, True),
+        _o("check", "pathcheck_check", (path, "string"), decision, True),
+        _o("check", "resourcecheck_check", (resource, "string"), decision, True),
+        _o("errored", "decision_errored", (decision,), "bool", True),
+        _o("error", "decision_error", (decision,), "string", True),
+        _o("allowed", "decision_allowed", (decision,), "bool", True),
+        _o("reason", "decision_reason", (decision,), "string", True),
+        _o("fieldSelector", "authorizer_fieldselector", (resource, "string"), resource, True),
+        _o("labelSelector", "authorizer_labelselector", (resource, "string"), resource, True),
+    ]
+
+
+#: library types Kubernetes' environment names as identifiers (`type(ip("::1")) == net.IP`: the ip
+#: and cidr libraries declare them; the other library types have no name in CEL sources)
+TYPE_IDENTIFIERS = (IP, CIDR)
+
+
+def _type_identifiers_yaml() -> str:
+    lines = ["variables:"]
+    for name in TYPE_IDENTIFIERS:
+        lines.append(f"  - name: '{name}'")
+        lines.append("    type_name: 'type'")
+        lines.append(f"    params: [{{type_name: '{name}'}}]")
+    return "\n".join(lines) + "\n"
 
 
 def runtime_yaml() -> str:

@@ -81,14 +81,15 @@ def split(s: str, sep: str, n: Any = -1) -> list[str]:
 
 
 def substring(s: str, start: Any, end: Any = None) -> str:
+    """cel-go's substr / substrRange, their checks in their order."""
     start = _int(start)
     stop = len(s) if end is None else _int(end)
+    if end is not None and start > stop:
+        raise LibraryError(f"invalid substring range. start: {start}, end: {stop}")
     if start < 0 or start > len(s):
         raise LibraryError(f"index out of range: {start}")
     if stop < 0 or stop > len(s):
         raise LibraryError(f"index out of range: {stop}")
-    if start > stop:
-        raise LibraryError(f"invalid substring range. start: {start}, end: {stop}")
     return s[start:stop]
 
 
@@ -178,13 +179,16 @@ def _contains_all(a: list[Any], b: list[Any]) -> bool:
     return all(any(equal(x, y) for y in a) for x in b)
 
 
+_GO_ZERO_TIME = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
+
+
 def _zero(v: Any) -> bool:
     if v is None:
         return True
     if isinstance(v, datetime.timedelta):
         return v == datetime.timedelta(0)
-    if isinstance(v, datetime.datetime):
-        return v.timestamp() == 0
+    if isinstance(v, datetime.datetime):  # Go's zero time: 0001-01-01T00:00:00Z (IsZeroValue)
+        return v == _GO_ZERO_TIME
     if isinstance(v, bool | int | float | str | bytes | list | dict):
         return not v
     return False

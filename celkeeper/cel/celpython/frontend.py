@@ -33,7 +33,7 @@ from cel_expr_python import cel
 from celkeeper.cel.api import VariableCompileError
 from celkeeper.cel.celpython import ast, astcodec
 from celkeeper.cel.celpython.ast import Call, CelType, Checked, Comprehension, Expr, Ident, ListExpr, Select
-from celkeeper.cel.celpython.environment import VARIABLES, checker_yaml, runtime_yaml
+from celkeeper.cel.celpython.environment import VARIABLES, checker_yaml, runtime_yaml, split_types
 from celkeeper.cel.celpython.limits import check_source, check_tree, position
 from celkeeper.cel.celpython.validators import validate
 from celkeeper.cel.inventory import DATA_VARIABLE
@@ -116,16 +116,46 @@ def compile_error(exc: BaseException, source: str) -> CelCompileError:
     if not errors:
         message = re.sub(r"^[A-Z_]+: ", "", text).split("\n")[0].replace(" [INVALID_ARGUMENT]", "")
         return CelCompileError(message or "invalid expression")
-    line, col, first = errors[0]  # cel-go reports errors in source order
-    message = first.replace(" [INVALID_ARGUMENT]", "")
+    issues = tuple(sorted(_as_cel_go(source, line, col, msg) for line, col, msg in errors))
+    line, col, message = issues[0]  # cel-go reports errors in source order
+    more = len(issues) - 1
+    if more > 0:
+        message += f" (and {more} more error{'s' if more > 1 else ''})"
+    return CelCompileError(message, line, col, issues=issues)
+
+
+_NO_SELECTION = re.compile(r"expression of type '(.*)' cannot be the operand of a select operation\Z", re.S)
+_NO_OVERLOAD = re.compile(r"found no matching overload for '([^']+)' applied to '\((.*)\)'\Z", re.S)
+
+
+def _as_cel_go(source: str, line: int, col: int, message: str) -> tuple[int, int, str]:
+    """One cel-cpp issue in cel-go's words and place."""
+    message = message.replace(" [INVALID_ARGUMENT]", "")
+    line, col = max(line, 1), max(col, 1)
     dotted = re.fullmatch(r"undeclared reference to '([^'.]+)\.[^']*'( \(in container ''\))?", message)
     if dotted:  # cel-cpp names the whole qualified name at its last dot; cel-go the first name
         line, col = _chain_start(source, line, col)
         message = f"undeclared reference to '{dotted.group(1)}'{dotted.group(2) or ''}"
-    more = len(errors) - 1
-    if more > 0:
-        message += f" (and {more} more error{'s' if more > 1 else ''})"
-    return CelCompileError(message, max(line, 1), max(col, 1))
+    selection = _NO_SELECTION.match(message)
+    if selection:  # cel-go's checker: `type 'null' does not support field selection`
+        kind = "null" if selection.group(1) == "null_type" else selection.group(1)
+        message = f"type '{kind}' does not support field selection"
+    overload = _NO_OVERLOAD.match(message)
+    if overload and _member_call(source, line, col):  # cel-go: 'receiver.(arguments)'
+        receiver, *others = split_types(overload.group(2))
+        rest = ",".join(others).lstrip()
+        message = f"found no matching overload for '{overload.group(1)}' applied to '{receiver}.({rest})'"
+    return line, col, message
+
+
+def _member_call(source: str, line: int, col: int) -> bool:
+    """Whether the call whose `(` is at line:col is a member call (`x.f(...)`)."""
+    lines = source.split("\n")
+    if not 1 <= line <= len(lines) or lines[line - 1][col - 1 : col] != "(":
+        return False
+    before = lines[line - 1][: col - 1].rstrip()
+    name = re.search(r"[_a-zA-Z][_a-zA-Z0-9]*\Z", before)
+    return name is not None and before[: name.start()].rstrip().endswith(".")
 
 
 def _chain_start(source: str, line: int, col: int) -> tuple[int, int]:
@@ -235,6 +265,7 @@ class Frontend:
         except RuntimeError as exc:
             raise compile_error(exc, source) from None
         check_tree(checked, source, self.limits)
+        _check_object_fields(checked, source)
         validate(checked, source, self.limits, self.literal_env)
         if _uses_constraint(checked):
             uses.append("@constraint")
@@ -382,6 +413,83 @@ def _free_idents(root: Expr) -> list[Ident]:
         else:
             stack += [(c, bound) for c in ast.children(node)]
     return out
+
+
+#: the fields of Kubernetes' typed variables (admission/plugin/cel/compile.go BuildRequestType and
+#: BuildNamespaceType; `request` has no `uid`): a field's own fields, or None where it is not an
+#: object (its selections are the value's business, as with the dyn variables)
+_GVK: Mapping[str, None] = dict.fromkeys(("group", "version", "kind"))
+_GVR: Mapping[str, None] = dict.fromkeys(("group", "version", "resource"))
+_TYPED_VARIABLES: Mapping[str, Mapping[str, object]] = {
+    "request": {
+        "kind": _GVK,
+        "resource": _GVR,
+        "subResource": None,
+        "requestKind": _GVK,
+        "requestResource": _GVR,
+        "requestSubResource": None,
+        "name": None,
+        "namespace": None,
+        "operation": None,
+        "userInfo": dict.fromkeys(("username", "uid", "groups", "extra")),
+        "dryRun": None,
+        "options": None,
+    },
+    "namespaceObject": {
+        "metadata": dict.fromkeys(
+            (
+                "name",
+                "generateName",
+                "namespace",
+                "labels",
+                "annotations",
+                "UID",
+                "creationTimestamp",
+                "deletionGracePeriodSeconds",
+                "deletionTimestamp",
+                "generation",
+                "resourceVersion",
+                "finalizers",
+            )
+        ),
+        "spec": dict.fromkeys(("finalizers",)),
+        "status": dict.fromkeys(("conditions", "phase")),
+    },
+}
+
+
+def _check_object_fields(checked: Checked, source: str) -> None:
+    """cel-go's checker on the typed variables: selecting a field their type lacks
+    (`request.uid`) is `undefined field '<name>'` at the selection, a compile error."""
+    free = {id(n) for n in _free_idents(checked.expr) if n.name in _TYPED_VARIABLES}
+    if not free:
+        return
+    problems: list[tuple[int, str]] = []
+    for node in ast.walk(checked.expr):
+        if not isinstance(node, Select):
+            continue
+        fields = _fields_of(node.operand, free)
+        if isinstance(fields, Mapping) and node.field not in fields:
+            problems.append((checked.positions.get(node.id, 0), f"undefined field '{node.field}'"))
+    if problems:
+        problems.sort()
+        issues = tuple((*position(source, offset), message) for offset, message in problems)
+        line, col, message = issues[0]
+        if len(issues) > 1:
+            more = len(issues) - 1
+            message += f" (and {more} more error{'s' if more > 1 else ''})"
+        raise CelCompileError(message, line, col, issues=issues)
+
+
+def _fields_of(node: Expr, free: set[int]) -> object:
+    """The declared fields of the value `node` selects from a typed variable, or None."""
+    if isinstance(node, Ident):
+        return _TYPED_VARIABLES[node.name] if id(node) in free else None
+    if isinstance(node, Select) and not node.test_only:
+        fields = _fields_of(node.operand, free)
+        if isinstance(fields, Mapping):
+            return fields.get(node.field)
+    return None
 
 
 def _uses_constraint(checked: Checked) -> bool:

@@ -10,27 +10,23 @@ which the differential tests compare against; implementations of the cel-go exte
 from __future__ import annotations
 
 import datetime
-import math
-import operator
 from collections.abc import Callable
 from typing import Any
 
 import celpy.celtypes as ct
 from celpy.evaluation import CELEvalError, base_functions
 
-from celkeeper.cel.celpython import formatting, library
-from celkeeper.cel.celpython.environment import FUNCTIONS
+from celkeeper.cel.celpython import dispatch, formatting, library
+from celkeeper.cel.celpython.environment import FUNCTIONS, authz_overloads
 from celkeeper.cel.celpython.extensions import EXTENSIONS
 from celkeeper.cel.celpython.library import LibraryRuntime
 from celkeeper.cel.celpython.lowering import function_name
 from celkeeper.cel.celpython.values import (
     NONE,
     Optional,
-    compare,
     equal,
     error,
     is_bool,
-    is_number,
     lookup,
     to_cel,
     to_python,
@@ -76,20 +72,6 @@ def _propagating(fn: Fn, result: str | None = None) -> Fn:
 # ------------------------------------------------------------------------------------ operators
 
 
-def _relation(test: Callable[[int], bool]) -> Fn:
-    def rel(a: Any, b: Any) -> Any:
-        if isinstance(a, CELEvalError):
-            return a
-        if isinstance(b, CELEvalError):
-            return b
-        try:
-            return ct.BoolType(test(compare(a, b)))
-        except ValueError:  # NaN: every ordering is false
-            return ct.BoolType(False)
-
-    return rel
-
-
 def _eq(a: Any, b: Any) -> Any:
     if isinstance(a, CELEvalError):
         return a
@@ -103,129 +85,29 @@ def _ne(a: Any, b: Any) -> Any:
     return r if isinstance(r, CELEvalError) else ct.BoolType(not r)
 
 
-def _in(item: Any, container: Any) -> Any:
-    if isinstance(item, CELEvalError):
-        return item
-    if isinstance(container, CELEvalError):
-        return container
-    if isinstance(container, list):
-        return ct.BoolType(any(equal(item, x) for x in container))
-    if isinstance(container, dict):
-        return ct.BoolType(lookup(container, item)[0])
-    return error(f"no such overload: {type_name(item)} in {type_name(container)}")
-
-
-def _index(container: Any, key: Any) -> Any:
-    if isinstance(container, CELEvalError):
-        return container
-    if isinstance(key, CELEvalError):
-        return key
-    if isinstance(container, list):
-        if isinstance(key, float) and key == int(key):
-            key = int(key)
-        if not is_number(key) or isinstance(key, float):
-            return error(f"no such overload: list[{type_name(key)}]")
-        if not 0 <= key < len(container):
-            return error(f"index out of bounds: {int(key)}")
-        return container[int(key)]
-    if isinstance(container, dict):
-        found, value = lookup(container, key)
-        if not found:
-            return error(f"no such key: {key}")
-        return value
-    return error(f"no such overload: {type_name(container)}[{type_name(key)}]")
-
-
-def _arithmetic(op: Callable[[Any, Any], Any], zero: str) -> Fn:
-    """`/` or `%` with cel-go's errors: integer division by zero is `division by zero` / `modulus by
-    zero`; double division follows IEEE 754 (1.0 / 0.0 is +Inf)."""
-
-    def apply(left: Any, right: Any) -> Any:
-        if isinstance(left, float) and isinstance(right, float) and right == 0.0:
-            if zero.startswith("modulus"):
-                return error("no such overload")
-            return math.copysign(math.inf, left) * math.copysign(1.0, right) if left != 0.0 else math.nan
-        integers = isinstance(left, int) and isinstance(right, int)
-        if integers and not isinstance(left, bool) and not isinstance(right, bool) and right == 0:
-            return error(zero)
-        return op(left, right)
-
-    return apply
-
-
+#: the operators: equality here, the others as cel-go dispatches them (dispatch.OPERATORS)
 OPERATORS: dict[str, Fn] = {
-    "_/_": _arithmetic(operator.truediv, "division by zero"),
-    "_%_": _arithmetic(operator.mod, "modulus by zero"),
     "_==_": _eq,
     "_!=_": _ne,
-    "_<_": _relation(lambda c: c < 0),
-    "_<=_": _relation(lambda c: c <= 0),
-    "_>_": _relation(lambda c: c > 0),
-    "_>=_": _relation(lambda c: c >= 0),
-    "_in_": _in,
-    "_[_]": _index,
+    "_[_]": dispatch.index,
+    **dispatch.OPERATORS,
 }
 
 
 # ----------------------------------------------------------------------------------- helpers
 
 
-def _has(value: Any, field: str) -> Any:
-    if value is None:  # cel-go: has() on null is false
-        return False
-    if isinstance(value, dict):
-        return value.__contains__(field)
-    return error(f"no such overload: has() on {type_name(value)}")
-
-
-def _select(value: Any, field: str) -> Any:
-    if isinstance(value, dict):
-        found, v = lookup(value, field)
-        return v if found else error(f"no such key: {field}")
-    return error(f"no such overload: {type_name(value)}.{field}")
-
-
-def _opt_select(value: Any, field: str) -> Any:
-    if isinstance(value, Optional):
-        if not value.present:
-            return NONE
-        value = value.value
-    if value is None:  # cel-go: an optional selection on null is optional.none()
-        return NONE
-    if isinstance(value, dict):
-        found, v = lookup(value, field)
-        return Optional(v) if found else NONE
-    return error(f"no such overload: {type_name(value)}.?{field}")
-
-
-def _opt_index(value: Any, key: Any) -> Any:
-    if isinstance(value, Optional):
-        if not value.present:
-            return NONE
-        value = value.value
-    if value is None:  # cel-go: an optional index on null is optional.none()
-        return NONE
-    if isinstance(value, list):
-        if not is_number(key) or isinstance(key, float):
-            return error(f"no such overload: list[?{type_name(key)}]")
-        return Optional(value[int(key)]) if 0 <= key < len(value) else NONE
-    if isinstance(value, dict):
-        found, v = lookup(value, key)
-        return Optional(v) if found else NONE
-    return error(f"no such overload: {type_name(value)}[?{type_name(key)}]")
-
-
 def _opt_item(value: Any, key: Any) -> Any:
     """`o[k]` on an optional: none stays none; a list index out of range is an error (as cel-cpp)."""
     o = value
     if not isinstance(o, Optional):
-        return _index(o, key)
+        return dispatch.index(o, key)
     if not o.present:
         return NONE
     if isinstance(o.value, list):
-        item = _index(o.value, key)
+        item = dispatch.index(o.value, key)
         return item if isinstance(item, CELEvalError) else Optional(item)
-    return _opt_index(o, key)
+    return dispatch.optional_qualify(o, key)
 
 
 def _opt_list(flags: list[Any], values: list[Any]) -> Any:
@@ -278,14 +160,25 @@ def _size(value: Any) -> int:
     raise LibraryError("no such overload: size")  # cel-go's words
 
 
+_STRING_TYPES = frozenset(
+    {"string", "bool", "bytes", "double", "int", "uint", dispatch.TIMESTAMP, dispatch.DURATION}
+)
+_STRING_LIBRARY_TYPES = frozenset({"net.IP", "net.CIDR"})
+
+
 def _string_conv(runtime: LibraryRuntime) -> Fn:
     opaque_string = runtime.dispatcher("string")
     type_of = runtime.codec.type_of
 
     def string_conv(value: Any) -> Any:
-        """string(x), with cel-go's forms of doubles, durations and timestamps."""
+        """string(x), with cel-go's forms of doubles, durations and timestamps; net.IP and net.CIDR
+        (Kubernetes' overloads); any other argument is `no such overload: string(<type>)`."""
         if type_of(value) is not None:
+            if type_name(value) not in _STRING_LIBRARY_TYPES:
+                return dispatch.no_such_overload("string", value)
             return opaque_string(to_python(value))
+        if dispatch.runtime_type(value) not in _STRING_TYPES:
+            return dispatch.no_such_overload("string", value)
         plain = to_python(value)
         if isinstance(plain, bool | float | datetime.datetime | datetime.timedelta):
             return formatting.string_of(plain)
@@ -301,14 +194,66 @@ def _string_conv(runtime: LibraryRuntime) -> Fn:
 
 def _shared(runtime: LibraryRuntime, k8s: str, std: Fn) -> Fn:
     """indexOf / lastIndexOf: the Kubernetes list overload, else the strings extension."""
-    dispatch = runtime.dispatcher(k8s)
+    library_fn = runtime.dispatcher(k8s)
+    strings = dispatch.guarded(k8s, (("string", "string"), ("string", "string", "int")), std)
 
     def fn(target: Any, *args: Any) -> Any:
         if isinstance(target, list):
-            return dispatch(to_python(target), *(to_python(a) for a in args))
-        return std(target, *args)
+            return library_fn(to_python(target), *(to_python(a) for a in args))
+        return strings(target, *args)
 
     return fn
+
+
+#: cel-go's per-overload bindings of the extensions (receiver first): arguments that fit none are
+#: `no such overload: <fn>(<types>)` (strings v2, lists, sets, as Kubernetes' environment has them)
+SIGNATURES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "charAt": (("string", "int"),),
+    "lowerAscii": (("string",),),
+    "upperAscii": (("string",),),
+    "replace": (("string", "string", "string"), ("string", "string", "string", "int")),
+    "split": (("string", "string"), ("string", "string", "int")),
+    "substring": (("string", "int"), ("string", "int", "int")),
+    "trim": (("string",),),
+    "join": (("list(string)",), ("list(string)", "string")),
+    "format": (("string", "list"),),
+    "strings.quote": (("string",),),
+    "slice": (("list", "int", "int"),),
+    "flatten": (("list",), ("list", "int")),
+    "sort": (("list",),),
+    "@sortByAssociatedKeys": (("list", "list"),),
+    "distinct": (("list",),),
+    "reverse": (("list",),),
+    "lists.range": (("int",),),
+    "first": (("list",),),
+    "last": (("list",),),
+    "sets.contains": (("list", "list"),),
+    "sets.equivalent": (("list", "list"),),
+    "sets.intersects": (("list", "list"),),
+}
+
+
+def _authz_signatures() -> dict[str, tuple[tuple[str, ...], ...]]:
+    out: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for o in authz_overloads():
+        out[o.function] = (*out.get(o.function, ()), o.args)
+    return out
+
+
+def _unreachable(*args: Any) -> Any:
+    raise AssertionError("no value has an authorization type")
+
+
+def _strings_only(fn: Fn) -> Fn:
+    """contains / startsWith / endsWith / matches: cel-go binds them without type guards; an
+    argument that is not a string is `no such overload`."""
+
+    def call(*args: Any) -> Any:
+        if not all(isinstance(a, str) for a in args):
+            return error(dispatch.NO_SUCH_OVERLOAD)
+        return fn(*args)
+
+    return call
 
 
 def _k8s(name: str, impl: Fn) -> Fn:
@@ -330,10 +275,10 @@ def function_table(runtime: LibraryRuntime) -> dict[str, Fn]:
     plain.update(
         {
             "size": _size,
-            "contains": lambda s, sub: sub in s,
-            "startsWith": lambda s, p: s.startswith(p),
-            "endsWith": lambda s, p: s.endswith(p),
-            "matches": _matches(cache),
+            "contains": _strings_only(lambda s, sub: sub in s),
+            "startsWith": _strings_only(lambda s, p: s.startswith(p)),
+            "endsWith": _strings_only(lambda s, p: s.endswith(p)),
+            "matches": _strings_only(_matches(cache)),
             "string": _string_conv(runtime),
             "dyn": lambda v: v,
             "@not_strictly_false": lambda v: not (is_bool(v) and not v),
@@ -341,14 +286,12 @@ def function_table(runtime: LibraryRuntime) -> dict[str, Fn]:
     )
     plain["indexOf"] = _shared(runtime, "indexOf", EXTENSIONS["indexOf"])
     plain["lastIndexOf"] = _shared(runtime, "lastIndexOf", EXTENSIONS["lastIndexOf"])
+    for name, signatures in SIGNATURES.items():
+        plain[name] = dispatch.guarded(name, signatures, plain[name])
+    for name, signatures in _authz_signatures().items():  # no value can have their types
+        plain[name] = dispatch.guarded(name, signatures, _unreachable)
+    plain.update(dispatch.CONVERSIONS)
     for name in (
-        "int",
-        "uint",
-        "double",
-        "bytes",
-        "bool",
-        "duration",
-        "timestamp",
         "type",
         "getDate",
         "getDayOfMonth",
@@ -363,7 +306,7 @@ def function_table(runtime: LibraryRuntime) -> dict[str, Fn]:
     ):
         plain.setdefault(name, base_functions[name])
 
-    table: dict[str, Fn] = {name: _errors_first(fn) for name, fn in OPERATORS.items()}
+    table: dict[str, Fn] = dict(OPERATORS)  # each handles error operands as cel-go does
     for name, fn in plain.items():
         wrapped = _propagating(fn, "uint" if name == "uint" else None)
         table[function_name(name, False)] = wrapped
@@ -376,10 +319,10 @@ def function_table(runtime: LibraryRuntime) -> dict[str, Fn]:
         table[function_name(name, False)] = wrapped
     table.update(
         {
-            "__ck_has": _propagating(_has),
-            "__ck_select": _propagating(_select),
-            "__ck_opt_select": _propagating(_opt_select),
-            "__ck_opt_index": _propagating(_opt_index),
+            "__ck_has": _errors_first(dispatch.has),
+            "__ck_select": _errors_first(dispatch.select),
+            "__ck_opt_select": _errors_first(dispatch.optional_qualify),
+            "__ck_opt_index": _errors_first(dispatch.optional_qualify),
             "__ck_opt_item": _propagating(_opt_item),
             "__ck_opt_list": _propagating(_opt_list),
             "__ck_opt_map": _propagating(_opt_map),

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from celkeeper.cel.celpython import formatting
+from celkeeper.cel.celpython import dispatch, formatting
 from celkeeper.cel.celpython.binding import (
     DURATION_STRING,
     FORMAT,
@@ -91,7 +91,8 @@ _PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
 
 
 def _matches(overload: Overload, args: tuple[Any, ...], type_of: Callable[[Any], str | None]) -> bool:
-    """Whether run-time `args` fit `overload` (`type_of`: the library type of a value, or None)."""
+    """Whether run-time `args` fit `overload` (`type_of`: the library type of a value, or None), as
+    cel-go's type guards decide (a list's first element stands for the others)."""
     if len(args) != len(overload.args):
         return False
     for t, v in zip(overload.args, args, strict=True):
@@ -103,9 +104,9 @@ def _matches(overload: Overload, args: tuple[Any, ...], type_of: Callable[[Any],
                 return False
             elem = t[5:-1]
             check = _PLAIN_CHECKS.get(elem)
-            if check is not None and not all(check(x) for x in v):
+            if v and check is not None and not check(v[0]):
                 return False
-            if elem == "string" and any(type_of(x) is not None for x in v):
+            if v and elem == "string" and type_of(v[0]) is not None:
                 return False
         else:
             check = _PLAIN_CHECKS.get(t)
@@ -197,6 +198,22 @@ def _memoised(impl: Impl, arity: int) -> Impl:
         return remember(args, args)
 
     return memoised
+
+
+def _guard(overload: Overload, fn: Impl, type_of: Callable[[Any], str | None]) -> Impl:
+    """An overload's implementation behind cel-go's type guard (the checker may have chosen it for
+    `dyn` arguments: the run-time values decide)."""
+
+    def guarded(*args: Any) -> Any:
+        if not _matches(overload, args, type_of):
+            raise LibraryError(_no_such_overload(overload.function, args))
+        return fn(*args)
+
+    return guarded
+
+
+def _no_such_overload(function: str, args: tuple[Any, ...]) -> str:
+    return str(dispatch.no_such_overload(function, *args).args[0])
 
 
 class NoSuchOverload(LibraryError):
@@ -302,7 +319,7 @@ class LibraryRuntime:
         """
         return self._impls[overload_id]
 
-    def _implementation(self, overload_id: str) -> Impl:
+    def _implementation(self, overload_id: str, guard: bool = True) -> Impl:
         overload = FUNCTIONS[overload_id]
         fn = self._table.get(overload_id)
         name = "k8s_" + re.sub(r"\W", "_", overload_id)
@@ -313,7 +330,10 @@ class LibraryRuntime:
 
             missing.__name__ = name
             return missing
-        apply = _applier(fn, tuple(self._coercer(t) for t in overload.args))
+        coercers = tuple(self._coercer(t) for t in overload.args)
+        apply = _applier(fn, coercers)
+        if guard:
+            apply = _guard(overload, apply, self.codec.type_of)
         encode = self.codec.encode
         impl: Impl
         if overload_id == "string_to_url":  # the URL keeps its source text as its payload
@@ -342,15 +362,23 @@ class LibraryRuntime:
     # ----------------------------------------------------------------- other internal functions
 
     def dispatcher(self, function: str) -> Impl:
-        """`@k8s.fn.<function>`: the overload whose argument types match the run-time values."""
+        """`@k8s.fn.<function>`: the overload whose argument types match the run-time values; none
+        matching is `no such overload: <function>(<types>)`, as cel-go's type guards say it."""
         candidates = [o for o in FUNCTIONS.values() if o.function == function]
-        if function == "sum":  # on a list(dyn) the library dispatches on the elements itself
+        if function in ("sum", "isSorted", "min", "max"):
+            # on a list(dyn) the library dispatches on the elements itself
             codec = self.codec
-            return lambda values: codec.encode(lists.sum_(codec.decode_any(_bytes(values))))
-        if function in ("isSorted", "min", "max"):
-            candidates = candidates[:1]  # the same implementation for every element type
-        if len(candidates) == 1:
-            return self._impls[candidates[0].id]
+            if function == "sum":
+                one: Impl = lambda values: codec.encode(lists.sum_(codec.decode_any(_bytes(values))))  # noqa: E731
+            else:  # one implementation for every element type (any list reaches it)
+                one = self._implementation(candidates[0].id, guard=False)
+
+            def on_lists(values: Any) -> Any:
+                if not isinstance(values, list):
+                    raise LibraryError(_no_such_overload(function, (values,)))
+                return one(values)
+
+            return on_lists
         impls = [(o, self._impls[o.id]) for o in candidates]
         type_of = self.codec.type_of
 
@@ -358,7 +386,7 @@ class LibraryRuntime:
             for o, fn in impls:
                 if _matches(o, args, type_of):
                     return fn(*args)
-            raise NoSuchOverload()
+            raise LibraryError(_no_such_overload(function, args))
 
         return impl
 

@@ -8,11 +8,13 @@ What differs from Kubernetes (the cel-go engine runs Kubernetes' own code; tests
   what Kubernetes charges for the loop's condition and step (half their tokens, engine._step_cost),
   against Gatekeeper's budget per constraint (1,000,000; 2,500,000 for match conditions), so a
   runaway expression ends with Kubernetes' error text; other work (string and list growth outside
-  comprehensions, library calls) is not counted. celpy runs ~200x slower than cel-go, so the
-  call's deadline usually ends a runaway evaluation first;
+  comprehensions, library calls) is not counted. celpy runs ~200x slower than cel-go, so at the
+  webhook the call's deadline usually ends a runaway evaluation first (the offline tools have no
+  deadline, as gator: there the budget ends it, after seconds);
 - message expressions are evaluated only for validations that fail (Kubernetes evaluates them all,
   which matters only for the cost budget);
-- a compile error is worded with its first issue only, in cel-go's format;
+- a compile error lists the issues cel-cpp finds, in cel-go's format and words for the common ones
+  (cel-cpp may stop at a different set of issues than cel-go when there are several);
 - an expression that uses a template variable which does not compile fails whether or not its
   evaluation reaches the variable;
 - explaining (`Validator.explain`): parts are traced as `validate` evaluates them (no cost is
@@ -43,6 +45,7 @@ from celkeeper.cel.api import (
     TemplateSource,
 )
 from celkeeper.cel.celpython.inventory import PyInventory, read_data
+from celkeeper.cel.celpython.validators import PROGRAM_ERROR
 from celkeeper.cel.inventory import Gvk
 from celkeeper.errors import CelCompileError
 
@@ -51,6 +54,7 @@ PER_CALL_LIMIT = 1_000_000  # apis/cel/config.go PerCallLimit: Gatekeeper's budg
 MATCH_CONDITIONS_BUDGET = 2_500_000  # RuntimeCELCostBudgetMatchConditions
 MAX_MESSAGE_BYTES = 5 * 1024  # MaxEvaluatedMessageExpressionSizeBytes
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+_IDENTIFIER = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*\Z")
 _WANT = {"validation": "bool", "matchCondition": "bool", "messageExpression": "string"}
 
 
@@ -112,15 +116,26 @@ class PyBinding:
 
 
 def display(source: str, err: CelCompileError) -> str:
-    """A compile error as cel-go shows an issue: `ERROR: <input>:L:C: msg` and the marked line."""
-    line, column = err.line, err.column
+    """A compile error as cel-go shows its issues (common/error.go ToDisplayString): `ERROR:
+    <input>:L:C: msg`, then the line (tabs as spaces) and a marker under the column, per issue."""
     lines = source.split("\n")
-    text = f"ERROR: <input>:{line}:{column}: {err.message}"
-    if 1 <= line <= len(lines):
-        shown = lines[line - 1]
-        marker = "".join("\t" if c == "\t" else "." for c in shown[: max(column - 1, 0)]) + "^"
-        text += f"\n | {shown}\n | {marker}"
-    return text
+    shown = []
+    for line, column, message in err.issues:
+        if not source:  # cel-go: column 0 and no snippet for an empty source
+            shown.append(f"ERROR: <input>:{line}:0: {message}")
+            continue
+        text = f"ERROR: <input>:{line}:{column}: {message}"
+        if 1 <= line <= len(lines) and len(lines[line - 1].encode()) <= _MAX_SNIPPET:
+            snippet = lines[line - 1].replace("\t", " ")
+            marks = ["\uff0e" if len(c.encode()) > 1 else "." for c in snippet[: max(column - 1, 0)]]
+            at = snippet[column - 1 : column]
+            marks.append("\uff3e" if len(at.encode()) > 1 else "^")
+            text += f"\n | {snippet}\n | {''.join(marks)}"
+        shown.append(text)
+    return "\n".join(shown)
+
+
+_MAX_SNIPPET = 16384  # bytes (cel-go's maxSnippetLength)
 
 
 def refuse(source: TemplateSource) -> None:
@@ -168,7 +183,9 @@ def compile_template(
                 if refused is not None:
                     raise refused
         except CelCompileError as err:
-            diagnostics.append(Diagnostic(kind, index, name, err.message, err.line, err.column))
+            diagnostics.extend(Diagnostic(kind, index, name, m, line, col) for line, col, m in err.issues)
+            if err.message.startswith(PROGRAM_ERROR):  # found planning: compile.go words it alone
+                return CompiledPart(text, compile_error=err.message)
             return CompiledPart(text, compile_error="compilation failed: " + display(text, err))
         want = _WANT.get(kind)
         if want is not None and program.output_type != want:
@@ -179,10 +196,14 @@ def compile_template(
 
     for i, var in enumerate(source.variables):
         compiled = part(var.expression, "variable", i, var.name)
-        if compiled.program is not None:
+        if not _IDENTIFIER.match(var.name):
+            continue  # no expression can name it (`variables.my-var` is a subtraction)
+        if compiled.program is not None:  # a name defined again: the last definition is used
             good[var.name] = var.expression
+            broken.pop(var.name, None)
         else:
             broken[var.name] = compiled.compile_error or compiled.eval_error or ""
+            good.pop(var.name, None)
     conditions = tuple(
         part(c.expression, "matchCondition", i, c.name) for i, c in enumerate(source.match_conditions)
     )

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from celkeeper.cel.celpython import ast, astcodec
+import celpy.celtypes as ct
+from celpy.evaluation import CELEvalError
+
+from celkeeper.cel.celpython import ast, astcodec, dispatch, formatting
 from celkeeper.cel.celpython.ast import Call, CelType, Checked, Const, Expr, ListExpr, StructExpr
 from celkeeper.cel.celpython.limits import position
+from celkeeper.cel.celpython.values import to_python
 from celkeeper.cel.k8slib.regex import RegexCompileError, compile_regex
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits
@@ -97,7 +101,9 @@ def _homogeneous(checked: Checked, source: str) -> None:
         if len(problems) > 1:
             more = len(problems) - 1
             message += f" (and {more} more error{'s' if more > 1 else ''})"
-        raise _error(checked, source, node_id, message)
+        located = _error(checked, source, node_id, message)
+        issues = tuple((*position(source, offset), m) for offset, _, m in problems)
+        raise CelCompileError(located.message, located.line, located.column, issues=issues)
 
 
 def _literal_calls(checked: Checked, source: str, literal_env: object) -> None:
@@ -122,13 +128,6 @@ def _literal_calls(checked: Checked, source: str, literal_env: object) -> None:
                 compile_regex(str(arg.value))
             except RegexCompileError:
                 raise _error(checked, source, arg.id, "invalid matches argument") from None
-        elif node.function in ("find", "findAll") and node.target is not None and arg.kind == "string":
-            # Kubernetes compiles a literal pattern when it plans the program: an error there is a
-            # compile error (Go's regexp message, as Kubernetes' compiler wraps it)
-            try:
-                compile_regex(str(arg.value))
-            except RegexCompileError as err:
-                raise _error(checked, source, arg.id, PROGRAM_ERROR + err.message) from None
 
 
 # ----------------------------------------------------------------------------------- format
@@ -291,9 +290,89 @@ def _format_calls(checked: Checked, source: str) -> None:
                 raise _error(checked, source, err.node_id, str(err)) from None
 
 
+# ------------------------------------------------------------------------------------- planning
+
+#: cel-go's type conversion functions (overloads.IsTypeConversionFunction)
+_CONVERSIONS = frozenset(
+    {"bool", "bytes", "double", "duration", "dyn", "int", "string", "timestamp", "type", "uint"}
+)
+_NOT_CONSTANT = object()
+_CONSTANTS: dict[str, Callable[[object], object]] = {
+    "null": lambda v: None,
+    "bool": lambda v: ct.BoolType(bool(v)),
+    "int": lambda v: ct.IntType(int(v)),  # type: ignore[call-overload]
+    "uint": lambda v: ct.UintType(int(v)),  # type: ignore[call-overload]
+    "double": lambda v: ct.DoubleType(float(v)),  # type: ignore[arg-type]
+    "string": lambda v: ct.StringType(str(v)),
+    "bytes": lambda v: ct.BytesType(bytes(v)),  # type: ignore[call-overload]
+}
+
+
+def _planning_error(root: Expr) -> str | None:
+    """The first error Kubernetes' compiler meets planning the program (cel-go's OptOptimize): a
+    type conversion of a constant is evaluated then (`int('x')`, `uint(-1)`), and so is the literal
+    pattern of the Kubernetes `find`/`findAll` (compiled once). Planning is depth first, arguments
+    before their call."""
+    return _plan(root)[1]
+
+
+def _plan(node: Expr) -> tuple[object, str | None]:
+    """(the node's constant value or _NOT_CONSTANT, the planning error or None)."""
+    if isinstance(node, Const):
+        convert = _CONSTANTS.get(node.kind)
+        return (convert(node.value) if convert else _NOT_CONSTANT), None
+    values = []
+    for child in ast.children(node):
+        value, problem = _plan(child)
+        if problem is not None:
+            return _NOT_CONSTANT, problem
+        values.append(value)
+    if not isinstance(node, Call):
+        return _NOT_CONSTANT, None
+    if node.function in ("find", "findAll") and node.target is not None and node.args:
+        arg = node.args[0]
+        if isinstance(arg, Const) and arg.kind == "string":
+            try:
+                compile_regex(str(arg.value))
+            except RegexCompileError as err:
+                return _NOT_CONSTANT, err.message
+    constant = len(values) == 1 and values[0] is not _NOT_CONSTANT
+    if node.target is None and node.function in _CONVERSIONS and constant:
+        return _convert(node.function, values[0])
+    return _NOT_CONSTANT, None
+
+
+def _convert(function: str, value: object) -> tuple[object, str | None]:
+    if function == "dyn":
+        return value, None
+    if function == "string":
+        if isinstance(value, ct.BytesType):
+            try:
+                return ct.StringType(bytes(value).decode("utf-8")), None
+            except UnicodeDecodeError:
+                return _NOT_CONSTANT, "invalid UTF-8 in bytes, cannot convert to string"
+        if isinstance(value, ct.BoolType | ct.DoubleType):
+            return ct.StringType(formatting.string_of(to_python(value))), None
+        if isinstance(value, ct.IntType | ct.UintType | ct.StringType):
+            return ct.StringType(str(int(value)) if not isinstance(value, ct.StringType) else value), None
+        return _NOT_CONSTANT, None
+    convert = dispatch.CONVERSIONS.get(function)
+    if convert is None:
+        return _NOT_CONSTANT, None
+    result = convert(value)
+    if isinstance(result, CELEvalError):
+        return _NOT_CONSTANT, str(result.args[0])
+    return result, None
+
+
 def validate(checked: Checked, source: str, limits: CelLimits, literal_env: object) -> None:
-    """Raise CelCompileError (with line:col) for the first problem found."""
+    """Raise CelCompileError (with line:col) for the first problem found: the validators' problems
+    where they are, then a problem planning the program (`program instantiation failed: ...`,
+    which Kubernetes reports without a place: 1:1)."""
     del limits  # the literal validators have no limits of their own
     _homogeneous(checked, source)
     _literal_calls(checked, source, literal_env)
     _format_calls(checked, source)
+    problem = _planning_error(checked.expr)
+    if problem is not None:
+        raise CelCompileError(PROGRAM_ERROR + problem)

@@ -1,14 +1,31 @@
-# celkeeper webhook image. Build: docker build -t celkeeper .
-FROM python:3.11-slim
+# celkeeper's webhook image: a virtual environment on a Python 3.11 base, run as a non-root user.
+#
+#   docker build -t celkeeper/celkeeper:v0.1.0 .                      # on python:3.11-slim
+#   hack/image/build.sh                                                # here: buildah, a base made locally
+#
+# BASE must provide `python3` (3.11) with the venv module (ensurepip); both stages use it, so the
+# environment's interpreter path is the same at build and at run time.
+ARG BASE=python:3.11-slim
 
-WORKDIR /app
-COPY pyproject.toml setup.cfg README.md ./
-COPY celkeeper ./celkeeper
-RUN pip install --no-cache-dir . && rm -rf /root/.cache
+FROM ${BASE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+COPY pyproject.toml setup.cfg README.md /src/
+COPY celkeeper /src/celkeeper
+# `cacert`: an optional CA bundle for networks that inspect TLS (hack/image/build.sh passes the host's)
+RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
+    set -e; \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi; \
+    python3 -m venv /opt/celkeeper; \
+    /opt/celkeeper/bin/pip install /src; \
+    /opt/celkeeper/bin/pip uninstall -q -y pip; \
+    /opt/celkeeper/bin/python -c 'import celkeeper.cli.main, kubernetes, cel_expr_python, celpy, re2, gunicorn'; \
+    /opt/celkeeper/bin/celkeeper --help >/dev/null
 
-# the serving certificate is mounted here (e.g. from a Secret managed by cert-manager)
-VOLUME ["/certs"]
-EXPOSE 8443
+FROM ${BASE}
+COPY --from=build /opt/celkeeper /opt/celkeeper
+ENV PATH=/opt/celkeeper/bin:$PATH PYTHONUNBUFFERED=1
+# certificates and state go to volumes (emptyDir in the manifests); the root filesystem can be read-only
 USER 65532:65532
-ENTRYPOINT ["celkeeper"]
-CMD ["serve", "--source", "kubernetes", "--bind", "0.0.0.0:8443", "--cert", "/certs/tls.crt", "--key", "/certs/tls.key"]
+EXPOSE 8443
+ENTRYPOINT ["/opt/celkeeper/bin/celkeeper"]
+CMD ["serve", "--source", "kubernetes", "--cert-dir", "/certs", "--state-dir", "/tmp/celkeeper"]

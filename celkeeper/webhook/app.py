@@ -2,9 +2,10 @@
 
     app = create_app(WebhookConfig(settings=..., state=StateDir(...)))
 
-Routes: POST /v1/admit, POST /v1/admitlabel (who may carry the ignore label), GET /healthz (the process
-answers), GET /readyz (this worker has loaded and compiled a complete snapshot; the body lists what it
-enforces and every policy problem), GET /metrics.
+Routes: POST /v1/admit, POST /v1/admitlabel (who may carry the ignore label), POST /v1/admitpolicy
+(celkeeper's own templates and constraints, checked when applied: webhook/policycheck.py), GET /healthz
+(the process answers), GET /readyz (this worker has loaded and compiled a complete snapshot; the body lists
+what it enforces and every policy problem), GET /metrics.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from celkeeper.snapshot import StateDir
 from celkeeper.webhook.admission import Admission, bad_request, label_guard
 from celkeeper.webhook.live import LivePolicies
 from celkeeper.webhook.metrics import WebhookMetrics
+from celkeeper.webhook.policycheck import PolicyAdmission
 
 log = logging.getLogger("celkeeper.webhook")
 
@@ -153,6 +155,17 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
             answer = bad_request(f"request body too large: the limit is {limit} bytes", 413)
         else:
             answer = label_guard(request.get_data(cache=False), settings)
+        return Response(orjson.dumps(answer.body), status=answer.status, mimetype=JSON)
+
+    policy_admission = PolicyAdmission(live, settings.policy_validation)
+
+    @app.post("/v1/admitpolicy")
+    def admit_policy() -> Response:
+        limit = settings.max_request_bytes
+        if (request.content_length or 0) > limit:
+            answer = bad_request(f"request body too large: the limit is {limit} bytes", 413)
+        else:
+            answer = policy_admission.handle(request.get_data(cache=False))
         return Response(orjson.dumps(answer.body), status=answer.status, mimetype=JSON)
 
     @app.get("/healthz")

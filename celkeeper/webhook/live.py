@@ -102,6 +102,10 @@ class LivePolicies:
     def ready(self) -> bool:
         return self._ready
 
+    def compiler(self) -> Any:
+        """This worker's TemplateCompiler (made on first use; shared with the policy loads)."""
+        return self._compiler_instance()
+
     def _compiler_instance(self) -> Any:
         if self._compiler is None:
             from celkeeper.cel import get_engine

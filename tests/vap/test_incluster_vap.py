@@ -24,7 +24,8 @@ from celkeeper.kube.compare import covers
 from celkeeper.policy import TemplateCompiler, build_policy_set
 from celkeeper.vap.plan import VapOptions, plan_vap
 from tests.incluster.support import (
-    RBAC,
+    INSTALL,
+    WEBHOOK_RBAC_NAME,
     KubeServe,
     by_pod,
     configmap,
@@ -41,7 +42,7 @@ from tests.vap.kube import start_cluster
 
 pytestmark = pytest.mark.kube
 
-VAP_RBAC = RBAC.parent / "vap-rbac.yaml"
+VAP_RBAC = INSTALL.parent / "vap-rbac.yaml"
 PODS = ("pod-a", "pod-b")
 KIND = "VapSynced"
 NAME = KIND.lower()
@@ -63,7 +64,9 @@ def env(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactory) -
         install_crds(cluster)
         pod_namespace = create_namespace(cluster, "celkeeper-pods")
         user = f"celkeeper-{secrets.token_hex(3)}"
-        kubeconfig = rbac_kubeconfig(cluster, pod_namespace, user, also=(VAP_RBAC,))
+        kubeconfig = rbac_kubeconfig(
+            cluster, pod_namespace, user, roles=(WEBHOOK_RBAC_NAME, "celkeeper-vap"), also=(VAP_RBAC,)
+        )
         namespace = create_namespace(cluster, "vap")
         for pod in PODS:
             server = KubeServe(

@@ -17,7 +17,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 REV=1                                   # bump when this script's way of building changes
 SUITE=bookworm
 MIRROR=${CELKEEPER_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-BASE_PACKAGES=python3.11,python3.11-venv,ca-certificates
+BASE_PACKAGES=python3.11,python3.11-venv,python3-distutils,python3-lib2to3,ca-certificates
 BASE_REF=localhost/celkeeper-base:$SUITE-python3.11
 
 cache=${CELKEEPER_IMAGE_CACHE:-$HOME/.cache/celkeeper-image}

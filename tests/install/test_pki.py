@@ -147,7 +147,8 @@ def test_a_ca_is_rotated_in_two_steps_and_every_step_keeps_the_served_certificat
 def test_a_stale_staged_ca_is_dropped_when_no_rotation_is_due() -> None:
     data = fresh()
     key, ca = new_ca("stray", 3650, T0)
-    data.update({NEXT_CA_CERT: pem_cert(ca), "next-ca.key": pem_key(key), NEXT_CA_SINCE: T0.isoformat().encode()})
+    data.update({NEXT_CA_CERT: pem_cert(ca), "next-ca.key": pem_key(key)})
+    data[NEXT_CA_SINCE] = T0.isoformat().encode()
     plan = plan_rotation(data, T0, POLICY)
     assert plan is not None and NEXT_CA_CERT not in plan.data
     assert len(load_bundle(plan.data[CA_BUNDLE])) == 1

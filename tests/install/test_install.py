@@ -1,0 +1,278 @@
+"""The install end to end on a real kube-apiserver: deploy/celkeeper.yaml applied with kubectl, its webhook
+pods run as sandboxed processes with exactly the Deployment's args, env, user, volumes and service
+account (tests/install/support.py). The pods make the certificate Secret, inject the CA bundle, and the
+API server calls them through the Service the manifests name: a violating object is denied as kubectl
+shows it; a broken template is refused at apply time; certificates rotate while requests flow and not
+one of them is lost."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from tests.incluster.support import configmap, required_labels, required_labels_template
+from tests.install.support import (
+    APISERVER_ARGS,
+    NAMESPACE,
+    SECRET,
+    SERVER_NAME,
+    Installation,
+    secret_data,
+    serving_certificate,
+    webhook_bundles,
+)
+from tests.support.apiserver import ControlPlane
+from tests.support.kube_fixtures import REQUIRE_ENV
+from tests.support.kubectl import apply
+from tests.support.podsandbox import SandboxUnavailable, check_available
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.kube
+DAY = datetime.timedelta(days=1)
+
+
+@pytest.fixture(scope="module")
+def installed(kube_binaries: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installation]:
+    try:
+        check_available()
+    except SandboxUnavailable as exc:
+        if os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false", "no"):
+            pytest.fail(f"{REQUIRE_ENV} is set but pods cannot be sandboxed here: {exc}", pytrace=False)
+        pytest.skip(f"cannot sandbox pods: {exc}")
+    cluster = ControlPlane(tmp_path_factory.mktemp("install-kube"), apiserver_args=APISERVER_ARGS)
+    install = Installation(cluster, tmp_path_factory.mktemp("pods"))
+    try:
+        cluster.start()
+        install.apply()
+        install.start()
+        yield install
+    finally:
+        install.stop()
+        cluster.stop()
+
+
+@pytest.fixture
+def namespace(installed: Installation) -> str:
+    name = f"team-{secrets.token_hex(3)}"
+    installed.cluster.kubectl("create", "namespace", name)
+    return name
+
+
+def test_the_pods_made_the_certificate_injected_the_bundle_and_serve_it(installed: Installation) -> None:
+    data = secret_data(installed.cluster)
+    assert {"ca.crt", "ca.key", "tls.crt", "tls.key", "ca-bundle.crt"} <= set(data)
+    bundles = webhook_bundles(installed.cluster)
+    assert len(bundles) >= 2 and set(bundles) == {data["ca-bundle.crt"]}
+    for pod in installed.pods:
+        assert installed.cert_file(pod) == data["tls.crt"]
+        # verified as the API server verifies it: the injected bundle, the Service's DNS name
+        assert serving_certificate(pod.ip, data["ca-bundle.crt"]) == data["tls.crt"]
+    # leaderless and idempotent: the pods started together, one wrote the Secret, the others found it good
+    # (this runs first in the module: later tests rotate)
+    writes = sum(pod.full_log().count("certificate Secret celkeeper-system/") for pod in installed.pods)
+    assert writes == 1, [pod.full_log() for pod in installed.pods]
+
+
+def test_a_violating_object_is_denied_through_the_service(installed: Installation, namespace: str) -> None:
+    cluster = installed.cluster
+    kind = f"InstallLabels{secrets.token_hex(3)}"
+    apply(cluster, required_labels_template(kind))
+    apply(cluster, required_labels(kind, "need-owner", ["owner"], [namespace]))
+    wait_for(lambda: _enforced(cluster, kind.lower(), "need-owner"), timeout=60, interval=0.5,
+             what="the constraint to be enforced by every pod")
+    proc = cluster.kubectl("create", "-f", "-", input=configmap("bad", namespace), check=False)
+    assert proc.returncode != 0
+    assert 'admission webhook "validation.celkeeper.io" denied the request' in proc.stderr
+    assert "[need-owner] missing labels: owner" in proc.stderr
+    good_object = configmap("good", namespace, {"owner": "me"})
+    good = cluster.kubectl("create", "-f", "-", input=good_object, check=False)
+    assert good.returncode == 0, good.stderr
+
+
+def _enforced(cluster: ControlPlane, resource: str, name: str) -> bool:
+    proc = cluster.kubectl("get", resource, name, "-o", "jsonpath={.status.enforced}", check=False)
+    return proc.returncode == 0 and proc.stdout.strip() == "true"
+
+
+def test_a_template_that_does_not_compile_is_refused_at_apply_time(installed: Installation) -> None:
+    cluster = installed.cluster
+    kind = f"InstallBroken{secrets.token_hex(3)}"
+    broken = required_labels_template(kind)
+    validation = broken["spec"]["targets"][0]["code"][0]["source"]["validations"][0]
+    validation["expression"] = "variables.params.labels.all(l, l in object.metadata.labels &&)"
+    proc = cluster.kubectl("apply", "-f", "-", input=broken, check=False)
+    assert proc.returncode != 0
+    assert 'admission webhook "check-policies.celkeeper.io" denied the request' in proc.stderr
+    assert "spec.targets[0].code[0].source.validations[0].expression" in proc.stderr
+    assert "does not compile" in proc.stderr and "(at 1:" in proc.stderr
+    assert cluster.kubectl("get", "constrainttemplate", kind.lower(), check=False).returncode != 0
+    good = cluster.kubectl("apply", "-f", "-", input=required_labels_template(kind), check=False)
+    assert good.returncode == 0, good.stderr
+
+
+def test_a_constraint_with_an_invalid_match_is_refused_at_apply_time(installed: Installation) -> None:
+    cluster = installed.cluster
+    kind = f"InstallMatch{secrets.token_hex(3)}"
+    apply(cluster, required_labels_template(kind))
+    wait_for(lambda: _template_loaded(installed, kind), timeout=60, interval=0.5,
+             what="every pod to load the template")
+    bad = required_labels(kind, "bad-match", ["owner"], ["default"])
+    bad["spec"]["match"]["labelSelector"] = {"matchExpressions": [{"key": "a", "operator": "Sometimes"}]}
+    proc = cluster.kubectl("apply", "-f", "-", input=bad, check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert 'admission webhook "check-policies.celkeeper.io" denied the request' in proc.stderr
+    assert "spec.match.labelSelector.matchExpressions[0].operator" in proc.stderr
+
+
+def _template_loaded(installed: Installation, kind: str) -> bool:
+    proc = installed.cluster.kubectl("get", "constrainttemplate", kind.lower(), "-o",
+                                     "jsonpath={.status.byPod[*].id}", check=False)
+    return proc.returncode == 0 and len(proc.stdout.split()) == installed.replicas
+
+
+class Load:
+    """Server-side dry-run creates of a violating ConfigMap through the API server, as fast as one client
+    goes: each must come back denied by celkeeper. Anything else (allowed: the call failed and the
+    failure policy let it through; an error) is a lost request."""
+
+    def __init__(self, cluster: ControlPlane, namespace: str) -> None:
+        from kubernetes import client
+
+        self.api = client.CoreV1Api(cluster.new_api_client())
+        self.body = configmap("probe", namespace)
+        self.namespace = namespace
+        self.denied = 0
+        self.lost: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        while not self._stop.is_set():
+            try:
+                self.api.create_namespaced_config_map(self.namespace, self.body, dry_run="All")
+                self.lost.append("allowed")
+            except ApiException as err:
+                if err.status == 403 and "[need-owner-load] missing labels" in str(err.body):
+                    self.denied += 1
+                else:
+                    self.lost.append(f"{err.status}: {str(err.body)[:300]}")
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def _load_setting(installed: Installation, namespace: str) -> None:
+    kind = f"InstallLoad{secrets.token_hex(3)}"
+    apply(installed.cluster, required_labels_template(kind))
+    apply(installed.cluster, required_labels(kind, "need-owner-load", ["owner"], [namespace]))
+    wait_for(lambda: _enforced(installed.cluster, kind.lower(), "need-owner-load"), timeout=60, interval=0.5,
+             what="the load constraint to be enforced")
+
+
+def _served(installed: Installation) -> set[bytes]:
+    return {installed.cert_file(pod) for pod in installed.pods}
+
+
+def _all_serve(installed: Installation, cert: bytes) -> bool:
+    return _served(installed) == {cert}
+
+
+def test_a_serving_certificate_near_expiry_is_rotated_under_load_without_losing_a_request(
+    installed: Installation, namespace: str, tmp_path: Path
+) -> None:
+    from celkeeper.kube.certrotator import encode_data
+    from celkeeper.pki import load_pair, new_serving_certificate, pem_cert, pem_key
+
+    cluster = installed.cluster
+    _load_setting(installed, namespace)
+    data = secret_data(cluster)
+    ca = load_pair(data["ca.crt"], data["ca.key"])
+    assert ca is not None
+    # what an old installation would hold: a certificate from the same CA that expires in 20 days
+    now = datetime.datetime.now(datetime.UTC)
+    names = [SERVER_NAME, f"{SERVER_NAME}.cluster.local"]
+    key, cert = new_serving_certificate(ca.key, ca.cert, names, (), days=20, now=now - DAY)
+    old = pem_cert(cert)
+    patch = {"data": encode_data({"tls.crt": old, "tls.key": pem_key(key)})}
+    with Load(cluster, namespace) as load:
+        time.sleep(2)
+        before = load.denied
+        cluster.kubectl("patch", "secret", SECRET, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+        # the pods serve the old certificate for a moment, then one renews it and all serve the new one
+        def renewed_everywhere() -> bool:
+            return _all_serve(installed, secret_data(cluster)["tls.crt"]) and old not in _served(installed)
+
+        wait_for(renewed_everywhere,
+                 timeout=60, interval=0.2, what="every pod to serve a renewed certificate")
+        during = load.denied - before
+        time.sleep(2)
+    assert load.lost == [], load.lost[:5]
+    assert during > 0 and load.denied > during
+    renewed = x509.load_pem_x509_certificate(secret_data(cluster)["tls.crt"])
+    assert renewed.not_valid_after_utc - now > datetime.timedelta(days=300)
+    print(f"\nserving-certificate rotation under load: {load.denied} reviews denied as expected, "
+          f"{during} during the rotation, 0 lost")
+
+
+def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_request(
+    installed: Installation, namespace: str
+) -> None:
+    from celkeeper.kube.certrotator import encode_data
+    from celkeeper.pki import bundle_trusts, new_ca, new_serving_certificate, pem_cert, pem_key
+
+    cluster = installed.cluster
+    _load_setting(installed, namespace)
+    # an installation whose CA expires in 30 days (inside the 90-day lookahead)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, ca = new_ca("celkeeper webhook CA", 30, now - DAY)
+    key, cert = new_serving_certificate(ca_key, ca, [SERVER_NAME], (), days=25, now=now - DAY)
+    old_ca = pem_cert(ca)
+    data = {"ca.crt": old_ca, "ca.key": pem_key(ca_key), "tls.crt": pem_cert(cert), "tls.key": pem_key(key),
+            "ca-bundle.crt": old_ca}
+    cluster.kubectl("patch", "secret", SECRET, "-n", NAMESPACE, "--type=json", "-p",
+                    json.dumps([{"op": "replace", "path": "/data", "value": encode_data(data)}]))
+    # step 1 (before the load: the test itself just swapped the CA under the pods): a new CA is staged
+    # and trusted by the webhook configuration; the pods serve certificates of the old CA
+    def staged() -> bool:
+        stored = secret_data(cluster)
+        return ("next-ca.crt" in stored and stored["ca.crt"] == old_ca
+                and all(bundle_trusts(b, stored["next-ca.crt"]) for b in webhook_bundles(cluster))
+                and _all_serve(installed, stored["tls.crt"]))
+
+    wait_for(staged, timeout=60, interval=0.2, what="a new CA to be staged")
+    new_ca_pem = secret_data(cluster)["next-ca.crt"]
+    t0 = time.monotonic()
+    with Load(cluster, namespace) as load:
+        # step 2, after --ca-overlap (60 s by default): the new CA signs what every pod serves
+        def promoted() -> bool:
+            stored = secret_data(cluster)
+            return stored["ca.crt"] == new_ca_pem and _all_serve(installed, stored["tls.crt"])
+
+        wait_for(promoted, timeout=150, interval=0.5, what="the staged CA to be promoted")
+        seconds = time.monotonic() - t0
+        time.sleep(2)
+    assert load.lost == [], load.lost[:5]
+    assert load.denied > 0
+    stored = secret_data(cluster)
+    for bundle in webhook_bundles(cluster):  # the old CA stays trusted until it expires
+        assert bundle_trusts(bundle, old_ca) and bundle_trusts(bundle, new_ca_pem)
+    for pod in installed.pods:
+        assert serving_certificate(pod.ip, new_ca_pem) == stored["tls.crt"]
+    print(f"\nCA rotation under load: promoted {seconds:.0f} s after staging; {load.denied} reviews denied "
+          "as expected, 0 lost")

@@ -115,7 +115,7 @@ if [ -s /etc/ssl/certs/ca-certificates.crt ]; then
     secret=(--secret "id=cacert,src=/etc/ssl/certs/ca-certificates.crt")
 fi
 buildah "${STORE[@]}" build --isolation chroot --network host --layers=false -q \
-    --pull never --build-arg "BASE=$BASE_REF" "${secret[@]}" \
+    --pull=never --build-arg "BASE=$BASE_REF" "${secret[@]}" \
     -f "$ROOT/Dockerfile" -t "$IMAGE_REF" "$ROOT" >"$work/build.log" 2>&1 \
     || { tail -40 "$work/build.log" >&2; exit 1; }
 buildah "${STORE[@]}" push -q "$IMAGE_REF" "oci-archive:$work/celkeeper.oci.tar:$IMAGE_REF"

@@ -54,8 +54,10 @@ def secret_data(cluster: ControlPlane) -> dict[str, bytes]:
 
 def webhook_bundles(cluster: ControlPlane) -> list[bytes]:
     proc = cluster.kubectl("get", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION, "-o", "json")
-    return [base64.b64decode(w.get("clientConfig", {}).get("caBundle") or "")
-            for w in json.loads(proc.stdout)["webhooks"]]
+    return [
+        base64.b64decode(w.get("clientConfig", {}).get("caBundle") or "")
+        for w in json.loads(proc.stdout)["webhooks"]
+    ]
 
 
 class Installation:
@@ -78,21 +80,31 @@ class Installation:
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 
     def token(self) -> str:
-        return self.cluster.kubectl("create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE,
-                                    "--duration=2h").stdout.strip()
+        return self.cluster.kubectl(
+            "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, "--duration=2h"
+        ).stdout.strip()
 
     def pod_object(self, name: str) -> dict[str, Any]:
         """The Pod the ReplicaSet would create (stored, never scheduled: there is no node)."""
         template = self.deployment["spec"]["template"]
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {**template["metadata"], "name": name, "namespace": NAMESPACE},
-                "spec": template["spec"]}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**template["metadata"], "name": name, "namespace": NAMESPACE},
+            "spec": template["spec"],
+        }
 
     def start_pod(self, name: str | None = None) -> SandboxPod:
         name = name or f"celkeeper-webhook-{secrets.token_hex(5)[:10]}-{secrets.token_hex(3)[:5]}"
         self.cluster.kubectl("create", "-f", "-", input=self.pod_object(name))
-        pod = SandboxPod(self.cluster, self.deployment, name, self.workdir / name,
-                         [str(Path(sys.executable).parent / "celkeeper")], token=self.token())
+        pod = SandboxPod(
+            self.cluster,
+            self.deployment,
+            name,
+            self.workdir / name,
+            [str(Path(sys.executable).parent / "celkeeper")],
+            token=self.token(),
+        )
         self.pods.append(pod)
         pod.start()
         return pod
@@ -141,15 +153,26 @@ class Installation:
         port = service["spec"]["ports"][0]
         ready = [pod for pod in self.pods if pod.running()]
         slice_ = {
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": f"{SERVICE}-sandbox", "namespace": NAMESPACE,
-                         "labels": {"kubernetes.io/service-name": SERVICE,
-                                    "endpointslice.kubernetes.io/managed-by": "tests.celkeeper.io"}},
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{SERVICE}-sandbox",
+                "namespace": NAMESPACE,
+                "labels": {
+                    "kubernetes.io/service-name": SERVICE,
+                    "endpointslice.kubernetes.io/managed-by": "tests.celkeeper.io",
+                },
+            },
             "addressType": "IPv4",
             "ports": [{"name": port["name"], "port": 8443, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [pod.ip], "conditions": {"ready": True},
-                           "targetRef": {"kind": "Pod", "namespace": NAMESPACE, "name": pod.name}}
-                          for pod in ready],
+            "endpoints": [
+                {
+                    "addresses": [pod.ip],
+                    "conditions": {"ready": True},
+                    "targetRef": {"kind": "Pod", "namespace": NAMESPACE, "name": pod.name},
+                }
+                for pod in ready
+            ],
         }
         self.cluster.kubectl("apply", "-f", "-", input=slice_)
 
@@ -164,8 +187,10 @@ def serving_certificate(host: str, ca_pem: bytes) -> bytes:
     context = ssl.create_default_context(cadata=ca_pem.decode())
     import socket
 
-    with socket.create_connection((host, 8443), timeout=5) as raw, \
-            context.wrap_socket(raw, server_hostname=SERVER_NAME) as tls:
+    with (
+        socket.create_connection((host, 8443), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname=SERVER_NAME) as tls,
+    ):
         der = tls.getpeercert(binary_form=True)
     assert der is not None
     return ssl.DER_cert_to_PEM_cert(der).encode()

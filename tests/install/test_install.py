@@ -87,8 +87,12 @@ def test_a_violating_object_is_denied_through_the_service(installed: Installatio
     kind = f"InstallLabels{secrets.token_hex(3)}"
     apply(cluster, required_labels_template(kind))
     apply(cluster, required_labels(kind, "need-owner", ["owner"], [namespace]))
-    wait_for(lambda: _enforced(cluster, kind.lower(), "need-owner"), timeout=60, interval=0.5,
-             what="the constraint to be enforced by every pod")
+    wait_for(
+        lambda: _enforced(cluster, kind.lower(), "need-owner"),
+        timeout=60,
+        interval=0.5,
+        what="the constraint to be enforced by every pod",
+    )
     proc = cluster.kubectl("create", "-f", "-", input=configmap("bad", namespace), check=False)
     assert proc.returncode != 0
     assert 'admission webhook "validation.celkeeper.io" denied the request' in proc.stderr
@@ -123,8 +127,12 @@ def test_a_constraint_with_an_invalid_match_is_refused_at_apply_time(installed: 
     cluster = installed.cluster
     kind = f"InstallMatch{secrets.token_hex(3)}"
     apply(cluster, required_labels_template(kind))
-    wait_for(lambda: _template_loaded(installed, kind), timeout=60, interval=0.5,
-             what="every pod to load the template")
+    wait_for(
+        lambda: _template_loaded(installed, kind),
+        timeout=60,
+        interval=0.5,
+        what="every pod to load the template",
+    )
     bad = required_labels(kind, "bad-match", ["owner"], ["default"])
     bad["spec"]["match"]["labelSelector"] = {"matchExpressions": [{"key": "a", "operator": "Sometimes"}]}
     proc = cluster.kubectl("apply", "-f", "-", input=bad, check=False)
@@ -134,8 +142,9 @@ def test_a_constraint_with_an_invalid_match_is_refused_at_apply_time(installed: 
 
 
 def _template_loaded(installed: Installation, kind: str) -> bool:
-    proc = installed.cluster.kubectl("get", "constrainttemplate", kind.lower(), "-o",
-                                     "jsonpath={.status.byPod[*].id}", check=False)
+    proc = installed.cluster.kubectl(
+        "get", "constrainttemplate", kind.lower(), "-o", "jsonpath={.status.byPod[*].id}", check=False
+    )
     return proc.returncode == 0 and len(proc.stdout.split()) == installed.replicas
 
 
@@ -181,8 +190,12 @@ def _load_setting(installed: Installation, namespace: str) -> None:
     kind = f"InstallLoad{secrets.token_hex(3)}"
     apply(installed.cluster, required_labels_template(kind))
     apply(installed.cluster, required_labels(kind, "need-owner-load", ["owner"], [namespace]))
-    wait_for(lambda: _enforced(installed.cluster, kind.lower(), "need-owner-load"), timeout=60, interval=0.5,
-             what="the load constraint to be enforced")
+    wait_for(
+        lambda: _enforced(installed.cluster, kind.lower(), "need-owner-load"),
+        timeout=60,
+        interval=0.5,
+        what="the load constraint to be enforced",
+    )
 
 
 def _served(installed: Installation) -> set[bytes]:
@@ -214,20 +227,24 @@ def test_a_serving_certificate_near_expiry_is_rotated_under_load_without_losing_
         time.sleep(2)
         before = load.denied
         cluster.kubectl("patch", "secret", SECRET, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+
         # the pods serve the old certificate for a moment, then one renews it and all serve the new one
         def renewed_everywhere() -> bool:
             return _all_serve(installed, secret_data(cluster)["tls.crt"]) and old not in _served(installed)
 
-        wait_for(renewed_everywhere,
-                 timeout=60, interval=0.2, what="every pod to serve a renewed certificate")
+        wait_for(
+            renewed_everywhere, timeout=60, interval=0.2, what="every pod to serve a renewed certificate"
+        )
         during = load.denied - before
         time.sleep(2)
     assert load.lost == [], load.lost[:5]
     assert during > 0 and load.denied > during
     renewed = x509.load_pem_x509_certificate(secret_data(cluster)["tls.crt"])
     assert renewed.not_valid_after_utc - now > datetime.timedelta(days=300)
-    print(f"\nserving-certificate rotation under load: {load.denied} reviews denied as expected, "
-          f"{during} during the rotation, 0 lost")
+    print(
+        f"\nserving-certificate rotation under load: {load.denied} reviews denied as expected, "
+        f"{during} during the rotation, 0 lost"
+    )
 
 
 def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_request(
@@ -243,17 +260,34 @@ def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_re
     ca_key, ca = new_ca("celkeeper webhook CA", 30, now - DAY)
     key, cert = new_serving_certificate(ca_key, ca, [SERVER_NAME], (), days=25, now=now - DAY)
     old_ca = pem_cert(ca)
-    data = {"ca.crt": old_ca, "ca.key": pem_key(ca_key), "tls.crt": pem_cert(cert), "tls.key": pem_key(key),
-            "ca-bundle.crt": old_ca}
-    cluster.kubectl("patch", "secret", SECRET, "-n", NAMESPACE, "--type=json", "-p",
-                    json.dumps([{"op": "replace", "path": "/data", "value": encode_data(data)}]))
+    data = {
+        "ca.crt": old_ca,
+        "ca.key": pem_key(ca_key),
+        "tls.crt": pem_cert(cert),
+        "tls.key": pem_key(key),
+        "ca-bundle.crt": old_ca,
+    }
+    cluster.kubectl(
+        "patch",
+        "secret",
+        SECRET,
+        "-n",
+        NAMESPACE,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "replace", "path": "/data", "value": encode_data(data)}]),
+    )
+
     # step 1 (before the load: the test itself just swapped the CA under the pods): a new CA is staged
     # and trusted by the webhook configuration; the pods serve certificates of the old CA
     def staged() -> bool:
         stored = secret_data(cluster)
-        return ("next-ca.crt" in stored and stored["ca.crt"] == old_ca
-                and all(bundle_trusts(b, stored["next-ca.crt"]) for b in webhook_bundles(cluster))
-                and _all_serve(installed, stored["tls.crt"]))
+        return (
+            "next-ca.crt" in stored
+            and stored["ca.crt"] == old_ca
+            and all(bundle_trusts(b, stored["next-ca.crt"]) for b in webhook_bundles(cluster))
+            and _all_serve(installed, stored["tls.crt"])
+        )
 
     wait_for(staged, timeout=60, interval=0.2, what="a new CA to be staged")
     new_ca_pem = secret_data(cluster)["next-ca.crt"]
@@ -274,5 +308,7 @@ def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_re
         assert bundle_trusts(bundle, old_ca) and bundle_trusts(bundle, new_ca_pem)
     for pod in installed.pods:
         assert serving_certificate(pod.ip, new_ca_pem) == stored["tls.crt"]
-    print(f"\nCA rotation under load: promoted {seconds:.0f} s after staging; {load.denied} reviews denied "
-          "as expected, 0 lost")
+    print(
+        f"\nCA rotation under load: promoted {seconds:.0f} s after staging; {load.denied} reviews denied "
+        "as expected, 0 lost"
+    )

@@ -357,10 +357,22 @@ class SandboxPod:
             **resolve_env(container(self.deployment).get("env") or [], self.name, self.namespace),
         }
         argv = [
-            "nsenter", "-t", str(pid), "-n", "-m", "--",
-            "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
-            "--bounding-set=-all", "--no-new-privs", "--",
-            *self.entrypoint, *self.args,
+            "nsenter",
+            "-t",
+            str(pid),
+            "-n",
+            "-m",
+            "--",
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+            *self.entrypoint,
+            *self.args,
         ]
         self.process = ManagedProcess(self.name, argv, self.workdir / "pod.log", env=env, cwd=Path("/"))
         self.process.start()

@@ -62,8 +62,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---- the base: debootstrap minbase + Debian's python3.11 ------------------------------------------
-base_stamp=$(printf '%s\n' "rev $REV" "$SUITE" "$BASE_PACKAGES" "$(sha256sum "$0" | cut -c1-16)" \
-    | sha256sum | cut -c1-16)
+base_stamp=$(printf '%s\n' "rev $REV" "$SUITE" "$BASE_PACKAGES" | sha256sum | cut -c1-16)
 if [ "$force" = 1 ] || [ ! -f "$cache/base.oci.tar" ] || [ "$(cat "$cache/base.stamp" 2>/dev/null)" != "$base_stamp" ]; then
     t0=$SECONDS
     log "making the base: debootstrap --variant=minbase $SUITE + $BASE_PACKAGES"

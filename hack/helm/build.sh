@@ -16,16 +16,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/gobuild.sh"
 FLAGS_REV=1
 
-force=0
-print_only=0
-for arg in "$@"; do
-    case "$arg" in
-        --force) force=1 ;;
-        --print) print_only=1 ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
-        *) echo "build.sh: unknown argument $arg" >&2; exit 2 ;;
-    esac
-done
+gobuild_args 2,11 "$@"
 
 helm_version=$(awk '$1 == "require" && $2 == "helm.sh/helm/v3" {print $3; exit}
                     $1 == "helm.sh/helm/v3" {print $2; exit}' "$HERE/go.mod")

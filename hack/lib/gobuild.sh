@@ -3,9 +3,26 @@
 # module that builds it and of the build flags' revision) differs from the module in the tree; builds go
 # to a temporary name and are renamed into place; a lock file serialises concurrent runs.
 #
+#   gobuild_args HELP_LINES "$@"             sets force / print_only from --force / --print (-h: the
+#                                            script's lines HELP_LINES, e.g. 2,13)
 #   gobuild_init PREFIX OUT_DIR FORCE       log prefix, where binaries go, 1 to rebuild regardless
 #   gobuild_build NAME MODULE_DIR PACKAGE LDFLAGS FLAGS_REV
 # shellcheck shell=bash
+
+gobuild_args() {
+    local help=$1 arg
+    shift
+    force=0
+    print_only=0
+    for arg in "$@"; do
+        case "$arg" in
+            --force) force=1 ;;
+            --print) print_only=1 ;;
+            -h|--help) sed -n "${help}p" "$0"; exit 0 ;;
+            *) echo "$(basename "$0"): unknown argument $arg" >&2; exit 2 ;;
+        esac
+    done
+}
 
 gobuild_log() { echo "$GOBUILD_PREFIX: $*" >&2; }
 

@@ -69,7 +69,7 @@ class Installation:
         self.docs = install_documents()
         self.deployment = find(self.docs, "Deployment", "celkeeper-webhook")
         self.pods: list[SandboxPod] = []
-        self._endpoints: dict[str, str] = {}
+        self.ready_seconds = 0.0
 
     @property
     def replicas(self) -> int:

@@ -9,6 +9,14 @@ ARG BASE=python:3.11-slim
 
 FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+# a C compiler and the Python headers: gunicorn-h1c is built from source (no wheel on PyPI)
+RUN set -e; \
+    include=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
+    if ! command -v gcc >/dev/null || [ ! -f "$include/Python.h" ]; then \
+        apt-get update -q; \
+        apt-get install -y -q --no-install-recommends gcc libc6-dev \
+            "python$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-dev"; \
+    fi
 COPY pyproject.toml setup.cfg README.md /src/
 COPY celkeeper /src/celkeeper
 # `cacert`: an optional CA bundle for networks that inspect TLS (hack/image/build.sh passes the host's)

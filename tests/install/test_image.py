@@ -125,6 +125,8 @@ def test_the_image_serves_the_examples_as_its_user(image: tuple[OciArchive, Path
         "/tmp/celkeeper-state",
     ]
     (rootfs / "tmp").chmod(0o1777)
+    (rootfs / "dev" / "shm").mkdir(parents=True, exist_ok=True)  # a runtime mounts a tmpfs here, mode 1777
+    (rootfs / "dev" / "shm").chmod(0o1777)
     process = ManagedProcess("image-serve", argv, tmp_path / "serve.log", env={"PATH": "/usr/bin:/bin"})
     process.start()
     try:

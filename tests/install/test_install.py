@@ -25,6 +25,7 @@ from tests.install.support import (
     NAMESPACE,
     SECRET,
     SERVER_NAME,
+    WEBHOOK_CONFIGURATION,
     Installation,
     secret_data,
     serving_certificate,
@@ -38,6 +39,7 @@ from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 DAY = datetime.timedelta(days=1)
+ADMISSION_WEBHOOK = "validation.celkeeper.io"
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +84,10 @@ def test_the_pods_made_the_certificate_injected_the_bundle_and_serve_it(installe
     # (this runs first in the module: later tests rotate)
     writes = sum(pod.full_log().count("certificate Secret celkeeper-system/") for pod in installed.pods)
     assert writes == 1, [pod.full_log() for pod in installed.pods]
-    print(f"\nkubectl apply -f deploy/celkeeper.yaml to {installed.replicas} ready pods behind the Service: "
-          f"{installed.ready_seconds:.1f} s")
+    print(
+        f"\nkubectl apply -f deploy/celkeeper.yaml to {installed.replicas} ready pods behind the Service: "
+        f"{installed.ready_seconds:.1f} s"
+    )
 
 
 def test_a_violating_object_is_denied_through_the_service(installed: Installation, namespace: str) -> None:
@@ -154,12 +158,17 @@ def _template_loaded(installed: Installation, kind: str) -> bool:
 
 class Load:
     """Server-side dry-run creates of a violating ConfigMap through the API server, as fast as one client
-    goes: each must come back denied by celkeeper. Anything else (allowed: the call failed and the
-    failure policy let it through; an error) is a lost request."""
+    goes: each must come back denied by celkeeper. Anything else is a lost request.
+
+    While the load runs, the admission webhook fails closed with a 10 s timeout instead of the
+    manifest's fail-open 3 s: a call that fails then comes back as an error saying why (a TLS error
+    is what a bad rotation would cause; a timeout is a machine too busy to answer in time) instead of
+    an indistinguishable `allowed`."""
 
     def __init__(self, cluster: ControlPlane, namespace: str) -> None:
         from kubernetes import client
 
+        self.cluster = cluster
         self.api = client.CoreV1Api(cluster.new_api_client())
         self.body = configmap("probe", namespace)
         self.namespace = namespace
@@ -181,13 +190,39 @@ class Load:
                 else:
                     self.lost.append(f"{err.status}: {str(err.body)[:300]}")
 
+    def _set_failure(self, policy: str, timeout: int) -> tuple[str, int]:
+        """Set the admission webhook's failurePolicy and timeoutSeconds; the previous ones."""
+        config = json.loads(
+            self.cluster.kubectl(
+                "get", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION, "-o", "json"
+            ).stdout
+        )
+        index = [w["name"] for w in config["webhooks"]].index(ADMISSION_WEBHOOK)
+        webhook = config["webhooks"][index]
+        ops = [
+            {"op": "replace", "path": f"/webhooks/{index}/failurePolicy", "value": policy},
+            {"op": "replace", "path": f"/webhooks/{index}/timeoutSeconds", "value": timeout},
+        ]
+        self.cluster.kubectl(
+            "patch",
+            "validatingwebhookconfiguration",
+            WEBHOOK_CONFIGURATION,
+            "--type=json",
+            "-p",
+            json.dumps(ops),
+        )
+        return webhook["failurePolicy"], webhook["timeoutSeconds"]
+
     def __enter__(self) -> Load:
+        self._previous = self._set_failure("Fail", 10)
+        time.sleep(1)  # the API server's webhook configuration cache follows a watch
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(30)
+        self._set_failure(*self._previous)
 
 
 def _load_setting(installed: Installation, namespace: str) -> None:

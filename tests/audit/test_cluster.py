@@ -144,7 +144,9 @@ def build(cluster: ControlPlane) -> World:
     install_crds(cluster)
     own = "celkeeper-system"
     cluster.kubectl("create", "namespace", own)
-    kubeconfig = rbac_kubeconfig(cluster, own, f"audit-{secrets.token_hex(3)}", manifest=AUDIT_RBAC, roles=("celkeeper-audit",))
+    kubeconfig = rbac_kubeconfig(
+        cluster, own, f"audit-{secrets.token_hex(3)}", manifest=AUDIT_RBAC, roles=("celkeeper-audit",)
+    )
     cluster.kubectl("apply", "-f", "-", input=BLOB_CRD)
     cluster.kubectl("wait", "--for=condition=Established", "crd/blobs.audit.example.com")
     for name, labels in NAMESPACES.items():

@@ -62,7 +62,13 @@ def cluster(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture(scope="module")
 def kubeconfig(cluster: ControlPlane) -> Path:
-    return rbac_kubeconfig(cluster, "celkeeper-system", f"audit-{secrets.token_hex(3)}", manifest=AUDIT_RBAC, roles=("celkeeper-audit",))
+    return rbac_kubeconfig(
+        cluster,
+        "celkeeper-system",
+        f"audit-{secrets.token_hex(3)}",
+        manifest=AUDIT_RBAC,
+        roles=("celkeeper-audit",),
+    )
 
 
 def configmaps_in(namespaces: list[str]) -> dict[str, Any]:

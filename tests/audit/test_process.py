@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.audit.support import (
-    AUDIT_RBAC,
+    AUDIT_ROLES,
     AuditServer,
     configmaps,
     constraint,
@@ -66,8 +66,7 @@ def kubeconfig(cluster: ControlPlane) -> Path:
         cluster,
         "celkeeper-system",
         f"audit-{secrets.token_hex(3)}",
-        manifest=AUDIT_RBAC,
-        roles=("celkeeper-audit",),
+        roles=AUDIT_ROLES,
     )
 
 

@@ -106,20 +106,13 @@ def remove_templates(cluster: ControlPlane, prefix: str) -> None:
 
 
 def rbac_kubeconfig(
-    cluster: ControlPlane,
-    pod_namespace: str,
-    user: str,
-    manifest: Path = INSTALL,
-    *,
-    roles: Sequence[str] = (WEBHOOK_RBAC_NAME,),
-    also: Sequence[Path] = (),
+    cluster: ControlPlane, pod_namespace: str, user: str, roles: Sequence[str] = (WEBHOOK_RBAC_NAME,)
 ) -> Path:
-    """A kubeconfig for `user`, who gets exactly the roles named `roles` in `manifest` (deploy/celkeeper.yaml;
-    by default the webhook's; its Roles in `pod_namespace`) and of the manifests `also` names."""
+    """A kubeconfig for `user`, who gets exactly the (Cluster)Roles and bindings named `roles` in
+    deploy/celkeeper.yaml (by default the webhook pods'; its Roles in `pod_namespace`)."""
     suffix = secrets.token_hex(3)
     objects = []
-    texts = [(m.read_text(encoding="utf-8"), str(m)) for m in (manifest, *also)]
-    for doc in (d for text, name in texts for d in parse_documents(text, name).documents):
+    for doc in parse_documents(INSTALL.read_text(encoding="utf-8"), str(INSTALL)).documents:
         obj = json.loads(json.dumps(doc.data))
         kind = obj["kind"]
         if kind not in RBAC_KINDS or obj["metadata"]["name"] not in roles or kind == "ServiceAccount":

@@ -34,6 +34,20 @@ VARIANTS = {
         "webhook.failurePolicy=Fail",
         "webhook.timeoutSeconds=5",
     ),
+    "audit settings, VAP for every template": (
+        "audit.interval=300",
+        "audit.chunkSize=100",
+        "audit.constraintViolationsLimit=50",
+        "audit.emitEvents=true",
+        "audit.eventsInvolvedNamespace=true",
+        "audit.excludedNamespaces={kube-system,team-*}",
+        "audit.excludedResources={events,leases.coordination.k8s.io}",
+        "audit.metricsService=true",
+        "vap.createForTemplates=true",
+        "vap.createBindingsForConstraints=false",
+        "vap.waitForBindingSeconds=10",
+    ),
+    "no audit, no VAP rights": ("audit.enabled=false", "vap.rbac=false"),
     "placement": (
         "nodeSelector.pool=system",
         "tolerations[0].key=dedicated",
@@ -105,6 +119,19 @@ def test_every_rendering_keeps_the_invariants_and_the_hardening(helm: Helm, vari
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in volumes["tmp"]
     assert "--state-dir=/tmp/celkeeper" in args and "--cert-dir=/certs" in args
+    # the audit, when there is one: a singleton, as hardened, under its own service account
+    audits = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "celkeeper-audit"]
+    for audit in audits:
+        assert audit["spec"]["replicas"] == 1 and audit["spec"]["strategy"] == {"type": "Recreate"}
+        audit_pod = audit["spec"]["template"]["spec"]
+        assert audit_pod["serviceAccountName"] == "celkeeper-audit"
+        assert audit_pod["securityContext"] == pod["securityContext"]
+        [audit_container] = audit_pod["containers"]
+        assert audit_container["securityContext"] == container["securityContext"]
+        assert audit_container["args"][:2] == ["audit", "--source=kubernetes"]
+        assert audit_container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert audit["spec"]["selector"]["matchLabels"] != spec["selector"]["matchLabels"]
+    assert len(audits) == (0 if "audit.enabled=false" in VARIANTS[variant] else 1)
 
 
 def test_values_reach_the_objects(helm: Helm) -> None:
@@ -126,7 +153,7 @@ def test_values_reach_the_objects(helm: Helm) -> None:
     } in selector  # `tenant-*` is only known to the pods
 
     placement = documents(helm.template(*VARIANTS["placement"]))
-    pod = find(placement, "Deployment")["spec"]["template"]["spec"]
+    pod = find(placement, "Deployment", "celkeeper-webhook")["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux", "pool": "system"}
     assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
     assert "priorityClassName" not in pod and "topologySpreadConstraints" not in pod
@@ -141,7 +168,7 @@ def test_cert_manager_mode_mounts_its_secret_and_asks_for_ca_injection(helm: Hel
     docs = documents(helm.template(*VARIANTS["cert-manager"]))
     container = webhook_container(docs)
     assert "--disable-cert-rotation" in container["args"]
-    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(docs, "Deployment", "celkeeper-webhook")["spec"]["template"]["spec"]
     assert {"name": "certs", "secret": {"secretName": "celkeeper-webhook-server-cert"}} in pod["volumes"]
     config = find(docs, "ValidatingWebhookConfiguration")
     assert config["metadata"]["annotations"] == {
@@ -182,9 +209,95 @@ def test_the_webhooks_registered(helm: Helm) -> None:
     assert hooks["validation.celkeeper.io"]["timeoutSeconds"] == 5
 
 
-def test_the_audit_deployment_has_its_marked_place(helm: Helm) -> None:
-    proc = helm.run("template", "celkeeper", str(CHART), "--set", "audit.enabled=true", check=False)
-    assert proc.returncode != 0 and "issue 13" in proc.stderr
+def cluster_rules(docs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [
+        r for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == name for r in d["rules"]
+    ]
+
+
+def test_the_audit_values_reach_its_pod_and_its_rights(helm: Helm) -> None:
+    default = documents(helm.template())
+    [container] = find(default, "Deployment", "celkeeper-audit")["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == [
+        "audit",
+        "--source=kubernetes",
+        "--audit-interval=60",
+        "--audit-chunk-size=500",
+        "--constraint-violations-limit=20",
+        "--metrics-bind=0.0.0.0:8888",
+        "--log-level=info",
+    ]
+    # events only in its own namespace; no Service for the metrics unless asked
+    assert {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]} not in cluster_rules(
+        default, "celkeeper-audit"
+    )
+    assert not [
+        d for d in default if d["kind"] == "Service" and d["metadata"]["name"] == "celkeeper-audit-metrics"
+    ]
+
+    docs = documents(helm.template(*VARIANTS["audit settings, VAP for every template"]))
+    [container] = find(docs, "Deployment", "celkeeper-audit")["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    for wanted in (
+        "--audit-interval=300",
+        "--audit-chunk-size=100",
+        "--constraint-violations-limit=50",
+        "--emit-audit-events",
+        "--audit-events-involved-namespace",
+        "--excluded-namespace=kube-system",
+        "--excluded-namespace=team-*",
+        "--excluded-resource=events",
+        "--excluded-resource=leases.coordination.k8s.io",
+    ):
+        assert wanted in args, wanted
+    events = {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
+    assert events in cluster_rules(docs, "celkeeper-audit")
+    service = find(docs, "Service", "celkeeper-audit-metrics")
+    assert (
+        service["spec"]["selector"]
+        == find(docs, "Deployment", "celkeeper-audit")["spec"]["selector"]["matchLabels"]
+    )
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8888, "targetPort": "metrics"}]
+
+    none = documents(helm.template(*VARIANTS["no audit, no VAP rights"]))
+    assert not [d for d in none if "audit" in d["metadata"]["name"]]
+
+
+def test_the_vap_values_reach_the_webhook_pods_and_their_rights(helm: Helm) -> None:
+    default = documents(helm.template())
+    args = webhook_container(default)["args"]
+    assert not [a for a in args if "vap" in a]  # Gatekeeper's defaults: the flags' own
+    binding = find(default, "ClusterRoleBinding", "celkeeper-vap")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "celkeeper-webhook", "namespace": NAMESPACE}
+    ]
+    assert {
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"],
+        "verbs": ["get", "list", "watch", "create", "update", "delete"],
+    } in find(default, "ClusterRole", "celkeeper-vap")["rules"]
+
+    args = webhook_container(documents(helm.template(*VARIANTS["audit settings, VAP for every template"])))[
+        "args"
+    ]
+    assert [a for a in args if "vap" in a] == [
+        "--default-create-vap-for-templates",
+        "--no-default-create-vap-binding-for-constraints",
+        "--default-wait-for-vapb-generation=10",
+    ]
+    none = documents(helm.template(*VARIANTS["no audit, no VAP rights"]))
+    assert not [d for d in none if d["metadata"]["name"] == "celkeeper-vap"]
+    refused = helm.run(
+        "template",
+        "celkeeper",
+        str(CHART),
+        "--set",
+        "vap.rbac=false",
+        "--set",
+        "vap.createForTemplates=true",
+        check=False,
+    )
+    assert refused.returncode != 0 and "vap.createForTemplates needs vap.rbac" in refused.stderr
 
 
 @pytest.mark.kube

@@ -11,6 +11,12 @@ app.kubernetes.io/name: celkeeper
 app.kubernetes.io/component: webhook
 {{- end }}
 
+{{/* The audit pod's selector. */}}
+{{- define "celkeeper.auditSelector" -}}
+app.kubernetes.io/name: celkeeper
+app.kubernetes.io/component: audit
+{{- end }}
+
 {{- define "celkeeper.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default (printf "v%s" .Chart.AppVersion) }}
 {{- end }}

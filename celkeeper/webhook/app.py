@@ -4,8 +4,8 @@
 
 Routes: POST /v1/admit, POST /v1/admitlabel (who may carry the ignore label), POST /v1/admitpolicy
 (celkeeper's own templates and constraints, checked when applied: webhook/policycheck.py), GET /healthz
-(the process answers), GET /readyz (this worker has loaded and compiled a complete snapshot; the body lists
-what it enforces and every policy problem), GET /metrics.
+(the process answers), GET /readyz (this worker has loaded and compiled a complete snapshot; the body names
+the CEL engine and lists what it enforces and every policy problem), GET /metrics.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     @app.get("/readyz")
     def readyz() -> Response:
         loaded = live.current
-        detail: dict[str, Any] = {"ready": live.ready, "worker": live.pid}
+        detail: dict[str, Any] = {"ready": live.ready, "worker": live.pid, "engine": settings.engine}
         if loaded is None:
             detail["reason"] = "no snapshot loaded yet"
         else:

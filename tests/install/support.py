@@ -31,6 +31,8 @@ SECRET = "celkeeper-webhook-server-cert"
 SERVICE = "celkeeper-webhook-service"
 WEBHOOK_CONFIGURATION = "celkeeper-validating-webhook-configuration"
 SERVICE_ACCOUNT = "celkeeper-webhook"
+AUDIT = "celkeeper-audit"  # the audit's Deployment and ServiceAccount
+AUDIT_METRICS_PORT = 8888
 SERVER_NAME = f"{SERVICE}.{NAMESPACE}.svc"
 APISERVER_ARGS = ("--enable-aggregator-routing=true",)
 
@@ -68,7 +70,9 @@ class Installation:
         self.workdir = workdir
         self.docs = install_documents()
         self.deployment = find(self.docs, "Deployment", "celkeeper-webhook")
+        self.audit_deployment = find(self.docs, "Deployment", AUDIT)
         self.pods: list[SandboxPod] = []
+        self.audit: SandboxPod | None = None
         self.ready_seconds = 0.0
 
     @property
@@ -79,14 +83,14 @@ class Installation:
         self.cluster.kubectl("apply", "-f", str(INSTALL))
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 
-    def token(self) -> str:
+    def token(self, service_account: str = SERVICE_ACCOUNT) -> str:
         return self.cluster.kubectl(
-            "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, "--duration=2h"
+            "create", "token", service_account, "-n", NAMESPACE, "--duration=2h"
         ).stdout.strip()
 
-    def pod_object(self, name: str) -> dict[str, Any]:
+    def pod_object(self, name: str, deployment: dict[str, Any] | None = None) -> dict[str, Any]:
         """The Pod the ReplicaSet would create (stored, never scheduled: there is no node)."""
-        template = self.deployment["spec"]["template"]
+        template = (deployment or self.deployment)["spec"]["template"]
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -116,8 +120,36 @@ class Installation:
             self.wait_ready(pod)
         self.publish_endpoints()
 
+    def start_audit(self) -> SandboxPod:
+        """The audit Deployment's one pod, with its own service account's token."""
+        assert self.audit is None, "the audit is a singleton"
+        name = f"{AUDIT}-{secrets.token_hex(5)[:10]}-{secrets.token_hex(3)[:5]}"
+        self.cluster.kubectl("create", "-f", "-", input=self.pod_object(name, self.audit_deployment))
+        self.audit = SandboxPod(
+            self.cluster,
+            self.audit_deployment,
+            name,
+            self.workdir / name,
+            [str(Path(sys.executable).parent / "celkeeper")],
+            token=self.token(AUDIT),
+        )
+        self.audit.start()
+        return self.audit
+
+    def audit_probe(self, path: str) -> int:
+        """The audit's probes (plain HTTP on its metrics port, as its Deployment's probes say)."""
+        assert self.audit is not None
+        try:
+            url = f"http://{self.audit.ip}:{AUDIT_METRICS_PORT}{path}"
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as err:
+            return err.code
+        except OSError:
+            return 0
+
     def stop(self) -> None:
-        for pod in self.pods:
+        for pod in [*self.pods, *([self.audit] if self.audit else [])]:
             pod.stop()
 
     # -- what the kubelet and the EndpointSlice controller would do ------------------------------------
@@ -126,16 +158,20 @@ class Installation:
 
     def readyz(self, pod: SandboxPod) -> int:
         """The readiness probe (HTTPS; like the kubelet it does not verify the certificate)."""
+        return self.readyz_detail(pod)[0]
+
+    def readyz_detail(self, pod: SandboxPod) -> tuple[int, dict[str, Any]]:
+        """/readyz's status and body (0 and {} when the pod does not answer)."""
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         try:
             with urllib.request.urlopen(f"https://{pod.ip}:8443/readyz", timeout=5, context=context) as resp:
-                return int(resp.status)
+                return int(resp.status), json.loads(resp.read())
         except urllib.error.HTTPError as err:
-            return err.code
-        except OSError:
-            return 0
+            return err.code, {}
+        except (OSError, ValueError):
+            return 0, {}
 
     def wait_ready(self, pod: SandboxPod, timeout: float = 120.0) -> None:
         def ready() -> bool:

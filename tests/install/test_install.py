@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -32,6 +33,7 @@ from tests.install.support import (
     webhook_bundles,
 )
 from tests.support.apiserver import ControlPlane
+from tests.support.celgo import require_celgo
 from tests.support.kube_fixtures import REQUIRE_ENV
 from tests.support.kubectl import apply
 from tests.support.podsandbox import SandboxUnavailable, check_available
@@ -50,6 +52,7 @@ def installed(kube_binaries: object, tmp_path_factory: pytest.TempPathFactory) -
         if os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false", "no"):
             pytest.fail(f"{REQUIRE_ENV} is set but pods cannot be sandboxed here: {exc}", pytrace=False)
         pytest.skip(f"cannot sandbox pods: {exc}")
+    require_celgo()  # the pods run the cel-go engine, as the image does
     cluster = ControlPlane(tmp_path_factory.mktemp("install-kube"), apiserver_args=APISERVER_ARGS)
     install = Installation(cluster, tmp_path_factory.mktemp("pods"))
     try:
@@ -77,6 +80,7 @@ def test_the_pods_made_the_certificate_injected_the_bundle_and_serve_it(installe
     bundles = webhook_bundles(installed.cluster)
     assert len(bundles) >= 2 and set(bundles) == {data["ca-bundle.crt"]}
     for pod in installed.pods:
+        assert installed.readyz_detail(pod)[1]["engine"] == "cel-go"
         assert installed.cert_file(pod) == data["tls.crt"]
         # verified as the API server verifies it: the injected bundle, the Service's DNS name
         assert serving_certificate(pod.ip, data["ca-bundle.crt"]) == data["tls.crt"]
@@ -154,6 +158,35 @@ def _template_loaded(installed: Installation, kind: str) -> bool:
         "get", "constrainttemplate", kind.lower(), "-o", "jsonpath={.status.byPod[*].id}", check=False
     )
     return proc.returncode == 0 and len(proc.stdout.split()) == installed.replicas
+
+
+def test_the_audit_pod_reports_what_already_violates(installed: Installation, namespace: str) -> None:
+    """The audit Deployment's pod, under its own service account: objects that existed before a dryrun
+    constraint show up in its status after the audit's first run (at start)."""
+    cluster = installed.cluster
+    for name, labels in (("old-a", {}), ("old-b", {}), ("old-c", {"owner": "me"})):
+        cluster.kubectl("create", "-f", "-", input=configmap(name, namespace, labels))
+    kind = f"InstallAudit{secrets.token_hex(3)}"
+    apply(cluster, required_labels_template(kind))
+    apply(cluster, required_labels(kind, "audited", ["owner"], [namespace], action="dryrun"))
+    audit = installed.start_audit()
+
+    def audited() -> dict[str, Any] | None:
+        status = json.loads(cluster.kubectl("get", kind.lower(), "audited", "-o", "json").stdout)
+        found = status.get("status") or {}
+        return found if "auditTimestamp" in found else None
+
+    try:
+        wait_for(
+            lambda: installed.audit_probe("/readyz") == 200, timeout=60, what="the audit pod to be ready"
+        )
+        status = wait_for(audited, timeout=90, interval=1, what="the audit's first run")
+    except TimeoutError as err:
+        raise TimeoutError(f"{err}\n{audit.log()}") from None
+    assert status["totalViolations"] == 2
+    assert sorted(v["name"] for v in status["violations"]) == ["old-a", "old-b"]
+    assert {v["enforcementAction"] for v in status["violations"]} == {"dryrun"}
+    assert audit.running() and installed.audit_probe("/healthz") == 200
 
 
 class Load:

@@ -15,7 +15,11 @@ What is the pod's, taken from the Deployment's pod template (nothing else is inv
   its mountPath, the service account token (TokenRequest, the real one) and CA at
   /var/run/secrets/kubernetes.io/serviceaccount, KUBERNETES_SERVICE_HOST/PORT pointing at a forwarder on
   the pod's own loopback that carries the connection to the API server's loopback address. celkeeper
-  therefore uses its in-cluster configuration, exactly as in a pod.
+  therefore uses its in-cluster configuration, exactly as in a pod;
+- what the image carries besides the entrypoint: the cel-go engine's shared library (the image has it
+  inside the installed package; the local editable install finds it in a cache under root's home, which
+  the pod's user cannot read), bound read-only at /run/celkeeper-celgo/ and named by CELKEEPER_CELGO_LIB,
+  when the test process has one.
 
 Needs root (namespaces, veth, mounts) and `unshare`, `nsenter`, `setpriv` and `ip` (util-linux,
 iproute2). Every address used is the pod's own, inside a network namespace made here; nothing leaves
@@ -46,6 +50,7 @@ TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 API_FORWARD_PORT = 6443  # on each pod's loopback
 SUBNET_PREFIX = "172.31"  # /30s inside 172.31.0.0/16, skipping any the host already routes
 TOOLS = ("unshare", "nsenter", "setpriv", "ip", "mount")
+CELGO_IN_POD = "/run/celkeeper-celgo/libcelgo.so"
 
 
 class SandboxUnavailable(Exception):
@@ -58,6 +63,13 @@ def check_available() -> None:
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
         raise SandboxUnavailable(f"missing {', '.join(missing)} (util-linux, iproute2)")
+
+
+def _celgo_library() -> Path | None:
+    """The cel-go library this test process would load, None when it has none."""
+    from celkeeper.cel.celgo.locate import find_library
+
+    return find_library()[0]
 
 
 def _run(*argv: str, input: str | None = None) -> str:
@@ -336,12 +348,22 @@ class SandboxPod:
         empty_dirs = self._empty_dirs()
         for path in empty_dirs:
             Path(path).mkdir(parents=True, exist_ok=True)
+        celgo = _celgo_library()
         script = [
             "set -e",
             "mount -t tmpfs -o mode=0755 tmpfs /run",
             f"mkdir -p {TOKEN_DIR}",
             f"mount --bind {sa} {TOKEN_DIR}",
             f"mount -o remount,bind,ro {TOKEN_DIR}",
+        ]
+        if celgo is not None:
+            script += [
+                f"mkdir -p {Path(CELGO_IN_POD).parent}",
+                f"touch {CELGO_IN_POD}",
+                f"mount --bind {celgo} {CELGO_IN_POD}",
+                f"mount -o remount,bind,ro {CELGO_IN_POD}",
+            ]
+        script += [
             "mount -o remount,bind,ro /",
             *(f"mount -t tmpfs -o mode=0770,uid={uid},gid={gid} tmpfs {path}" for path in empty_dirs),
         ]
@@ -356,6 +378,8 @@ class SandboxPod:
             "KUBERNETES_SERVICE_PORT": str(API_FORWARD_PORT),
             **resolve_env(container(self.deployment).get("env") or [], self.name, self.namespace),
         }
+        if _celgo_library() is not None:
+            env["CELKEEPER_CELGO_LIB"] = CELGO_IN_POD
         argv = [
             "nsenter",
             "-t",

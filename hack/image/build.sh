@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Build celkeeper's image from the Dockerfile with buildah, on a Debian base made here with debootstrap
-# (no registry needed), into ${CELKEEPER_IMAGE_CACHE:-~/.cache/celkeeper-image}/ as OCI archives.
-# See hack/image/README.md for the interface.
+# and with this machine's Go toolchain as the Dockerfile's Go stage (no registry needed), into
+# ${CELKEEPER_IMAGE_CACHE:-~/.cache/celkeeper-image}/ as OCI archives. See hack/image/README.md.
 #
 #   hack/image/build.sh            build what is missing or stale, print the image archive's path
 #   hack/image/build.sh --base     only the base
 #   hack/image/build.sh --force    rebuild the base and the image
 #   hack/image/build.sh --print    print the image archive's path and exit
 #
-# Needs root (debootstrap, buildah's chroot isolation); apt-get installs buildah and debootstrap when
-# missing. buildah's storage is private to this cache (vfs driver), so nothing else's images are touched.
+# Needs root (debootstrap, buildah's chroot isolation) and Go (the cel-go engine is built in the image
+# with it); apt-get installs buildah and debootstrap when missing. buildah's storage is private to this
+# cache (vfs driver), so nothing else's images are touched. The build reads this machine's Go module
+# cache as a module proxy and shares its Go build cache (both keyed by content), so a warm build does
+# not download or compile the engine's dependencies again.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-REV=1                                   # bump when this script's way of building changes
+REV=1                                   # bump when this script's way of making the base changes
+IMAGE_REV=2                             # bump when its way of building the image changes
 SUITE=bookworm
 MIRROR=${CELKEEPER_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 BASE_PACKAGES=python3.11,python3.11-venv,python3-distutils,python3-lib2to3,ca-certificates
@@ -38,6 +42,10 @@ fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 if [ "$(id -u)" != 0 ]; then
     log "needs root (debootstrap and buildah's chroot isolation); run as root or use docker build"
+    exit 1
+fi
+if ! command -v go >/dev/null 2>&1; then
+    log "needs Go: the image builds the cel-go engine with this machine's toolchain (or use docker build)"
     exit 1
 fi
 missing=()
@@ -91,14 +99,30 @@ elif ! buildah "${STORE[@]}" inspect --type image "$BASE_REF" >/dev/null 2>&1; t
 fi
 if [ "$base_only" = 1 ]; then echo "$cache/base.oci.tar"; exit 0; fi
 
+# ---- the Go stage: this machine's toolchain in /usr/local/go (what the Dockerfile takes from GO_IMAGE) -------
+go_version=$(go env GOVERSION)
+GO_REF=localhost/celkeeper-go:$go_version
+if ! buildah "${STORE[@]}" inspect --type image "$GO_REF" >/dev/null 2>&1; then
+    t0=$SECONDS
+    log "making $GO_REF from $(go env GOROOT)"
+    ctr=$(buildah "${STORE[@]}" from scratch)
+    mnt=$(buildah "${STORE[@]}" mount "$ctr")
+    mkdir -p "$mnt/usr/local/go"
+    cp -a "$(go env GOROOT)"/. "$mnt/usr/local/go/"
+    buildah "${STORE[@]}" umount "$ctr" >/dev/null
+    buildah "${STORE[@]}" config --env PATH=/usr/local/go/bin:/usr/bin:/bin --os linux --arch amd64 "$ctr"
+    buildah "${STORE[@]}" commit -q --rm "$ctr" "$GO_REF" >/dev/null
+    log "Go stage ready in $(fmt_secs $((SECONDS - t0)))"
+fi
+
 # ---- the image: the Dockerfile, built on that base --------------------------------------------------
 # inputs: what the Dockerfile copies (the context after .dockerignore), the Dockerfile, the base
 context_files() {
-    (cd "$ROOT" && git ls-files -co --exclude-standard -- pyproject.toml setup.cfg README.md celkeeper \
-        | grep -v -e '__pycache__' -e '\.pyc$' | LC_ALL=C sort)
+    (cd "$ROOT" && git ls-files -co --exclude-standard -- pyproject.toml setup.cfg setup.py README.md celkeeper \
+        | grep -v -e '__pycache__' -e '\.pyc$' -e '_libcelgo\.so$' | LC_ALL=C sort)
 }
 image_stamp=$( {
-    echo "rev $REV base $base_stamp ref $IMAGE_REF"
+    echo "rev $IMAGE_REV base $base_stamp ref $IMAGE_REF go $go_version"
     sha256sum "$ROOT/Dockerfile" "$ROOT/.dockerignore" "$0"
     context_files | (cd "$ROOT" && xargs -d '\n' sha256sum)
 } | sha256sum | cut -c1-16)
@@ -113,15 +137,22 @@ secret=()
 if [ -s /etc/ssl/certs/ca-certificates.crt ]; then
     secret=(--secret "id=cacert,src=/etc/ssl/certs/ca-certificates.crt")
 fi
+# Go modules: this machine's module cache first (a file proxy; go.sum still checks every module), then
+# the public proxy for anything it lacks; the Go build cache is shared (its entries are keyed by content)
+modcache=$(go env GOMODCACHE) gocache=$(go env GOCACHE)
+mkdir -p "$modcache/cache/download" "$gocache"
 buildah "${STORE[@]}" build --isolation chroot --network host --layers=false -q \
-    --pull=never --build-arg "BASE=$BASE_REF" "${secret[@]}" \
+    --pull=never --build-arg "BASE=$BASE_REF" --build-arg "GO_IMAGE=$GO_REF" \
+    --build-arg "GOPROXY=file:///run/goproxy,https://proxy.golang.org,direct" \
+    --volume "$modcache/cache/download:/run/goproxy:ro" --volume "$gocache:/root/.cache/go-build" \
+    "${secret[@]}" \
     -f "$ROOT/Dockerfile" -t "$IMAGE_REF" "$ROOT" >"$work/build.log" 2>&1 \
     || { tail -40 "$work/build.log" >&2; exit 1; }
 buildah "${STORE[@]}" push -q "$IMAGE_REF" "oci-archive:$work/celkeeper.oci.tar:$IMAGE_REF"
 mv -f "$work/celkeeper.oci.tar" "$cache/celkeeper.oci.tar"
 echo "$IMAGE_REF" >"$cache/celkeeper.ref"
 echo "$image_stamp" >"$cache/celkeeper.stamp"
-# keep only the base and this image in the private store
+# keep only the base, the Go stage and this image in the private store
 buildah "${STORE[@]}" rmi --prune >/dev/null 2>&1 || true
 log "image ready in $(fmt_secs $((SECONDS - t0))): $(du -m "$cache/celkeeper.oci.tar" | cut -f1) MB archive"
 echo "$cache/celkeeper.oci.tar"

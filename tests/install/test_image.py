@@ -1,6 +1,7 @@
 """The container image hack/image/build.sh made from the Dockerfile (an OCI archive; ./dev test builds it as
 root): its configuration says what the manifests assume, and it runs: unpacked, entered as its user
-65532 with its own root directory, the image's own Python and celkeeper serve the examples over TLS."""
+65532 with its own root directory, the image's own Python and celkeeper serve the examples over TLS with
+the cel-go engine (the image carries its library; without it celkeeper would fall back to cel-python)."""
 
 from __future__ import annotations
 
@@ -141,6 +142,9 @@ def test_the_image_serves_the_examples_as_its_user(image: tuple[OciArchive, Path
                 return False
 
         wait_for(ready, timeout=120, interval=0.5, what="the image's celkeeper to be ready")
+        readyz = requests.get(f"https://localhost:{port}/readyz", verify=str(certs.ca_cert), timeout=5).json()
+        assert readyz["engine"] == "cel-go", process.log_tail()
+        assert "cel-go engine is not available" not in process.log_tail(200)
         bad = (ROOT / "examples" / "reviews" / "pod-denied.json").read_bytes()
         answer = requests.post(
             f"https://localhost:{port}/v1/admit",

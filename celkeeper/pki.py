@@ -16,7 +16,9 @@ Rotation is made so that no request fails on the way:
 - a CA is renewed in two steps: first a new CA is *staged* (added to the trusted bundle, `next-ca.*`,
   with the time it was staged) while the old CA keeps signing; once it has been in the bundle for
   `ca_overlap` and every webhook configuration carries it (`next_ca_published`), it is *promoted*: it
-  signs a new serving certificate, and the old CA stays in the bundle until it expires.
+  signs a new serving certificate, and the old CA stays in the bundle until it expires. The bundle's
+  bytes do not change at the promotion (its order is stable), so the API servers keep their webhook
+  clients and connections through it.
 
 Keys are ECDSA P-256 (quick to generate, cheap handshakes, accepted by Go's TLS stack).
 """
@@ -353,13 +355,16 @@ def _check_serving(state: _State, ca: KeyPair, now: datetime.datetime, policy: R
 
 
 def _check_bundle(state: _State, ca: KeyPair, now: datetime.datetime) -> None:
-    """The trusted bundle: the signing CA first, then a staged CA, then older CAs until they expire."""
-    wanted = [ca.cert]
+    """The trusted bundle, in a stable order: the CAs it held that have not expired, then the signing CA
+    and a staged CA when it lacked them. Its bytes go into the webhook configurations' caBundle, and
+    every change of those makes each API server build a new webhook client, whose first calls open new
+    connections to every pod; so a rotation changes them only when a CA comes in (staged) or leaves
+    (expired), never when the staged CA is promoted."""
+    wanted: list[x509.Certificate] = []
     staged = load_pair(state.data.get(NEXT_CA_CERT), state.data.get(NEXT_CA_KEY))
-    if staged is not None:
-        wanted.append(staged.cert)
-    for cert in load_bundle(state.data.get(CA_BUNDLE)):
-        if _is_ca(cert) and cert.not_valid_after_utc > now and cert not in wanted:
+    kept = [c for c in load_bundle(state.data.get(CA_BUNDLE)) if _is_ca(c) and c.not_valid_after_utc > now]
+    for cert in [*kept, ca.cert, *([staged.cert] if staged is not None else [])]:
+        if cert not in wanted:
             wanted.append(cert)
     state.data[CA_BUNDLE] = b"".join(pem_cert(cert) for cert in wanted)
 

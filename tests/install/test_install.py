@@ -36,7 +36,7 @@ from tests.support.apiserver import ControlPlane
 from tests.support.celgo import require_celgo
 from tests.support.kube_fixtures import REQUIRE_ENV
 from tests.support.kubectl import apply
-from tests.support.podsandbox import SandboxUnavailable, check_available
+from tests.support.podsandbox import SandboxUnavailable, check_available, container
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
@@ -189,26 +189,59 @@ def test_the_audit_pod_reports_what_already_violates(installed: Installation, na
     assert audit.running() and installed.audit_probe("/healthz") == 200
 
 
+# The webhook's Gunicorn worker before issue 12's event-loop worker (BalancedThreadWorker, on gthread)
+# handles a connection's TLS handshake and its first request inline, on its only thread, with blocking
+# reads and no deadline: a connection that completes the handshake and sends nothing holds the whole
+# worker (its other connections get no answer) until the client uses or closes it, or the master kills
+# the worker after --timeout (30 s). Go's HTTP transport leaves exactly such connections behind: a call
+# that finds no idle connection dials one, and when another connection frees up first the call takes
+# that one and the new connection goes, handshake done, into the idle pool unused. The API server builds
+# a new webhook client (new connections) whenever a caBundle changes, so a rotation provokes this; it
+# was the request lost after 10 s while a CA was promoted. The tests below hold under load on a fixed
+# worker; on this one they are expected to fail (see docs/known-issues.md).
+def _inline_gthread_worker() -> bool:
+    from gunicorn.workers.gthread import ThreadWorker
+
+    import celkeeper.webhook.worker as worker
+
+    found = getattr(worker, "BalancedThreadWorker", None)
+    return isinstance(found, type) and issubclass(found, ThreadWorker)
+
+
+INLINE_WORKER = _inline_gthread_worker()
+INLINE_WORKER_REASON = (
+    "the gthread-based worker blocks on a connection that completed its TLS handshake and sent nothing "
+    "(what Go's transport leaves idle): issue 12's event-loop worker fixes it"
+)
+
+
 class Load:
     """Server-side dry-run creates of a violating ConfigMap through the API server, as fast as one client
     goes: each must come back denied by celkeeper. Anything else is a lost request.
 
     While the load runs, the admission webhook fails closed with a 10 s timeout instead of the
     manifest's fail-open 3 s: a call that fails then comes back as an error saying why (a TLS error
-    is what a bad rotation would cause; a timeout is a machine too busy to answer in time) instead of
-    an indistinguishable `allowed`."""
+    is what a bad rotation would cause; a timeout is a pod that did not answer) instead of an
+    indistinguishable `allowed`. Every other webhook call the API server makes meanwhile (its own
+    leases, the pods' writes) is checked too: the API server logs each failed one (`Failed calling
+    webhook`), and those lines are lost requests as well. So is a webhook worker the pods' master
+    had to kill for not answering (`WORKER TIMEOUT`)."""
 
-    def __init__(self, cluster: ControlPlane, namespace: str) -> None:
+    def __init__(self, installed: Installation, namespace: str) -> None:
         from kubernetes import client
 
-        self.cluster = cluster
-        self.api = client.CoreV1Api(cluster.new_api_client())
+        self.installed = installed
+        self.cluster = installed.cluster
+        self.api = client.CoreV1Api(self.cluster.new_api_client())
         self.body = configmap("probe", namespace)
         self.namespace = namespace
         self.denied = 0
         self.lost: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._apiserver_log = self.cluster.log_dir / "kube-apiserver.log"
+        self._log_from = 0
+        self._pod_logs_from: dict[str, int] = {}
 
     def _run(self) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -246,16 +279,67 @@ class Load:
         )
         return webhook["failurePolicy"], webhook["timeoutSeconds"]
 
+    def _pod_logs(self) -> dict[str, str]:
+        return {pod.name: pod.full_log() for pod in self.installed.pods}
+
     def __enter__(self) -> Load:
         self._previous = self._set_failure("Fail", 10)
         time.sleep(1)  # the API server's webhook configuration cache follows a watch
+        self._log_from = self._apiserver_log.stat().st_size
+        self._pod_logs_from = {name: len(text) for name, text in self._pod_logs().items()}
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(30)
+        with self._apiserver_log.open("rb") as log:
+            log.seek(self._log_from)
+            during = log.read().decode("utf-8", "replace")
+        self.lost += [
+            f"apiserver: {line[:300]}"
+            for line in during.splitlines()
+            if "Failed calling webhook" in line and ".celkeeper.io" in line
+        ]
+        for name, text in self._pod_logs().items():
+            self.lost += [
+                f"pod {name}: {line}"
+                for line in text[self._pod_logs_from.get(name, 0) :].splitlines()
+                if "WORKER TIMEOUT" in line
+            ]
         self._set_failure(*self._previous)
+
+
+class IdleConnections:
+    """What Go's HTTP transport leaves behind after a dial it no longer needed: TLS connections to every
+    pod, the handshake done and verified as the API server verifies it (CA bundle, the Service's name),
+    that send nothing. `per_pod` of them, one more than the pod has workers."""
+
+    def __init__(self, installed: Installation) -> None:
+        self.installed = installed
+        workers = [a for a in container(installed.deployment)["args"] if a.startswith("--workers=")]
+        self.per_pod = int(workers[0].split("=", 1)[1]) + 1 if workers else 3
+        self.sockets: list[Any] = []
+        self.handshakes_timed_out = 0
+
+    def __enter__(self) -> IdleConnections:
+        import socket
+        import ssl
+
+        context = ssl.create_default_context(cadata=self.installed.ca_bundle().decode())
+        for pod in self.installed.pods:
+            for _ in range(self.per_pod):
+                raw = socket.create_connection((pod.ip, 8443), timeout=5)
+                try:
+                    self.sockets.append(context.wrap_socket(raw, server_hostname=SERVER_NAME))
+                except TimeoutError:  # every worker of the pod is already held: the next gets no handshake
+                    self.handshakes_timed_out += 1
+                    self.sockets.append(raw)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sock in self.sockets:
+            sock.close()
 
 
 def _load_setting(installed: Installation, namespace: str) -> None:
@@ -278,6 +362,22 @@ def _all_serve(installed: Installation, cert: bytes) -> bool:
     return _served(installed) == {cert}
 
 
+@pytest.mark.xfail(INLINE_WORKER, reason=INLINE_WORKER_REASON, strict=True)
+def test_connections_the_api_server_opened_but_has_not_used_yet_hold_no_request(
+    installed: Installation, namespace: str
+) -> None:
+    _load_setting(installed, namespace)
+    with Load(installed, namespace) as load, IdleConnections(installed) as idle:
+        time.sleep(15)
+    assert load.lost == [], load.lost[:5]
+    assert load.denied > 0
+    print(
+        f"\n{idle.per_pod} idle TLS connections per pod: {load.denied} reviews denied as expected in 15 s, "
+        "0 lost"
+    )
+
+
+@pytest.mark.xfail(INLINE_WORKER, reason=INLINE_WORKER_REASON, strict=False)
 def test_a_serving_certificate_near_expiry_is_rotated_under_load_without_losing_a_request(
     installed: Installation, namespace: str, tmp_path: Path
 ) -> None:
@@ -295,7 +395,7 @@ def test_a_serving_certificate_near_expiry_is_rotated_under_load_without_losing_
     key, cert = new_serving_certificate(ca.key, ca.cert, names, (), days=20, now=now - DAY)
     old = pem_cert(cert)
     patch = {"data": encode_data({"tls.crt": old, "tls.key": pem_key(key)})}
-    with Load(cluster, namespace) as load:
+    with Load(installed, namespace) as load:
         time.sleep(2)
         before = load.denied
         cluster.kubectl("patch", "secret", SECRET, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
@@ -319,6 +419,7 @@ def test_a_serving_certificate_near_expiry_is_rotated_under_load_without_losing_
     )
 
 
+@pytest.mark.xfail(INLINE_WORKER, reason=INLINE_WORKER_REASON, strict=False)
 def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_request(
     installed: Installation, namespace: str
 ) -> None:
@@ -327,10 +428,14 @@ def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_re
 
     cluster = installed.cluster
     _load_setting(installed, namespace)
-    # an installation whose CA expires in 30 days (inside the 90-day lookahead)
+    # an installation whose CA becomes due for renewal (90 days before it expires) 15 s from now, with a
+    # serving certificate that is good for longer; swapped in before the load (the swap itself changes
+    # the caBundle under the pods, which a real rotation never does)
     now = datetime.datetime.now(datetime.UTC)
-    ca_key, ca = new_ca("celkeeper webhook CA", 30, now - DAY)
-    key, cert = new_serving_certificate(ca_key, ca, [SERVER_NAME], (), days=25, now=now - DAY)
+    due = now + datetime.timedelta(seconds=15)
+    ca_key, ca = new_ca("celkeeper webhook CA", 90, due)
+    names = [SERVER_NAME, f"{SERVER_NAME}.cluster.local"]
+    key, cert = new_serving_certificate(ca_key, ca, names, (), days=120, now=now)
     old_ca = pem_cert(ca)
     data = {
         "ca.crt": old_ca,
@@ -350,22 +455,40 @@ def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_re
         json.dumps([{"op": "replace", "path": "/data", "value": encode_data(data)}]),
     )
 
-    # step 1 (before the load: the test itself just swapped the CA under the pods): a new CA is staged
-    # and trusted by the webhook configuration; the pods serve certificates of the old CA
-    def staged() -> bool:
+    def serving_the_old_ca() -> bool:
         stored = secret_data(cluster)
         return (
-            "next-ca.crt" in stored
-            and stored["ca.crt"] == old_ca
-            and all(bundle_trusts(b, stored["next-ca.crt"]) for b in webhook_bundles(cluster))
+            stored["ca.crt"] == old_ca
+            and "next-ca.crt" not in stored
+            and all(b == old_ca for b in webhook_bundles(cluster))
             and _all_serve(installed, stored["tls.crt"])
         )
 
-    wait_for(staged, timeout=60, interval=0.2, what="a new CA to be staged")
-    new_ca_pem = secret_data(cluster)["next-ca.crt"]
-    t0 = time.monotonic()
-    with Load(cluster, namespace) as load:
-        # step 2, after --ca-overlap (60 s by default): the new CA signs what every pod serves
+    wait_for(serving_the_old_ca, timeout=60, interval=0.2, what="the pods to serve the old CA's certificate")
+    with Load(installed, namespace) as load:
+        # the CA becomes due; the pods' next reconcile stages a new CA (their periodic resync would, within
+        # a minute; a no-op change of the Secret wakes them now)
+        time.sleep(max(0.0, (due - datetime.datetime.now(datetime.UTC)).total_seconds()) + 1)
+        t0 = time.monotonic()
+        cluster.kubectl("annotate", "secret", SECRET, "-n", NAMESPACE, f"tests.celkeeper.io/wake={t0}")
+
+        # step 1, under load: a new CA is staged and trusted by the webhook configuration (a caBundle
+        # change: every API server builds a new client); the pods still serve the old CA's certificate
+        def staged() -> bool:
+            stored = secret_data(cluster)
+            return (
+                "next-ca.crt" in stored
+                and stored["ca.crt"] == old_ca
+                and all(bundle_trusts(b, stored["next-ca.crt"]) for b in webhook_bundles(cluster))
+                and _all_serve(installed, stored["tls.crt"])
+            )
+
+        wait_for(staged, timeout=60, interval=0.2, what="a new CA to be staged")
+        new_ca_pem = secret_data(cluster)["next-ca.crt"]
+        bundle = webhook_bundles(cluster)
+
+        # step 2, after --ca-overlap (60 s by default): the new CA signs what every pod serves; the
+        # caBundle stays as it is (the API servers keep their clients)
         def promoted() -> bool:
             stored = secret_data(cluster)
             return stored["ca.crt"] == new_ca_pem and _all_serve(installed, stored["tls.crt"])
@@ -375,12 +498,13 @@ def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_re
         time.sleep(2)
     assert load.lost == [], load.lost[:5]
     assert load.denied > 0
+    assert webhook_bundles(cluster) == bundle
+    for found in bundle:  # the old CA stays trusted until it expires
+        assert bundle_trusts(found, old_ca) and bundle_trusts(found, new_ca_pem)
     stored = secret_data(cluster)
-    for bundle in webhook_bundles(cluster):  # the old CA stays trusted until it expires
-        assert bundle_trusts(bundle, old_ca) and bundle_trusts(bundle, new_ca_pem)
     for pod in installed.pods:
         assert serving_certificate(pod.ip, new_ca_pem) == stored["tls.crt"]
     print(
-        f"\nCA rotation under load: promoted {seconds:.0f} s after staging; {load.denied} reviews denied "
+        f"\nCA rotation under load: staged and promoted in {seconds:.0f} s; {load.denied} reviews denied "
         "as expected, 0 lost"
     )

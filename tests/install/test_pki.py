@@ -135,6 +135,8 @@ def test_a_ca_is_rotated_in_two_steps_and_every_step_keeps_the_served_certificat
     assert NEXT_CA_CERT not in promoted.data and NEXT_CA_SINCE not in promoted.data
     assert verifies(promoted.data)
     assert bundle_trusts(promoted.data[CA_BUNDLE], data[CA_CERT])  # old pods' certificates still verify
+    # the same bytes as staged: the API servers' webhook clients (keyed by caBundle) are not rebuilt
+    assert promoted.data[CA_BUNDLE] == staged.data[CA_BUNDLE]
     assert plan_rotation(promoted.data, after, POLICY) is None
     # the old CA leaves the bundle once it has expired
     old_expiry = x509.load_pem_x509_certificate(data[CA_CERT]).not_valid_after_utc

@@ -1,10 +1,11 @@
 # Shared by the scripts that build test tools from Go modules into caches outside the repository
-# (hack/helm/build.sh; sourced, not run). A binary is rebuilt only when its stamp (a hash of the Go
+# (hack/helm/build.sh, hack/vap/build.sh; sourced, not run). A binary is rebuilt only when its stamp (a hash of the Go
 # module that builds it and of the build flags' revision) differs from the module in the tree; builds go
 # to a temporary name and are renamed into place; a lock file serialises concurrent runs.
 #
-#   gobuild_args HELP_LINES "$@"             sets force / print_only from --force / --print (-h: the
-#                                            script's lines HELP_LINES, e.g. 2,13)
+#   gobuild_args HELP_LINES "$@"             sets force / print_only / check_only from --force / --print /
+#                                            --check (-h: the script's lines HELP_LINES, e.g. 2,13)
+#   gobuild_current TARGET MODULE_DIR FLAGS_REV   0 when TARGET is built from the module as it is
 #   gobuild_init PREFIX OUT_DIR FORCE       log prefix, where binaries go, 1 to rebuild regardless
 #   gobuild_build NAME MODULE_DIR PACKAGE LDFLAGS FLAGS_REV
 # shellcheck shell=bash
@@ -14,10 +15,12 @@ gobuild_args() {
     shift
     force=0
     print_only=0
+    check_only=0
     for arg in "$@"; do
         case "$arg" in
             --force) force=1 ;;
             --print) print_only=1 ;;
+            --check) check_only=1 ;;
             -h|--help) sed -n "${help}p" "$0"; exit 0 ;;
             *) echo "$(basename "$0"): unknown argument $arg" >&2; exit 2 ;;
         esac
@@ -34,6 +37,11 @@ gobuild_stamp() {
         echo "flags-rev $rev"
         cd "$mod" && cat go.mod go.sum ./*.go
     } | sha256sum | cut -c1-16
+}
+
+gobuild_current() {
+    local target=$1 mod=$2 rev=$3
+    [ -x "$target" ] && [ "$(cat "$target.stamp" 2>/dev/null)" = "$(gobuild_stamp "$mod" "$rev")" ]
 }
 
 # A line every minute while a long step runs, so CI logs show the build is alive.
@@ -89,7 +97,7 @@ gobuild_build() {
     local name=$1 mod=$2 pkg=$3 ldflags=$4 rev=$5
     local target=$GOBUILD_OUT/$name want t0 t1
     want=$(gobuild_stamp "$mod" "$rev")
-    if [ "$GOBUILD_FORCE" = 0 ] && [ -x "$target" ] && [ "$(cat "$target.stamp" 2>/dev/null)" = "$want" ]; then
+    if [ "$GOBUILD_FORCE" = 0 ] && gobuild_current "$target" "$mod" "$rev"; then
         gobuild_log "$name is up to date: $target"
         return 0
     fi

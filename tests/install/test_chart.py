@@ -1,10 +1,14 @@
-"""The Helm chart and the one-file install: `helm lint` passes, the default rendering is deploy/celkeeper.yaml
-byte for byte, the values users set reach the objects, the seed's invariants and the pod hardening hold
-in every rendering, and the API server accepts every rendering (`kubectl apply --dry-run=server`)."""
+"""The Helm chart and the one-file install: `helm lint` passes, the default rendering (with the Namespace) is
+deploy/celkeeper.yaml byte for byte, the values users set reach the objects, the seed's invariants and
+the pod hardening hold in every rendering, the API server accepts every rendering (`kubectl apply
+--dry-run=server`), and `helm install`, `helm upgrade` and `helm uninstall` work on a real API server as
+the README says, keeping what the pods write (the caBundle, the certificate Secret's data)."""
 
 from __future__ import annotations
 
+import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +16,11 @@ import pytest
 from celkeeper.documents import parse_documents
 from tests.install.support import INSTALL, NAMESPACE, find
 from tests.support.apiserver import ControlPlane
+from tests.support.binaries import KubeBinaries
 from tests.support.helm import CHART, Helm
 
+WEBHOOKS = "celkeeper-validating-webhook-configuration"
+SECRET = "celkeeper-webhook-server-cert"
 ANTI = "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
 VARIANTS = {
     "default": (),
@@ -81,7 +88,11 @@ def test_the_default_rendering_is_deploy_celkeeper_yaml(helm: Helm) -> None:
     text = INSTALL.read_text(encoding="utf-8")
     header, _, body = text.partition("\n---\n")
     assert header.startswith("# celkeeper: everything for `kubectl apply -f deploy/celkeeper.yaml`")
-    assert "---\n" + body == helm.template(), "deploy/celkeeper.yaml is stale: run hack/helm/render.sh"
+    rendering = helm.template("createNamespace=true")
+    assert "---\n" + body == rendering, "deploy/celkeeper.yaml is stale: run hack/helm/render.sh"
+    # the chart's own default leaves the Namespace to `helm install --create-namespace`
+    assert [d["kind"] for d in documents(rendering) if d["kind"] == "Namespace"] == ["Namespace"]
+    assert not [d for d in documents(helm.template()) if d["kind"] == "Namespace"]
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -315,3 +326,74 @@ def test_the_api_server_accepts_every_rendering(
         proc = kube_cluster.kubectl("apply", "--dry-run=server", "-f", str(path), check=False)
         assert proc.returncode == 0, f"{name}:\n{proc.stderr}"
         assert "(server dry run)" in proc.stdout
+
+
+@pytest.mark.kube
+def test_helm_installs_upgrades_and_uninstalls_the_chart_as_the_readme_says(
+    kube_binaries: KubeBinaries, helm: Helm, tmp_path: Path
+) -> None:
+    """On a control plane of its own (the webhook configuration would reach every request of a shared
+    one): the README's `helm install`, an upgrade that keeps what the pods wrote, the uninstall."""
+    with ControlPlane(tmp_path / "cluster", kube_binaries) as cluster:
+        kubeconfig = cluster.kubeconfig_path
+        helm.run(
+            "install",
+            "celkeeper",
+            str(CHART),
+            "--namespace",
+            NAMESPACE,
+            "--create-namespace",
+            kubeconfig=kubeconfig,
+        )
+        rendering = tmp_path / "rendering.yaml"
+        rendering.write_text(helm.template(), encoding="utf-8")
+        assert cluster.kubectl("get", "-f", str(rendering), "-o", "name", check=False).returncode == 0
+        # what the pods write into objects the chart owns: the caBundle, the certificate Secret's data
+        bundle = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+        config = json.loads(
+            cluster.kubectl("get", "validatingwebhookconfiguration", WEBHOOKS, "-o", "json").stdout
+        )
+        ops = [
+            {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+            for i in range(len(config["webhooks"]))
+        ]
+        cluster.kubectl(
+            "patch", "validatingwebhookconfiguration", WEBHOOKS, "--type=json", "-p", json.dumps(ops)
+        )
+        secret_patch = {"data": {"ca.crt": bundle}}
+        cluster.kubectl(
+            "patch", "secret", SECRET, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(secret_patch)
+        )
+
+        helm.run(
+            "upgrade",
+            "celkeeper",
+            str(CHART),
+            "--namespace",
+            NAMESPACE,
+            "--set",
+            "replicas=5",
+            "--set",
+            "audit.interval=120",
+            kubeconfig=kubeconfig,
+        )
+        deployment = json.loads(
+            cluster.kubectl("get", "deployment", "celkeeper-webhook", "-n", NAMESPACE, "-o", "json").stdout
+        )
+        assert deployment["spec"]["replicas"] == 5
+        assert "--expected-pods=5" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        audit = json.loads(
+            cluster.kubectl("get", "deployment", "celkeeper-audit", "-n", NAMESPACE, "-o", "json").stdout
+        )
+        assert "--audit-interval=120" in audit["spec"]["template"]["spec"]["containers"][0]["args"]
+        config = json.loads(
+            cluster.kubectl("get", "validatingwebhookconfiguration", WEBHOOKS, "-o", "json").stdout
+        )
+        assert {w["clientConfig"].get("caBundle") for w in config["webhooks"]} == {bundle}
+        secret = json.loads(cluster.kubectl("get", "secret", SECRET, "-n", NAMESPACE, "-o", "json").stdout)
+        assert secret["data"] == {"ca.crt": bundle}
+
+        helm.run("uninstall", "celkeeper", "--namespace", NAMESPACE, kubeconfig=kubeconfig)
+        gone = cluster.kubectl("get", "deployment", "-n", NAMESPACE, "-o", "name").stdout
+        assert gone.strip() == ""
+        assert cluster.kubectl("get", "validatingwebhookconfiguration", WEBHOOKS, check=False).returncode != 0

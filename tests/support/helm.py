@@ -22,13 +22,17 @@ class Helm:
     def __init__(self, binary: Path) -> None:
         self.binary = binary
 
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, check: bool = True, kubeconfig: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
             "HELM_CACHE_HOME": "/tmp/celkeeper-helm-cache",
             "HELM_CONFIG_HOME": "/tmp/celkeeper-helm-config",
             "HELM_DATA_HOME": "/tmp/celkeeper-helm-data",
         }
+        if kubeconfig is not None:  # commands that talk to a cluster (install, upgrade, uninstall)
+            env["KUBECONFIG"] = str(kubeconfig)
         proc = subprocess.run(
             [str(self.binary), *args], capture_output=True, text=True, timeout=120, env=env, check=False
         )

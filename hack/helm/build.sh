@@ -18,13 +18,8 @@ FLAGS_REV=1
 
 gobuild_args 2,11 "$@"
 
-helm_version=$(awk '$1 == "require" && $2 == "helm.sh/helm/v3" {print $3; exit}
-                    $1 == "helm.sh/helm/v3" {print $2; exit}' "$HERE/go.mod")
-client_go=$(awk '$1 == "k8s.io/client-go" {print $2; exit}' "$HERE/go.mod")
-if [ -z "$helm_version" ] || [ -z "$client_go" ]; then
-    echo "build.sh: cannot read the helm and client-go versions from $HERE/go.mod" >&2
-    exit 1
-fi
+helm_version=$(gobuild_require "$HERE/go.mod" helm.sh/helm/v3)
+client_go=$(gobuild_require "$HERE/go.mod" k8s.io/client-go)
 out=${CELKEEPER_HELM_CACHE:-$HOME/.cache/celkeeper-helm}/${helm_version#v}
 if [ "$print_only" = 1 ]; then
     echo "$out/helm"

@@ -6,6 +6,7 @@
 #   gobuild_args HELP_LINES "$@"             sets force / print_only / check_only from --force / --print /
 #                                            --check (-h: the script's lines HELP_LINES, e.g. 2,13)
 #   gobuild_current TARGET MODULE_DIR FLAGS_REV   0 when TARGET is built from the module as it is
+#   gobuild_require GO_MOD MODULE            the version GO_MOD requires of MODULE (exits when none)
 #   gobuild_init PREFIX OUT_DIR FORCE       log prefix, where binaries go, 1 to rebuild regardless
 #   gobuild_build NAME MODULE_DIR PACKAGE LDFLAGS FLAGS_REV
 # shellcheck shell=bash
@@ -25,6 +26,16 @@ gobuild_args() {
             *) echo "$(basename "$0"): unknown argument $arg" >&2; exit 2 ;;
         esac
     done
+}
+
+gobuild_require() {
+    local gomod=$1 module=$2 version
+    version=$(awk -v m="$module" '$1 == "require" && $2 == m {print $3; exit} $1 == m {print $2; exit}' "$gomod")
+    if [ -z "$version" ]; then
+        echo "$(basename "$0"): cannot read the version of $module from $gomod" >&2
+        exit 1
+    fi
+    echo "$version"
 }
 
 gobuild_log() { echo "$GOBUILD_PREFIX: $*" >&2; }

@@ -19,12 +19,7 @@ FLAGS_REV=1  # bump when the build flags below change
 
 gobuild_args 2,12 "$@"
 
-version=$(awk '$1 == "require" && $2 == "github.com/open-policy-agent/gatekeeper/v3" {print $3; exit}
-               $1 == "github.com/open-policy-agent/gatekeeper/v3" {print $2; exit}' "$HERE/go.mod")
-if [ -z "$version" ]; then
-    echo "build.sh: cannot read the gatekeeper version from $HERE/go.mod" >&2
-    exit 1
-fi
+version=$(gobuild_require "$HERE/go.mod" github.com/open-policy-agent/gatekeeper/v3)
 out=${CELKEEPER_VAPGEN_CACHE:-$HOME/.cache/celkeeper-vapgen}/${version#v}
 if [ "$print_only" = 1 ]; then
     echo "$out/vapgen"

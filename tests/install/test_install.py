@@ -94,6 +94,15 @@ def test_the_pods_made_the_certificate_injected_the_bundle_and_serve_it(installe
     )
 
 
+def test_applying_the_manifest_again_keeps_what_the_pods_wrote(installed: Installation) -> None:
+    """`kubectl apply -f deploy/celkeeper.yaml` again (an upgrade): the Secret's data and the caBundle the
+    pods wrote are not in the manifest, and kubectl's three-way merge leaves them alone."""
+    data, bundles = secret_data(installed.cluster), webhook_bundles(installed.cluster)
+    installed.apply()
+    assert secret_data(installed.cluster) == data
+    assert webhook_bundles(installed.cluster) == bundles
+
+
 def test_a_violating_object_is_denied_through_the_service(installed: Installation, namespace: str) -> None:
     cluster = installed.cluster
     kind = f"InstallLabels{secrets.token_hex(3)}"

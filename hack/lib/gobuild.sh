@@ -1,14 +1,19 @@
 # Shared by the scripts that build test tools from Go modules into caches outside the repository
-# (hack/helm/build.sh, hack/vap/build.sh; sourced, not run). A binary is rebuilt only when its stamp (a hash of the Go
-# module that builds it and of the build flags' revision) differs from the module in the tree; builds go
-# to a temporary name and are renamed into place; a lock file serialises concurrent runs.
+# (hack/kube/build.sh, hack/helm/build.sh, hack/vap/build.sh; sourced, not run). A binary is rebuilt only
+# when its stamp (a hash of the Go module that builds it, the build flags' revision and the extra `go build`
+# arguments, if any) differs from the module in the tree; builds go to a temporary name and are renamed
+# into place; a lock file serialises concurrent runs.
 #
 #   gobuild_args HELP_LINES "$@"             sets force / print_only / check_only from --force / --print /
-#                                            --check (-h: the script's lines HELP_LINES, e.g. 2,13)
-#   gobuild_current TARGET MODULE_DIR FLAGS_REV   0 when TARGET is built from the module as it is
+#                                            --check (-h: the script's lines HELP_LINES, e.g. 2,13); any
+#                                            other argument goes to the script's gobuild_option, if defined
+#                                            (it returns non-zero for arguments it does not know)
+#   gobuild_current TARGET MODULE_DIR FLAGS_REV [GO BUILD ARGS...]   0 when TARGET is built from the module
+#                                            as it is
 #   gobuild_require GO_MOD MODULE            the version GO_MOD requires of MODULE (exits when none)
 #   gobuild_init PREFIX OUT_DIR FORCE       log prefix, where binaries go, 1 to rebuild regardless
-#   gobuild_build NAME MODULE_DIR PACKAGE LDFLAGS FLAGS_REV
+#   gobuild_build NAME MODULE_DIR PACKAGE LDFLAGS FLAGS_REV [GO BUILD ARGS...]   (environment variables set
+#                                            on the call, e.g. CGO_ENABLED=0, reach `go build`)
 # shellcheck shell=bash
 
 gobuild_args() {
@@ -23,7 +28,10 @@ gobuild_args() {
             --print) print_only=1 ;;
             --check) check_only=1 ;;
             -h|--help) sed -n "${help}p" "$0"; exit 0 ;;
-            *) echo "$(basename "$0"): unknown argument $arg" >&2; exit 2 ;;
+            *)
+                if declare -F gobuild_option >/dev/null && gobuild_option "$arg"; then continue; fi
+                echo "$(basename "$0"): unknown argument $arg" >&2; exit 2
+                ;;
         esac
     done
 }
@@ -44,15 +52,18 @@ gobuild_fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 gobuild_stamp() {
     local mod=$1 rev=$2
+    shift 2
     {
         echo "flags-rev $rev"
+        if [ $# -gt 0 ]; then echo "args $*"; fi
         cd "$mod" && cat go.mod go.sum ./*.go
     } | sha256sum | cut -c1-16
 }
 
 gobuild_current() {
     local target=$1 mod=$2 rev=$3
-    [ -x "$target" ] && [ "$(cat "$target.stamp" 2>/dev/null)" = "$(gobuild_stamp "$mod" "$rev")" ]
+    shift 3
+    [ -x "$target" ] && [ "$(cat "$target.stamp" 2>/dev/null)" = "$(gobuild_stamp "$mod" "$rev" "$@")" ]
 }
 
 # A line every minute while a long step runs, so CI logs show the build is alive.
@@ -106,22 +117,24 @@ gobuild_init() {
 
 gobuild_build() {
     local name=$1 mod=$2 pkg=$3 ldflags=$4 rev=$5
+    shift 5
     local target=$GOBUILD_OUT/$name want t0 t1
-    want=$(gobuild_stamp "$mod" "$rev")
-    if [ "$GOBUILD_FORCE" = 0 ] && gobuild_current "$target" "$mod" "$rev"; then
+    want=$(gobuild_stamp "$mod" "$rev" "$@")
+    if [ "$GOBUILD_FORCE" = 0 ] && gobuild_current "$target" "$mod" "$rev" "$@"; then
         gobuild_log "$name is up to date: $target"
         return 0
     fi
     gobuild_log "building $name ($pkg) into $target"
     GOBUILD_TMP=$GOBUILD_OUT/.$name.tmp.$$
     t0=$SECONDS
+    gobuild_log "  fetching Go modules (GOMODCACHE=$(go env GOMODCACHE))"
     gobuild_start_heartbeat "fetching modules for $name"
-    (cd "$mod" && go list -mod=readonly -deps "$pkg" >/dev/null)
+    (cd "$mod" && go list -mod=readonly -deps "$@" "$pkg" >/dev/null)
     gobuild_stop_heartbeat
     t1=$SECONDS
-    gobuild_log "  modules ready in $(gobuild_fmt_secs $((t1 - t0))); compiling"
+    gobuild_log "  modules ready in $(gobuild_fmt_secs $((t1 - t0))); compiling (GOCACHE=$(go env GOCACHE))"
     gobuild_start_heartbeat "compiling $name"
-    (cd "$mod" && go build -mod=readonly -buildvcs=false -ldflags "$ldflags" -o "$GOBUILD_TMP" "$pkg")
+    (cd "$mod" && go build -mod=readonly -buildvcs=false -ldflags "$ldflags" "$@" -o "$GOBUILD_TMP" "$pkg")
     gobuild_stop_heartbeat
     mv -f "$GOBUILD_TMP" "$target"
     GOBUILD_TMP=

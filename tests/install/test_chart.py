@@ -61,6 +61,7 @@ VARIANTS = {
         "tolerations[0].operator=Exists",
         "priorityClassName=",
         "topologySpread=false",
+        "preStopSleepSeconds=0",
         f"{ANTI}.weight=100",
         f"{ANTI}.podAffinityTerm.topologyKey=kubernetes.io/hostname",
         f"{ANTI}.podAffinityTerm.labelSelector.matchLabels.app\\.kubernetes\\.io/component=webhook",
@@ -119,6 +120,11 @@ def test_every_rendering_keeps_the_invariants_and_the_hardening(helm: Helm, vari
         find(docs, "Service", "celkeeper-webhook-service")["spec"]["selector"]
         == spec["selector"]["matchLabels"]
     )
+    # a stopping pod keeps serving until the endpoints drop it (preStop), then stops within its grace period
+    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+    assert pre_stop == (0 if "preStopSleepSeconds=0" in VARIANTS[variant] else 5)
+    graceful = next((int(a.split("=")[1]) for a in args if a.startswith("--graceful-timeout=")), 10)
+    assert pre_stop + graceful < pod.get("terminationGracePeriodSeconds", 30)
     # hardening
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -168,6 +174,7 @@ def test_values_reach_the_objects(helm: Helm) -> None:
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux", "pool": "system"}
     assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
     assert "priorityClassName" not in pod and "topologySpreadConstraints" not in pod
+    assert "lifecycle" not in pod["containers"][0]
     assert (
         pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"]
         == 100

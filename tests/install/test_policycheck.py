@@ -65,7 +65,8 @@ def test_cel_that_does_not_compile_is_refused_with_its_path_and_position(compile
     assert "(at 1:" in problems[0]
     problems, _ = check_policy_request(request(broken_template("'a' + 'b'")), None, compiler)
     assert problems == [
-        f"{EXPRESSION}: template checklabels: validation must evaluate to bool, but its type is string"
+        f"{EXPRESSION}: template checklabels: validation does not compile: "
+        "must evaluate to bool but got string"
     ]
 
 

@@ -19,8 +19,8 @@ import requests
 
 from celkeeper.tls import write_certificates
 from tests.server.harness import ROOT
-from tests.support.kube_fixtures import REQUIRE_ENV
 from tests.support.processes import ManagedProcess, free_port
+from tests.support.requirements import NODE
 from tests.support.waiting import wait_for
 
 BUILD = ROOT / "hack" / "image" / "build.sh"
@@ -30,11 +30,13 @@ def _archive() -> Path:
     path = Path(
         subprocess.run([str(BUILD), "--print"], capture_output=True, text=True, check=True).stdout.strip()
     )
-    if not path.is_file() or os.geteuid() != 0:
-        reason = f"no image archive at {path}: run {BUILD} as root (./dev test does)"
-        if os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false", "no"):
-            pytest.fail(f"{REQUIRE_ENV} is set but {reason}", pytrace=False)
-        pytest.skip(reason)
+    # built and run as root, as the node's images are (CELKEEPER_REQUIRE_NODE makes a missing one a failure)
+    if os.geteuid() != 0:
+        NODE.unavailable("the image test", PermissionError("the image runs in namespaces only root makes"))
+    if not path.is_file():
+        NODE.unavailable(
+            "the image test", FileNotFoundError(f"no image archive at {path}: run {BUILD} as root")
+        )
     return path
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import secrets
 import threading
 import time
@@ -34,9 +33,9 @@ from tests.install.support import (
 )
 from tests.support.apiserver import ControlPlane
 from tests.support.celgo import require_celgo
-from tests.support.kube_fixtures import REQUIRE_ENV
 from tests.support.kubectl import apply
 from tests.support.podsandbox import SandboxUnavailable, check_available, container
+from tests.support.requirements import NODE
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
@@ -49,9 +48,8 @@ def installed(kube_binaries: object, tmp_path_factory: pytest.TempPathFactory) -
     try:
         check_available()
     except SandboxUnavailable as exc:
-        if os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false", "no"):
-            pytest.fail(f"{REQUIRE_ENV} is set but pods cannot be sandboxed here: {exc}", pytrace=False)
-        pytest.skip(f"cannot sandbox pods: {exc}")
+        # root and the node's OS packages, as the node tests need (CELKEEPER_REQUIRE_NODE makes it a failure)
+        NODE.unavailable("the install's sandboxed pods", exc)
     require_celgo()  # the pods run the cel-go engine, as the image does
     cluster = ControlPlane(tmp_path_factory.mktemp("install-kube"), apiserver_args=APISERVER_ARGS)
     install = Installation(cluster, tmp_path_factory.mktemp("pods"))

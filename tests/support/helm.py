@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kube_fixtures import REQUIRE_ENV
+from tests.support.binaries import BinariesUnavailable
+from tests.support.requirements import KUBE
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "hack" / "helm" / "build.sh"
@@ -54,7 +55,5 @@ def helm() -> Helm:
     )
     if not os.access(path, os.X_OK):
         reason = f"helm is not built ({path}): run {BUILD} (./dev test does, when Go is installed)"
-        if os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false", "no"):
-            pytest.fail(f"{REQUIRE_ENV} is set but {reason}", pytrace=False)
-        pytest.skip(reason)
+        KUBE.unavailable("the chart's tests", BinariesUnavailable(reason))
     return Helm(path)

@@ -340,18 +340,12 @@ def test_helm_installs_upgrades_and_uninstalls_the_chart_as_the_readme_says(
     kube_binaries: KubeBinaries, helm: Helm, tmp_path: Path
 ) -> None:
     """On a control plane of its own (the webhook configuration would reach every request of a shared
-    one): the README's `helm install`, an upgrade that keeps what the pods wrote, the uninstall."""
+    one): the README's `helm install` into a namespace made beforehand (tests/node/test_helm.py runs the
+    one with --create-namespace), an upgrade that keeps what the pods wrote, the uninstall."""
     with ControlPlane(tmp_path / "cluster", kube_binaries) as cluster:
         kubeconfig = cluster.kubeconfig_path
-        helm.run(
-            "install",
-            "celkeeper",
-            str(CHART),
-            "--namespace",
-            NAMESPACE,
-            "--create-namespace",
-            kubeconfig=kubeconfig,
-        )
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        helm.run("install", "celkeeper", str(CHART), "--namespace", NAMESPACE, kubeconfig=kubeconfig)
         rendering = tmp_path / "rendering.yaml"
         rendering.write_text(helm.template(), encoding="utf-8")
         assert cluster.kubectl("get", "-f", str(rendering), "-o", "name", check=False).returncode == 0

@@ -35,8 +35,8 @@ VARIANTS = {
         "certificates.manage=false",
         "certificates.certManagerCertificate=celkeeper-system/celkeeper-serving-cert",
     ),
-    "ignore-label guard, no policy validation": (
-        "webhook.ignoreLabelGuard.enabled=true",
+    "no ignore-label guard, no policy validation": (
+        "webhook.ignoreLabelGuard.enabled=false",
         "webhook.policyValidation.enabled=false",
         "webhook.failurePolicy=Fail",
         "webhook.timeoutSeconds=5",
@@ -120,11 +120,16 @@ def test_every_rendering_keeps_the_invariants_and_the_hardening(helm: Helm, vari
         find(docs, "Service", "celkeeper-webhook-service")["spec"]["selector"]
         == spec["selector"]["matchLabels"]
     )
-    # a stopping pod keeps serving until the endpoints drop it (preStop), then stops within its grace period
+    # a stopping pod keeps serving until the endpoints drop it (preStop), then drains and stops, all within
+    # its grace period
     pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
     assert pre_stop == (0 if "preStopSleepSeconds=0" in VARIANTS[variant] else 5)
-    graceful = next((int(a.split("=")[1]) for a in args if a.startswith("--graceful-timeout=")), 10)
-    assert pre_stop + graceful < pod.get("terminationGracePeriodSeconds", 30)
+
+    def flag(name: str, default: int) -> int:
+        return next((int(a.split("=")[1]) for a in args if a.startswith(f"--{name}=")), default)
+
+    stopping = pre_stop + flag("drain-seconds", 5) + flag("graceful-timeout", 10)
+    assert stopping < pod.get("terminationGracePeriodSeconds", 30)
     # hardening
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -206,15 +211,9 @@ def test_the_webhooks_registered(helm: Helm) -> None:
     ] == [
         ("validation.celkeeper.io", "/v1/admit", "Ignore"),
         ("check-policies.celkeeper.io", "/v1/admitpolicy", "Ignore"),
+        ("check-ignore-label.celkeeper.io", "/v1/admitlabel", "Fail"),
     ]
-    guarded = find(
-        documents(helm.template(*VARIANTS["ignore-label guard, no policy validation"])),
-        "ValidatingWebhookConfiguration",
-    )
-    hooks = {w["name"]: w for w in guarded["webhooks"]}
-    assert set(hooks) == {"validation.celkeeper.io", "check-ignore-label.celkeeper.io"}
-    guard = hooks["check-ignore-label.celkeeper.io"]
-    assert guard["clientConfig"]["service"]["path"] == "/v1/admitlabel" and guard["failurePolicy"] == "Fail"
+    guard = default["webhooks"][2]
     assert guard["rules"] == [
         {
             "apiGroups": [""],
@@ -223,6 +222,16 @@ def test_the_webhooks_registered(helm: Helm) -> None:
             "resources": ["namespaces"],
         }
     ]
+    # the namespaces that may carry the label are not even sent (the release's own is relabelled on apply)
+    assert guard["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [NAMESPACE]}
+    ]
+    variant = find(
+        documents(helm.template(*VARIANTS["no ignore-label guard, no policy validation"])),
+        "ValidatingWebhookConfiguration",
+    )
+    hooks = {w["name"]: w for w in variant["webhooks"]}
+    assert set(hooks) == {"validation.celkeeper.io"}
     assert hooks["validation.celkeeper.io"]["failurePolicy"] == "Fail"
     assert hooks["validation.celkeeper.io"]["timeoutSeconds"] == 5
 

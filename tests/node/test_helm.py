@@ -59,6 +59,9 @@ def helm_release(node_cluster: NodeCluster) -> Iterator[Helm]:
     # so the chart does not render a Namespace of its own unless createNamespace=true, as for the manifest)
     helm("install", RELEASE, str(CHART), "--namespace", install.NAMESPACE, "--create-namespace")
     try:
+        # until its pods are ready, celkeeper refuses namespace creates and updates (the ignore-label guard
+        # fails closed, as Gatekeeper's does): the tests' namespaces are made after that, as the README says
+        install.wait_ready(node_cluster, install.replicas())
         yield helm
     finally:
         node_cluster.kubectl("delete", "constrainttemplates.templates.celkeeper.io", "--all", check=False)

@@ -86,8 +86,9 @@ class AdmitEndpoint:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if environ.get("PATH_INFO") == "/v1/admit" and environ.get("REQUEST_METHOD") == "POST":
             status, payload = self.answer(environ)
-            start_response(_REASONS.get(status, str(status)),
-                           [*JSON_HEADERS, ("Content-Length", str(len(payload)))])
+            start_response(
+                _REASONS.get(status, str(status)), [*JSON_HEADERS, ("Content-Length", str(len(payload)))]
+            )
             return [payload]
         return self.inner(environ, start_response)
 

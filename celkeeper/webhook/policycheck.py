@@ -22,8 +22,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from celkeeper.constraints import parse_constraint
 from celkeeper.crds import constraint_crd
 from celkeeper.documents import Document
@@ -32,7 +30,7 @@ from celkeeper.match import parse_match
 from celkeeper.policy import PolicySet
 from celkeeper.templates import TemplateCompiler
 from celkeeper.templates.spec import CELKEEPER_GROUP, GATEKEEPER_GROUP, KIND
-from celkeeper.webhook.admission import Answer, bad_request, review_answer
+from celkeeper.webhook.admission import Answer, review_answer, review_request
 from celkeeper.webhook.live import LivePolicies
 
 log = logging.getLogger("celkeeper.webhook")
@@ -102,8 +100,10 @@ def _check_constraint(obj: Mapping[str, Any], policies: PolicySet | None) -> tup
     templates = policies.templates if policies is not None else {}
     validators = {template.kind: template.parameters for template in templates.values()}
     if kind not in validators:
-        return [], [f"the template of {kind} is not loaded by this celkeeper pod yet: the constraint was "
-                    "not checked at admission (its status will show any problem)"]
+        return [], [
+            f"the template of {kind} is not loaded by this celkeeper pod yet: the constraint was "
+            "not checked at admission (its status will show any problem)"
+        ]
     constraint, errors = parse_constraint(document, validators)
     problems = [_line(err) for err in errors]
     if constraint is not None:
@@ -130,14 +130,10 @@ class PolicyAdmission:
         self.mode = mode
 
     def handle(self, body: bytes) -> Answer:
-        try:
-            doc = orjson.loads(body)
-        except orjson.JSONDecodeError as err:
-            return bad_request(f"malformed JSON: {err}")
-        raw = doc.get("request") if isinstance(doc, dict) else None
-        uid = raw.get("uid") if isinstance(raw, dict) else None
-        if not isinstance(raw, dict) or not isinstance(uid, str) or not uid:
-            return bad_request("not an AdmissionReview with a request and its uid")
+        parsed = review_request(body)
+        if isinstance(parsed, Answer):
+            return parsed
+        raw, uid = parsed
         loaded = self.live.current or self.live.wait_loaded(1.0)
         try:
             problems, notes = check_policy_request(
@@ -145,8 +141,14 @@ class PolicyAdmission:
             )
         except Exception as err:  # a bug must not block policy changes: allow, say why
             log.error("internal error checking %s (uid %s): %s", describe(raw), uid, err, exc_info=err)
-            return Answer(200, review_answer(uid, True, warnings=[f"celkeeper could not check {describe(raw)}"
-                                                                   " (internal error, logged)"]))
+            return Answer(
+                200,
+                review_answer(
+                    uid,
+                    True,
+                    warnings=[f"celkeeper could not check {describe(raw)} (internal error, logged)"],
+                ),
+            )
         if not problems:
             return Answer(200, review_answer(uid, True, warnings=notes))
         what = describe(raw)

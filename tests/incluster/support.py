@@ -106,16 +106,27 @@ def remove_templates(cluster: ControlPlane, prefix: str) -> None:
 
 
 def rbac_kubeconfig(
-    cluster: ControlPlane, pod_namespace: str, user: str, roles: Sequence[str] = (WEBHOOK_RBAC_NAME,)
+    cluster: ControlPlane,
+    pod_namespace: str,
+    user: str,
+    roles: Sequence[str] = (WEBHOOK_RBAC_NAME,),
+    *,
+    also: Sequence[Path] = (),
 ) -> Path:
     """A kubeconfig for `user`, who gets exactly the (Cluster)Roles and bindings named `roles` in
-    deploy/celkeeper.yaml (by default the webhook pods'; its Roles in `pod_namespace`)."""
+    deploy/celkeeper.yaml (by default the webhook pods'; its Roles in `pod_namespace`), and every one of
+    the manifests `also` names (e.g. deploy/sync-rbac.yaml)."""
     suffix = secrets.token_hex(3)
     objects = []
-    for doc in parse_documents(INSTALL.read_text(encoding="utf-8"), str(INSTALL)).documents:
+    docs = [(d, True) for d in parse_documents(INSTALL.read_text(encoding="utf-8"), str(INSTALL)).documents]
+    for path in also:
+        docs += [(d, False) for d in parse_documents(path.read_text(encoding="utf-8"), str(path)).documents]
+    for doc, by_name in docs:
         obj = json.loads(json.dumps(doc.data))
         kind = obj["kind"]
-        if kind not in RBAC_KINDS or obj["metadata"]["name"] not in roles or kind == "ServiceAccount":
+        if kind not in RBAC_KINDS or kind == "ServiceAccount":
+            continue
+        if by_name and obj["metadata"]["name"] not in roles:
             continue
         if kind in ("ClusterRole", "ClusterRoleBinding"):
             obj["metadata"]["name"] = f"{obj['metadata']['name']}-{suffix}"

@@ -187,6 +187,26 @@ def test_values_reach_the_objects(helm: Helm) -> None:
     assert not [d for d in placement if d["kind"] == "ResourceQuota"]
 
 
+def test_sync_rules_grant_list_and_watch_of_the_synced_kinds(helm: Helm) -> None:
+    assert "celkeeper-sync" not in {d["metadata"]["name"] for d in documents(helm.template())}
+    docs = documents(
+        helm.template(
+            "sync.rules[0].apiGroups={networking.k8s.io}",
+            "sync.rules[0].resources={ingresses}",
+            "sync.rules[1].apiGroups={}",
+            "sync.rules[1].resources={services}",
+        )
+    )
+    assert cluster_rules(docs, "celkeeper-sync") == [
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch"]},  # {}: the core group
+    ]
+    binding = find(docs, "ClusterRoleBinding", "celkeeper-sync")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "celkeeper-webhook", "namespace": NAMESPACE}
+    ]
+
+
 def test_cert_manager_mode_mounts_its_secret_and_asks_for_ca_injection(helm: Helm) -> None:
     docs = documents(helm.template(*VARIANTS["cert-manager"]))
     container = webhook_container(docs)

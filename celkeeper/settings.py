@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 ENGINES = ("cel-go", "cel-python")
 DEFAULT_ENGINE = "cel-go"  # Kubernetes' own CEL, as Gatekeeper runs it (a Go library built by setup.py)
 FALLBACK_ENGINE = "cel-python"  # pure Python: what runs when the cel-go library is not built
+POLICY_VALIDATION = ("deny", "warn")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class Settings:
     # seconds the policies may take to decide one admission request: below the webhook's registered
     # timeoutSeconds (3 s in deploy/, 10 s by default), which also covers reading and writing it
     eval_deadline: float = 2.0
+    # celkeeper's own templates and constraints at apply time (POST /v1/admitpolicy): "deny" refuses
+    # broken ones, "warn" lets them in with admission warnings (Gatekeeper's leniency)
+    policy_validation: str = "deny"
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -53,6 +57,8 @@ class Settings:
             raise ValueError(f"failure mode must be 'allow' or 'deny', not {self.failure_mode!r}")
         if self.eval_deadline < 0:
             raise ValueError(f"the evaluation deadline cannot be negative ({self.eval_deadline})")
+        if self.policy_validation not in POLICY_VALIDATION:
+            raise ValueError(f"policy validation must be 'deny' or 'warn', not {self.policy_validation!r}")
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]

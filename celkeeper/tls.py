@@ -12,7 +12,6 @@ Keys are ECDSA P-256: quick to generate, cheap handshakes, accepted by Go's TLS 
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import logging
 import os
 import ssl
@@ -22,21 +21,35 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from celkeeper.errors import CelkeeperError, Location
+from celkeeper.errors import Location
 from celkeeper.localfiles import Stamp, stamp_of, write_atomic
+from celkeeper.pki import (
+    CA_CERT,
+    CA_KEY,
+    SERVING_CERT,
+    SERVING_KEY,
+    TLSConfigError,
+    certificate_builder,
+    new_ca,
+    new_serving_certificate,
+    pem_key,
+)
 
 log = logging.getLogger("celkeeper.tls")
 
-CA_CERT, CA_KEY, SERVING_CERT, SERVING_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
-_BACKDATE = datetime.timedelta(minutes=5)  # tolerate clocks a little behind ours
-
-
-class TLSConfigError(CelkeeperError):
-    """A certificate or key that cannot be used (missing, unreadable, not a matching pair)."""
+__all__ = [
+    "CertificateFiles",
+    "ServerTLS",
+    "TLSConfigError",
+    "build_server_context",
+    "certificate_builder",
+    "new_ca",
+    "new_serving_certificate",
+    "write_certificates",
+]
 
 
 @dataclass(frozen=True)
@@ -49,97 +62,7 @@ class CertificateFiles:
 
 
 # ---------------------------------------------------------------------------------------------
-# certificates
-
-
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def certificate_builder(
-    subject: x509.Name,
-    issuer: x509.Name,
-    public_key: ec.EllipticCurvePublicKey,
-    *,
-    ca: bool,
-    days: int,
-    now: datetime.datetime,
-) -> x509.CertificateBuilder:
-    """What every certificate here has: a random serial, validity from a little before `now` for `days`,
-    and the basic constraints and key usage of a CA (signs leaf certificates: path length 0) or of a
-    leaf (signs TLS handshakes). Callers add their own extensions and sign."""
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(public_key)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=ca, crl_sign=ca,
-                encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-    )
-
-
-def new_ca(
-    common_name: str = "celkeeper development CA", days: int = 3650, now: datetime.datetime | None = None
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    now = now or datetime.datetime.now(datetime.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    name = _name(common_name)
-    cert = (
-        certificate_builder(name, name, key.public_key(), ca=True, days=days, now=now)
-        .add_extension(ski, critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def new_serving_certificate(
-    ca_key: ec.EllipticCurvePrivateKey,
-    ca_cert: x509.Certificate,
-    dns_names: Sequence[str],
-    ips: Sequence[str],
-    *,
-    days: int = 365,
-    now: datetime.datetime | None = None,
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    if not dns_names and not ips:
-        raise TLSConfigError("a serving certificate needs at least one DNS name or IP address")
-    alt_names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-    for ip in ips:
-        try:
-            alt_names.append(x509.IPAddress(ipaddress.ip_address(ip)))
-        except ValueError:
-            raise TLSConfigError(f"not an IP address: {ip!r}") from None
-    now = now or datetime.datetime.now(datetime.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    subject = _name(dns_names[0] if dns_names else ips[0])
-    cert = (
-        certificate_builder(subject, ca_cert.subject, key.public_key(), ca=False, days=days, now=now)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    return key, cert
+# development certificates
 
 
 def _load_ca(cert_path: Path, key_path: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
@@ -177,11 +100,11 @@ def write_certificates(
         ca_key, ca_cert = _load_ca(ca_cert_path, ca_key_path)
     else:
         ca_key, ca_cert = new_ca(now=now)
-        write_atomic(ca_key_path, _pem_key(ca_key), 0o600)
+        write_atomic(ca_key_path, pem_key(ca_key), 0o600)
         write_atomic(ca_cert_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
     key, cert = new_serving_certificate(ca_key, ca_cert, dns_names, ips, days=days, now=now)
     cert_path, key_path = out_dir / SERVING_CERT, out_dir / SERVING_KEY
-    write_atomic(key_path, _pem_key(key), 0o600)
+    write_atomic(key_path, pem_key(key), 0o600)
     write_atomic(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
     return CertificateFiles(ca_cert_path, ca_key_path, cert_path, key_path, reused)
 

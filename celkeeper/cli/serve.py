@@ -2,17 +2,26 @@
 
     celkeeper serve --policy-dir examples --bind 127.0.0.1:8443 --cert tls.crt --key tls.key
     celkeeper serve --source kubernetes [--kubeconfig FILE] --cert tls.crt --key tls.key
+    celkeeper serve --source kubernetes --cert-dir /certs     # certificates managed by celkeeper
 
 The informer watches the policy folder (or the cluster's ConstraintTemplates, constraints and
 namespaces) and publishes snapshots; each worker loads them within a fraction of a second,
 recompiling only templates that changed. In a cluster, the informer also creates each template's
-constraint CRD and reports, per pod, what the workers enforce. Routes: POST /v1/admit, GET /healthz,
-GET /readyz, GET /metrics. SIGTERM stops gracefully after a drain (--drain-seconds: every answer
-closes its connection, so kept-alive clients move elsewhere first), Ctrl-C without one; SIGHUP
-replaces the workers one at a time (each successor accepts before its predecessor stops).
+constraint CRD and reports, per pod, what the workers enforce. Routes: POST /v1/admit, POST
+/v1/admitlabel (who may carry the ignore label), POST /v1/admitpolicy (templates and constraints checked
+when applied), GET /healthz, GET /readyz, GET /metrics. SIGTERM stops gracefully after a drain
+(--drain-seconds: every answer closes its connection, so kept-alive clients move elsewhere first),
+Ctrl-C without one; SIGHUP replaces the workers one at a time (each successor accepts before its
+predecessor stops).
 
 Everything celkeeper writes goes under --state-dir (snapshots, worker statuses, metrics, markers,
 heartbeat files): with a read-only root filesystem, make that one folder writable (an emptyDir).
+
+With --cert-dir in a cluster, each pod keeps a CA and a serving certificate in a Secret (made when
+missing, renewed well before they expire), injects the CA bundle into celkeeper's webhook
+configurations and writes the current pair into --cert-dir before serving (like Gatekeeper's
+cert-controller; leaderless). --disable-cert-rotation leaves all of that to someone else (cert-manager):
+the server then only reads tls.crt and tls.key from --cert-dir.
 """
 
 from __future__ import annotations
@@ -29,9 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from celkeeper.cli.options import add_engine_option, engine_name
+from celkeeper.settings import POLICY_VALIDATION
 
 SOURCES = ("folder", "kubernetes")
 DEFAULT_NAMESPACE = "celkeeper-system"
+DEFAULT_CERT_SECRET = "celkeeper-webhook-server-cert"
+DEFAULT_CERT_SERVICE = "celkeeper-webhook-service"
+DEFAULT_WEBHOOK_CONFIGURATION = "celkeeper-validating-webhook-configuration"
+BOOTSTRAP_TIMEOUT = 120.0  # seconds a pod tries to get its first certificate before it gives up
 LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 
 
@@ -101,12 +115,33 @@ def register(subparsers: Any) -> None:
                      metavar="line|explain",
                      help="log every denied request (one line; =explain: also why, constraint by constraint, "
                           "as `celkeeper explain` shows it)")
+    pol.add_argument("--policy-validation", choices=POLICY_VALIDATION, default="deny",
+                     help="templates and constraints that do not compile or do not fit their schema, at "
+                          "apply time (POST /v1/admitpolicy): deny (default) or warn")
     srv = parser.add_argument_group("server")
     srv.add_argument("--bind", metavar="HOST:PORT", action="append",
                      help="listen address (repeatable; default 0.0.0.0:8443)")
-    srv.add_argument("--cert", metavar="FILE", required=True,
-                     help="serving certificate (PEM); re-read when it changes")
-    srv.add_argument("--key", metavar="FILE", required=True, help="its private key (PEM)")
+    srv.add_argument("--cert", metavar="FILE",
+                     help="serving certificate (PEM); re-read when it changes (or --cert-dir)")
+    srv.add_argument("--key", metavar="FILE", help="its private key (PEM)")
+    certs = parser.add_argument_group("certificates managed in the cluster (--cert-dir, --source kubernetes)")
+    certs.add_argument("--cert-dir", metavar="DIR", type=Path,
+                       help="where tls.crt and tls.key are: written by celkeeper from its certificate "
+                            "Secret (default), or provided (--disable-cert-rotation)")
+    certs.add_argument("--disable-cert-rotation", action="store_true",
+                       help="do not make, rotate or inject certificates (e.g. cert-manager does)")
+    certs.add_argument("--cert-secret", metavar="NAME", default=DEFAULT_CERT_SECRET,
+                       help=f"the Secret in --pod-namespace holding the CA and certificate "
+                            f"(default {DEFAULT_CERT_SECRET})")
+    certs.add_argument("--cert-service", metavar="NAME", default=DEFAULT_CERT_SERVICE,
+                       help=f"the webhook's Service: the certificate names NAME.NAMESPACE.svc "
+                            f"(default {DEFAULT_CERT_SERVICE})")
+    certs.add_argument("--webhook-configuration", metavar="NAME", action="append",
+                       help="ValidatingWebhookConfiguration whose caBundle celkeeper keeps current "
+                            f"(repeatable; default {DEFAULT_WEBHOOK_CONFIGURATION})")
+    certs.add_argument("--ca-overlap", type=float, default=60.0, metavar="SECONDS",
+                       help="a new CA is trusted this long before it signs the serving certificate "
+                            "(default 60)")
     srv.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     srv.add_argument("--timeout", type=int, default=30,
                      help="seconds before a stuck worker is replaced (default 30)")
@@ -145,6 +180,7 @@ def _settings(args: argparse.Namespace) -> Any:
         ignore_label_namespaces=frozenset(args.ignore_label_namespace),
         exempt_namespace_deletes=args.exempt_namespace_deletes,
         eval_deadline=args.eval_deadline,
+        policy_validation=args.policy_validation,
     )
     if args.max_request_bytes is not None:
         settings = settings.with_(max_request_bytes=args.max_request_bytes)
@@ -177,13 +213,20 @@ def run(args: argparse.Namespace) -> int:
     if args.max_policy_file_bytes < 1:
         raise CelkeeperError("--max-policy-file-bytes must be at least 1")
     settings = _settings(args)
-    tls = ServerTLS(args.cert, args.key)  # fails now, with one line, if the pair is unusable
+    cert_file, key_file = _certificate_files(args)
+    certificates = _certificate_config(args)
     policy_dir = args.policy_dir
     namespaces = args.namespaces
     if args.source == "folder":
         FolderSource(policy_dir, namespaces=namespaces).check()
     else:
         check_kubernetes_config(args.kubeconfig, args.pod_name, args.pod_namespace)
+
+    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr,
+                        datefmt="%Y-%m-%d %H:%M:%S %z")
+    if certificates is not None:
+        _bootstrap_certificates(args.kubeconfig, certificates)
+    tls = ServerTLS(cert_file, key_file)  # fails now, with one line, if the pair is unusable
 
     temporary = args.state_dir is None
     state = _state_dir(args.state_dir)
@@ -194,15 +237,13 @@ def run(args: argparse.Namespace) -> int:
     os.environ["TMPDIR"] = str(state.tmp)
     tempfile.tempdir = str(state.tmp)
 
-    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr,
-                        datefmt="%Y-%m-%d %H:%M:%S %z")
     master = os.getpid()
     poll = args.poll_interval
 
     def informer() -> int:
         if args.source == "kubernetes":
-            return run_informer(lambda: _kubernetes_source(args, state), state, settings, master,
-                                interval=1.0)
+            return run_informer(lambda: _kubernetes_source(args, state, certificates), state, settings,
+                                master, interval=1.0)
         return run_informer(
             lambda: FolderSource(policy_dir, poll_interval=poll, namespaces=namespaces,
                                  max_file_bytes=args.max_policy_file_bytes),
@@ -287,7 +328,77 @@ def _takes_over(board: Any, pid: int) -> bool:
     return mine.ready or not any(s.ready for s in statuses if s.pid != pid)
 
 
-def _kubernetes_source(args: argparse.Namespace, state: Any) -> Any:
+def _certificate_files(args: argparse.Namespace) -> tuple[str, str]:
+    from celkeeper.errors import CelkeeperError
+
+    if args.cert_dir is not None:
+        if args.cert or args.key:
+            raise CelkeeperError("give either --cert-dir or --cert and --key, not both")
+        return str(args.cert_dir / "tls.crt"), str(args.cert_dir / "tls.key")
+    if not args.cert or not args.key:
+        raise CelkeeperError("the serving certificate is needed: --cert FILE --key FILE, or --cert-dir DIR")
+    return args.cert, args.key
+
+
+def _certificate_config(args: argparse.Namespace) -> Any:
+    """The certificate management of --cert-dir, None when celkeeper does not manage certificates."""
+    from celkeeper.errors import CelkeeperError
+
+    if args.cert_dir is None or args.disable_cert_rotation:
+        return None
+    if args.source != "kubernetes":
+        raise CelkeeperError("celkeeper manages certificates (--cert-dir) only with --source kubernetes; "
+                             "give --disable-cert-rotation to serve the files in --cert-dir as they are")
+    if args.ca_overlap < 0:
+        raise CelkeeperError("--ca-overlap must not be negative")
+    import datetime
+
+    from celkeeper.kube.certrotator import CertConfig
+    from celkeeper.pki import RotationPolicy
+
+    service = f"{args.cert_service}.{args.pod_namespace}"
+    policy = RotationPolicy(dns_names=(f"{service}.svc", f"{service}.svc.cluster.local"),
+                            ca_overlap=datetime.timedelta(seconds=args.ca_overlap))
+    return CertConfig(
+        namespace=args.pod_namespace,
+        secret_name=args.cert_secret,
+        webhook_configurations=tuple(args.webhook_configuration or [DEFAULT_WEBHOOK_CONFIGURATION]),
+        cert_dir=args.cert_dir,
+        policy=policy,
+    )
+
+
+def _bootstrap_certificates(kubeconfig: str | None, config: Any, timeout: float = BOOTSTRAP_TIMEOUT) -> None:
+    """Before serving: the certificate Secret current, the CA bundle injected, the files written.
+    Retried while the API cannot be reached or refuses (e.g. RBAC not applied yet), then one line."""
+    import time
+
+    from celkeeper.errors import CelkeeperError
+    from celkeeper.kube import ApiError, KubeClient
+    from celkeeper.kube.certrotator import CertRotator
+
+    log = logging.getLogger("celkeeper.certs")
+    deadline = time.monotonic() + timeout
+    delay = 0.5
+    client = KubeClient.connect(kubeconfig)
+    try:
+        rotator = CertRotator(client, config)
+        while True:
+            try:
+                rotator.reconcile()
+                return
+            except ApiError as err:
+                if time.monotonic() + delay > deadline:
+                    raise CelkeeperError(f"cannot set up the webhook certificate in {config.namespace}/"
+                                         f"{config.secret_name}: {err}") from None
+                log.warning("setting up the webhook certificate failed, retrying in %.1fs: %s", delay, err)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+    finally:
+        client.close()
+
+
+def _kubernetes_source(args: argparse.Namespace, state: Any, certificates: Any = None) -> Any:
     from celkeeper.informer import KubernetesOptions, KubernetesSource
     from celkeeper.kube.vapwriter import VapSyncOptions
     from celkeeper.vap import Scope
@@ -306,5 +417,6 @@ def _kubernetes_source(args: argparse.Namespace, state: Any) -> Any:
             scope=Scope(exempted_namespaces=tuple(sorted(set(args.exempt_namespace)))),
         ),
         vap_sync=VapSyncOptions(wait_for_binding=args.default_wait_for_vapb_generation),
+        certificates=certificates,
     )
     return KubernetesSource(options)

@@ -12,9 +12,11 @@ Inside, in the informer process:
   pod statuses, constraint CRDs), this pod's status reporter (pod statuses), the synced data (the sync
   configuration - Gatekeeper's Config and SyncSets, celkeeper's SyncSets - and every kind it names,
   written to the data store the workers' engines read: celkeeper.kube.datasync) and its SyncPodStatus
-  writer. A template that appears or goes starts or stops the watch of its constraint kind, and a kind
-  added to or removed from the sync configuration its watch, without a restart.
-- a controller thread running the CRD writer, the policy writer, the pod status reporter and the
+  writer; and, when celkeeper manages the webhook's certificate, the certificate rotator (its Secret and
+  webhook configurations). A template that appears or goes starts or stops the watch of its constraint
+  kind, and a kind added to or removed from the sync configuration its watch, without a restart.
+- a controller thread running the certificate rotator (Secret, caBundle, files) when there is one, the
+  CRD writer, the policy writer, the pod status reporter and the
   aggregator. The policy writer works from the plan (celkeeper.vap.plan_vap) of each policy set the
   informer builds; this pod's outcome goes into its status objects (vapGenerationStatus,
   enforcementPointsStatus).
@@ -57,6 +59,7 @@ from celkeeper.kube import (
     observe,
     policy_object,
 )
+from celkeeper.kube.certrotator import CertConfig, CertRotator
 from celkeeper.kube.datasync import DataSync
 from celkeeper.kube.podstatus import Observation
 from celkeeper.kube.policies import PolicyWatch
@@ -82,6 +85,7 @@ class KubernetesOptions:
     resync: float = 60.0
     vap: VapOptions = field(default_factory=VapOptions)  # which policies and bindings to generate
     vap_sync: VapSyncOptions = field(default_factory=VapSyncOptions)
+    certificates: CertConfig | None = None  # celkeeper manages the webhook's certificate (--cert-dir)
 
 
 class KubernetesSource:
@@ -114,10 +118,15 @@ class KubernetesSource:
         self.sync_status = SyncStatusWriter(
             self.client, self.manager, lambda: self.reporter.pod, self.data, options.state.data_status
         )
-        self.controllers = ControllerLoop(
-            [self.crds, self.vaps, self.data, self.reporter, self.sync_status, self.aggregator],
-            resync=options.resync,
-        )
+        reconcilers: list[Any] = [self.crds, self.vaps, self.data, self.reporter, self.sync_status]
+        reconcilers.append(self.aggregator)
+        self.certificates: CertRotator | None = None
+        if options.certificates is not None:
+            self.certificates = CertRotator(
+                self.client, options.certificates, on_change=self._wake_controllers
+            )
+            reconcilers.insert(0, self.certificates)
+        self.controllers = ControllerLoop(reconcilers, resync=options.resync)
         self._changed = threading.Event()
         self._stop = threading.Event()
         self._synced = False
@@ -137,6 +146,8 @@ class KubernetesSource:
         self.data.register()
         self.sync_status.register()
         self.data.start()
+        if self.certificates is not None:
+            self.certificates.register(self.manager)
         self.manager.start()
         self.controllers.start()
         log.info("watching %s as pod %s/%s (%d pod(s) expected)", self.client.server,

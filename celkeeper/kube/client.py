@@ -334,6 +334,8 @@ class KubeClient:
             query["continue"] = continue_token
         if resource.label_selector:
             query["labelSelector"] = resource.label_selector
+        if resource.field_selector:
+            query["fieldSelector"] = resource.field_selector
         decoder = _ListDecoder()
         doc = self._json("GET", resource.collection_path(), query, decode=decoder)
         items: list[dict[str, Any]] = []
@@ -364,6 +366,8 @@ class KubeClient:
             query["resourceVersion"] = resource_version
         if resource.label_selector:
             query["labelSelector"] = resource.label_selector
+        if resource.field_selector:
+            query["fieldSelector"] = resource.field_selector
         import urllib3
 
         timeout = urllib3.Timeout(connect=CONNECT_TIMEOUT, read=timeout_seconds + 30)

@@ -4,7 +4,8 @@
 
 A reconciler has a `dirty` flag (set by its watch handlers, which then call `wake()`), a `reconcile()`
 that compares what is stored with what is wanted and writes the difference, and optionally `busy()`
-(true while it waits for something it must poll, e.g. workers loading a snapshot). Reconcilers run
+(true while it waits for something it must poll, e.g. workers loading a snapshot) and `wake_in()`
+(seconds after which it wants to run again, sooner than the resync; None: no wish). Reconcilers run
 one after the other on this thread, so their writes never race each other inside one pod. A failing
 reconcile is retried with exponential back-off; every reconciler also runs every `resync` seconds.
 """
@@ -106,7 +107,8 @@ class ControllerLoop:
                                 self._failures[i], delay, err, exc_info=not _expected(err))
                 continue
             self._failures[i] = 0
-            self._due[i] = self.clock() + self.resync
+            wish = getattr(reconciler, "wake_in", lambda: None)()
+            self._due[i] = self.clock() + (self.resync if wish is None else min(self.resync, float(wish)))
 
 
 def _expected(err: Exception) -> bool:

@@ -25,6 +25,7 @@ class Resource:
     kind: str
     namespace: str | None = None  # a namespaced collection in one namespace; None: cluster-wide
     label_selector: str = ""
+    field_selector: str = ""  # e.g. metadata.name=X: one object (RBAC resourceNames then apply to list/watch)
 
     @property
     def api_version(self) -> str:
@@ -42,7 +43,8 @@ class Resource:
 
     def __str__(self) -> str:
         where = f" in {self.namespace}" if self.namespace is not None else ""
-        selector = f" ({self.label_selector})" if self.label_selector else ""
+        selector = ", ".join(s for s in (self.label_selector, self.field_selector) if s)
+        selector = f" ({selector})" if selector else ""
         group = f".{self.group}" if self.group else ""
         return f"{self.plural}{group}{where}{selector}"
 
@@ -106,6 +108,21 @@ VAP_BINDINGS = Resource(
     "validatingadmissionpolicybindings",
     "ValidatingAdmissionPolicyBinding",
 )
+
+
+def secret(namespace: str, name: str) -> Resource:
+    """One Secret, watched by name."""
+    return Resource(
+        "", "v1", "secrets", "Secret", namespace=namespace, field_selector=f"metadata.name={name}"
+    )
+
+
+def validating_webhook_configuration(name: str) -> Resource:
+    """One ValidatingWebhookConfiguration, watched by name."""
+    return Resource(
+        "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration", field_selector=f"metadata.name={name}",
+    )
 
 
 def pods(namespace: str) -> Resource:

@@ -22,8 +22,8 @@ object (a digest annotation notices removed fields) and settles races through th
   reported; one without a controller is taken over, as controllerutil.SetControllerReference does.
 - Nothing is deleted for a template or constraint this pod's watch misses before the API confirms it is
   gone (a pod whose watch lags must not delete what another pod just made).
-- Policies and bindings are watched (and need RBAC, deploy/vap-rbac.yaml) only once some template wants a
-  policy; a pod whose templates never did neither reads nor writes them.
+- Policies and bindings are watched (and need RBAC: the ClusterRole celkeeper-vap of deploy/celkeeper.yaml)
+  only once some template wants a policy; a pod whose templates never did neither reads nor writes them.
 
 Status, per pod, in Gatekeeper's fields: the template's `vapGenerationStatus` {state generated | error,
 observedGeneration, warning}; the constraint's `enforcementPointsStatus` entry for vap.k8s.io {state

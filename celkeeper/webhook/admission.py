@@ -86,6 +86,20 @@ def bad_request(message: str, status: int = 400) -> Answer:
     return Answer(status, {"code": status, "error": message})
 
 
+def review_request(body: bytes) -> tuple[dict[str, Any], str] | Answer:
+    """An AdmissionReview's request and its uid, or the 400 answer saying why the body is not one (the
+    routes that answer reviews without the policies: /v1/admitlabel, /v1/admitpolicy)."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        return bad_request(f"malformed JSON: {err}")
+    raw = doc.get("request") if isinstance(doc, dict) else None
+    uid = raw.get("uid") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(uid, str) or not uid:
+        return bad_request("not a valid AdmissionReview: request.uid is missing")
+    return raw, uid
+
+
 def _namespace_matches(patterns: frozenset[str], namespace: str) -> bool:
     if namespace in patterns:
         return True
@@ -134,14 +148,10 @@ def label_guard(body: bytes, settings: Settings) -> Answer:
     celkeeper's ignore label. Namespaces may be created or updated with the label only when they are
     allowed to carry it (--exempt-namespace, --ignore-label-namespace); DELETE and other kinds are
     allowed. Registered for CREATE and UPDATE of namespaces with failurePolicy Fail (docs)."""
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as err:
-        return bad_request(f"malformed JSON: {err}")
-    raw = doc.get("request") if isinstance(doc, dict) else None
-    uid = raw.get("uid") if isinstance(raw, dict) else None
-    if not isinstance(raw, dict) or not isinstance(uid, str) or not uid:
-        return bad_request("not a valid AdmissionReview: request.uid is missing")
+    parsed = review_request(body)
+    if isinstance(parsed, Answer):
+        return parsed
+    raw, uid = parsed
     if raw.get("operation") == "DELETE":
         return Answer(200, review_answer(uid, True))  # "Delete is always allowed"
     if not _is_namespace(raw):
@@ -232,7 +242,11 @@ class Admission:
         try:
             with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
                 decision: Decision = decide(
-                    request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, clock=self.timer,
+                    request,
+                    loaded.policies,
+                    loaded.namespace,
+                    EnforcementPoint.WEBHOOK,
+                    clock=self.timer,
                     deadline=deadline,
                     data=loaded.data,
                 )
@@ -280,9 +294,13 @@ class Admission:
 
     def _internal_error(self, start: float, uid: str, operation: str, err: Exception) -> Answer:
         allow = self.settings.failure_mode == "allow"
-        log.error("internal error answering uid %s (answered %s by the failure mode): %s",
-                  uid, "allowed" if allow else "denied", err,
-                  exc_info=None if isinstance(err, NotLoaded | DeadlineError) else err)  # expected: one line
+        log.error(
+            "internal error answering uid %s (answered %s by the failure mode): %s",
+            uid,
+            "allowed" if allow else "denied",
+            err,
+            exc_info=None if isinstance(err, NotLoaded | DeadlineError) else err,
+        )  # expected: one line
         self.metrics.observe_request("error", operation, self.timer() - start)
         note = f"celkeeper could not evaluate the policies (internal error, uid {uid})"
         if allow:

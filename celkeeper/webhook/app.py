@@ -2,9 +2,10 @@
 
     app = create_app(WebhookConfig(settings=..., state=StateDir(...)))
 
-Routes: POST /v1/admit, POST /v1/admitlabel (who may carry the ignore label), GET /healthz (the process
-answers), GET /readyz (this worker has loaded and compiled a complete snapshot; the body lists what it
-enforces and every policy problem), GET /metrics.
+Routes: POST /v1/admit, POST /v1/admitlabel (who may carry the ignore label), POST /v1/admitpolicy
+(celkeeper's own templates and constraints, checked when applied: webhook/policycheck.py), GET /healthz
+(the process answers), GET /readyz (this worker has loaded and compiled a complete snapshot; the body names
+the CEL engine and lists what it enforces and every policy problem), GET /metrics.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from celkeeper.snapshot import StateDir
 from celkeeper.webhook.admission import Admission, bad_request, label_guard
 from celkeeper.webhook.live import LivePolicies
 from celkeeper.webhook.metrics import WebhookMetrics
+from celkeeper.webhook.policycheck import PolicyAdmission
 
 log = logging.getLogger("celkeeper.webhook")
 
@@ -84,8 +86,9 @@ class AdmitEndpoint:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if environ.get("PATH_INFO") == "/v1/admit" and environ.get("REQUEST_METHOD") == "POST":
             status, payload = self.answer(environ)
-            start_response(_REASONS.get(status, str(status)),
-                           [*JSON_HEADERS, ("Content-Length", str(len(payload)))])
+            start_response(
+                _REASONS.get(status, str(status)), [*JSON_HEADERS, ("Content-Length", str(len(payload)))]
+            )
             return [payload]
         return self.inner(environ, start_response)
 
@@ -157,6 +160,17 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
             answer = label_guard(request.get_data(cache=False), settings)
         return Response(orjson.dumps(answer.body), status=answer.status, mimetype=JSON)
 
+    policy_admission = PolicyAdmission(live, settings.policy_validation)
+
+    @app.post("/v1/admitpolicy")
+    def admit_policy() -> Response:
+        limit = settings.max_request_bytes
+        if (request.content_length or 0) > limit:
+            answer = bad_request(f"request body too large: the limit is {limit} bytes", 413)
+        else:
+            answer = policy_admission.handle(request.get_data(cache=False))
+        return Response(orjson.dumps(answer.body), status=answer.status, mimetype=JSON)
+
     @app.get("/healthz")
     def healthz() -> Response:
         return Response("ok\n", mimetype="text/plain")
@@ -164,7 +178,7 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     @app.get("/readyz")
     def readyz() -> Response:
         loaded = live.current
-        detail: dict[str, Any] = {"ready": live.ready, "worker": live.pid}
+        detail: dict[str, Any] = {"ready": live.ready, "worker": live.pid, "engine": settings.engine}
         if loaded is None:
             detail["reason"] = "no snapshot loaded yet"
         else:

@@ -100,6 +100,10 @@ class LivePolicies:
     def ready(self) -> bool:
         return self._ready
 
+    def compiler(self) -> Any:
+        """This worker's TemplateCompiler (made on first use; shared with the policy loads)."""
+        return self._compiler_instance()
+
     def _compiler_instance(self) -> Any:
         if self._compiler is None:
             from celkeeper.cel import get_engine
@@ -139,8 +143,11 @@ class LivePolicies:
             parsed = self._documents.policy_documents(snapshot.items)
             policies = build_policy_set(parsed.documents, self._compiler_instance())
         except Exception as err:
-            log.exception("worker %d could not build the policies of snapshot generation %d",
-                          self.pid, snapshot.generation)
+            log.exception(
+                "worker %d could not build the policies of snapshot generation %d",
+                self.pid,
+                snapshot.generation,
+            )
             return self._failed(stamp, f"cannot build generation {snapshot.generation}: {err}")
         problems = (
             *snapshot.problems,
@@ -166,9 +173,14 @@ class LivePolicies:
         self._stamp, self._failed_stamp, self.last_error = stamp, None, ""
         if snapshot.synced:
             self._ready = True
-        log.debug("worker %d loaded snapshot generation %d: %d template(s), %d constraint(s), %d problem(s)",
-                  self.pid, loaded.generation, len(loaded.policies.templates),
-                  len(loaded.policies.constraints), len(problems))
+        log.debug(
+            "worker %d loaded snapshot generation %d: %d template(s), %d constraint(s), %d problem(s)",
+            self.pid,
+            loaded.generation,
+            len(loaded.policies.templates),
+            len(loaded.policies.constraints),
+            len(problems),
+        )
         if self.freeze_gc:
             # the policies live until the next snapshot: keep the cycle collector from scanning
             # them at every collection (fewer and shorter pauses in the request path)
@@ -199,8 +211,12 @@ class LivePolicies:
 
     def _failed(self, stamp: object, message: str) -> bool:
         if stamp != self._failed_stamp:
-            log.warning("worker %d keeps snapshot generation %s: %s", self.pid,
-                        self._loaded.generation if self._loaded else "(none)", message)
+            log.warning(
+                "worker %d keeps snapshot generation %s: %s",
+                self.pid,
+                self._loaded.generation if self._loaded else "(none)",
+                message,
+            )
         self._failed_stamp, self.last_error = stamp, message
         self.write_status()
         if self.on_load is not None:

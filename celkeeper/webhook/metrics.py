@@ -47,7 +47,18 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 REQUEST_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 EVALUATION_BUCKETS = (
-    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25,
+    0.00001,
+    0.000025,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.05,
+    0.25,
 )
 FLUSH_INTERVAL = 0.5  # seconds: request observations reach the metric values at most this late
 
@@ -74,29 +85,52 @@ class StateCollector:
         workers = self.board.read_all()
         alive = informer is not None and _alive(informer.pid)
         yield gauge("celkeeper_informer_up", "1 when the informer process runs", 1.0 if alive else 0.0)
-        yield gauge("celkeeper_snapshot_generation", "Latest snapshot generation the informer published",
-                    informer.generation if informer else 0)
-        yield gauge("celkeeper_policy_load_errors", "Problems found in the policy sources (parse, template, "
-                    "constraint errors) by the informer", len(informer.problems) if informer else 0)
+        yield gauge(
+            "celkeeper_snapshot_generation",
+            "Latest snapshot generation the informer published",
+            informer.generation if informer else 0,
+        )
+        yield gauge(
+            "celkeeper_policy_load_errors",
+            "Problems found in the policy sources (parse, template, constraint errors) by the informer",
+            len(informer.problems) if informer else 0,
+        )
         held = len(informer.held) if informer else 0
-        yield gauge("celkeeper_policy_sources_held", "Policy sources (files, objects) enforced at their "
-                    "last good version: the current one cannot be used", held)
+        yield gauge(
+            "celkeeper_policy_sources_held",
+            "Policy sources (files, objects) enforced at their "
+            "last good version: the current one cannot be used",
+            held,
+        )
         yield gauge("celkeeper_workers", "Live webhook workers", len(workers))
-        yield gauge("celkeeper_workers_ready", "Workers that have loaded a complete snapshot",
-                    sum(1 for w in workers if w.ready))
+        yield gauge(
+            "celkeeper_workers_ready",
+            "Workers that have loaded a complete snapshot",
+            sum(1 for w in workers if w.ready),
+        )
         loaded = [w for w in workers if w.generation]
         oldest = min(loaded, key=lambda w: w.generation) if loaded and len(loaded) == len(workers) else None
-        yield gauge("celkeeper_snapshot_loaded_generation",
-                    "Snapshot generation every live worker has loaded (0: some worker has none yet)",
-                    oldest.generation if oldest else 0)
+        yield gauge(
+            "celkeeper_snapshot_loaded_generation",
+            "Snapshot generation every live worker has loaded (0: some worker has none yet)",
+            oldest.generation if oldest else 0,
+        )
         if oldest is not None:
-            yield gauge("celkeeper_snapshot_age_seconds",
-                        "Seconds since the snapshot every worker has loaded was published",
-                        max(0.0, self.clock() - oldest.snapshot_created))
-        yield gauge("celkeeper_templates_loaded", "Compiled templates the workers enforce (smallest count)",
-                    min((w.templates for w in workers), default=0))
-        yield gauge("celkeeper_constraints_loaded", "Constraints the workers enforce (smallest count)",
-                    min((w.constraints for w in workers), default=0))
+            yield gauge(
+                "celkeeper_snapshot_age_seconds",
+                "Seconds since the snapshot every worker has loaded was published",
+                max(0.0, self.clock() - oldest.snapshot_created),
+            )
+        yield gauge(
+            "celkeeper_templates_loaded",
+            "Compiled templates the workers enforce (smallest count)",
+            min((w.templates for w in workers), default=0),
+        )
+        yield gauge(
+            "celkeeper_constraints_loaded",
+            "Constraints the workers enforce (smallest count)",
+            min((w.constraints for w in workers), default=0),
+        )
 
 
 def _alive(pid: int) -> bool:
@@ -125,27 +159,36 @@ class WebhookMetrics:
         self.state = state
         reg = self.registry
         self.requests = Counter(
-            "celkeeper_admission_requests", "Admission requests answered, by decision and operation",
-            ["decision", "operation"], registry=reg,
+            "celkeeper_admission_requests",
+            "Admission requests answered, by decision and operation",
+            ["decision", "operation"],
+            registry=reg,
         )
         self.latency = Histogram(
             "celkeeper_admission_request_duration_seconds",
             "Time to answer an admission request (body read to answer built), by decision and operation",
-            ["decision", "operation"], buckets=REQUEST_BUCKETS, registry=reg,
+            ["decision", "operation"],
+            buckets=REQUEST_BUCKETS,
+            registry=reg,
         )
         self.evaluation = Histogram(
             "celkeeper_constraint_evaluation_seconds",
             "Time spent evaluating the constraints of one kind for one request",
-            ["kind"], buckets=EVALUATION_BUCKETS, registry=reg,
+            ["kind"],
+            buckets=EVALUATION_BUCKETS,
+            registry=reg,
         )
         self.violations = Counter(
             "celkeeper_violations",
             "Violations found at admission, by enforcement action, constraint kind and constraint",
-            ["action", "kind", "constraint"], registry=reg,
+            ["action", "kind", "constraint"],
+            registry=reg,
         )
         self.snapshot_loads = Counter(
-            "celkeeper_snapshot_loads", "Snapshots a worker loaded (ok) or could not load (error)",
-            ["result"], registry=reg,
+            "celkeeper_snapshot_loads",
+            "Snapshots a worker loaded (ok) or could not load (error)",
+            ["result"],
+            registry=reg,
         )
         self._lock = threading.Lock()
         # observations not yet written: per label values, [count, sum, bucket counts...] of a

@@ -207,8 +207,14 @@ class Sidecar:
             self._delay = self.MIN_DELAY
         self._not_before = time.monotonic() + self._delay
         report = log.warning if status in (0, -1) else log.error
-        report("the %s (pid %d) %s after %.1f s; restarting it%s", self.name, pid, how, lived,
-               f" in {self._delay:.0f} s" if self._delay else "")
+        report(
+            "the %s (pid %d) %s after %.1f s; restarting it%s",
+            self.name,
+            pid,
+            how,
+            lived,
+            f" in {self._delay:.0f} s" if self._delay else "",
+        )
         with contextlib.suppress(Exception):
             _process_gone(pid)
 

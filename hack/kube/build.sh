@@ -25,18 +25,16 @@ CONTAINERD_MOD=$HERE/containerd
 # Bump this when the build flags below change, so cached binaries are rebuilt.
 FLAGS_REV=1
 
-force=0
-print_only=0
+# shellcheck source=../lib/gobuild.sh
+. "$HERE/../lib/gobuild.sh"
 node=1
-for arg in "$@"; do
-    case "$arg" in
-        --force) force=1 ;;
-        --print) print_only=1 ;;
+gobuild_option() {
+    case "$1" in
         --control-plane) node=0 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-        *) echo "build.sh: unknown argument $arg" >&2; exit 2 ;;
+        *) return 1 ;;
     esac
-done
+}
+gobuild_args 2,18 "$@"
 
 kube_version=$(sed -n 's|^require k8s.io/kubernetes v\([0-9][0-9.]*\)$|\1|p' "$APISERVER_MOD/go.mod")
 if [ -z "$kube_version" ]; then
@@ -57,120 +55,30 @@ if [ "$print_only" = 1 ]; then
     exit 0
 fi
 
-log() { echo "kube: $*" >&2; }
-
-if ! command -v go >/dev/null 2>&1; then
-    log "no Go toolchain on PATH: cannot build kube-apiserver and etcd"
-    exit 1
-fi
-
-# The stamp names what a binary was built from: the module's files, these build flags and the extra
-# `go build` arguments, if any (none for kube-apiserver and etcd, whose stamps predate them).
-stamp_of() {
-    local mod=$1
-    shift
-    {
-        echo "flags-rev $FLAGS_REV"
-        if [ $# -gt 0 ]; then echo "args $*"; fi
-        cd "$mod" && cat go.mod go.sum ./*.go
-    } | sha256sum | cut -c1-16
-}
-
-fmt_secs() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
-
-# Print a line every minute while a long step runs, so CI logs show the build is alive.
-heartbeat_pid=
-start_heartbeat() {
-    local what=$1 started=$SECONDS
-    (
-        # `sleep & wait`: a TERM interrupts the wait at once (a foreground sleep would delay it a minute).
-        trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-        while :; do
-            sleep 60 &
-            sleeper=$!
-            wait "$sleeper"
-            log "  ... still $what ($(fmt_secs $((SECONDS - started))))"
-        done
-    ) &
-    heartbeat_pid=$!
-}
-stop_heartbeat() {
-    if [ -n "$heartbeat_pid" ]; then
-        kill "$heartbeat_pid" 2>/dev/null || true
-        wait "$heartbeat_pid" 2>/dev/null || true
-        heartbeat_pid=
-    fi
-}
-
-tmp_bin=
-cleanup() {
-    stop_heartbeat
-    if [ -n "$tmp_bin" ]; then rm -f "$tmp_bin"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# build NAME MODULE_DIR PACKAGE LDFLAGS [GO BUILD ARGS...]
-build() {
-    local name=$1 mod=$2 pkg=$3 ldflags=$4
-    shift 4
-    local target=$out/$name stamp want t0 t1
-    want=$(stamp_of "$mod" "$@")
-    if [ "$force" = 0 ] && [ -x "$target" ] && [ "$(cat "$target.stamp" 2>/dev/null)" = "$want" ]; then
-        log "$name is up to date: $target"
-        return 0
-    fi
-    log "building $name ($pkg) into $target"
-    tmp_bin=$out/.$name.tmp.$$
-    t0=$SECONDS
-    log "  fetching Go modules (GOMODCACHE=$(go env GOMODCACHE))"
-    start_heartbeat "fetching modules for $name"
-    (cd "$mod" && go list -mod=readonly -deps "$@" "$pkg" >/dev/null)
-    stop_heartbeat
-    t1=$SECONDS
-    log "  modules ready in $(fmt_secs $((t1 - t0))); compiling (GOCACHE=$(go env GOCACHE))"
-    start_heartbeat "compiling $name"
-    (cd "$mod" && go build -mod=readonly -buildvcs=false -ldflags "$ldflags" "$@" -o "$tmp_bin" "$pkg")
-    stop_heartbeat
-    mv -f "$tmp_bin" "$target"
-    tmp_bin=
-    echo "$want" >"$target.stamp"
-    log "  built $name in $(fmt_secs $((SECONDS - t0))) (compile $(fmt_secs $((SECONDS - t1))))"
-}
-
-mkdir -p "$out"
-# Two builds at once (two shells running ./dev test) would only race for the rename; serialise them.
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"$cache/.build.lock"
-    if ! flock -n 9; then
-        log "another build holds $cache/.build.lock; waiting for it"
-        flock 9
-    fi
-fi
+gobuild_init kube "$out" "$force"
 
 total0=$SECONDS
-log "go: $(go version | cut -d' ' -f3-); kubernetes v$kube_version, etcd ${etcd_version:-?}; cache $out"
+gobuild_log "go: $(go version | cut -d' ' -f3-); kubernetes v$kube_version, etcd ${etcd_version:-?}; cache $out"
 vpkg=k8s.io/component-base/version
 kube_ldflags="-s -w -X $vpkg.gitVersion=v$kube_version -X $vpkg.gitMajor=${kube_version%%.*} \
 -X $vpkg.gitMinor=$(echo "$kube_version" | cut -d. -f2) -X $vpkg.gitTreeState=clean"
-build kube-apiserver "$APISERVER_MOD" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
-build etcd "$ETCD_MOD" . "-s -w"
+gobuild_build kube-apiserver "$APISERVER_MOD" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags" "$FLAGS_REV"
+gobuild_build etcd "$ETCD_MOD" . "-s -w" "$FLAGS_REV"
 if [ "$node" = 1 ]; then
     for cmd in kube-controller-manager kube-scheduler kubelet kube-proxy; do
-        build "$cmd" "$NODE_MOD" "k8s.io/kubernetes/cmd/$cmd" "$kube_ldflags"
+        gobuild_build "$cmd" "$NODE_MOD" "k8s.io/kubernetes/cmd/$cmd" "$kube_ldflags" "$FLAGS_REV"
     done
-    containerd_version=$(awk '$1 == "require" && $2 == "github.com/containerd/containerd/v2" {print $3; exit}
-                              $1 == "github.com/containerd/containerd/v2" {print $2; exit}' "$CONTAINERD_MOD/go.mod")
+    containerd_version=$(gobuild_require "$CONTAINERD_MOD/go.mod" github.com/containerd/containerd/v2)
     cpkg=github.com/containerd/containerd/v2
     # CGO off: static binaries, and the btrfs snapshotter (the one cgo plugin) is left out by its build tag.
     for cmd in containerd containerd-shim-runc-v2 ctr; do
-        CGO_ENABLED=0 build "$cmd" "$CONTAINERD_MOD" "$cpkg/cmd/$cmd" \
-            "-s -w -X $cpkg/version.Version=$containerd_version -X $cpkg/version.Package=$cpkg" \
+        CGO_ENABLED=0 gobuild_build "$cmd" "$CONTAINERD_MOD" "$cpkg/cmd/$cmd" \
+            "-s -w -X $cpkg/version.Version=$containerd_version -X $cpkg/version.Package=$cpkg" "$FLAGS_REV" \
             -tags "no_devmapper no_zfs"
     done
     t0=$SECONDS
-    log "node images (pause, nodetest) in $cache/images"
+    gobuild_log "node images (pause, nodetest) in $cache/images"
     python3 "$HERE/images/build.py" --out "$cache/images" >/dev/null
-    log "  images ready in $(fmt_secs $((SECONDS - t0)))"
+    gobuild_log "  images ready in $(gobuild_fmt_secs $((SECONDS - t0)))"
 fi
-log "binaries ready in $out ($(fmt_secs $((SECONDS - total0))))"
+gobuild_log "binaries ready in $out ($(gobuild_fmt_secs $((SECONDS - total0))))"

@@ -17,7 +17,7 @@ from tests.support.processes import ManagedProcess, free_port
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-AUDIT_RBAC = ROOT / "deploy" / "audit.yaml"
+AUDIT_ROLES = ("celkeeper-audit",)  # the audit's (Cluster)Role(Binding)s in deploy/celkeeper.yaml
 CELKEEPER = Path(sys.executable).parent / "celkeeper"
 
 

@@ -1,5 +1,6 @@
 """The audit on a real kube-apiserver: thousands of objects of several kinds across namespaces, the real
-`celkeeper audit` process under exactly deploy/audit.yaml's RBAC, results on every constraint's status.
+`celkeeper audit` process under exactly the audit's RBAC of deploy/celkeeper.yaml, results on every
+constraint's status.
 
 What is expected is worked out here from the objects created (which lack which label, which namespace
 is gold), never read back from celkeeper: exact totals per constraint, Gatekeeper's capped and ordered
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.audit.support import (
-    AUDIT_RBAC,
+    AUDIT_ROLES,
     constraint,
     events_of,
     install_template,
@@ -100,7 +101,7 @@ class Ref:
 @dataclass
 class World:
     cluster: ControlPlane
-    kubeconfig: Path  # deploy/audit.yaml's roles, nothing more
+    kubeconfig: Path  # the audit's roles of deploy/celkeeper.yaml, nothing more
     namespace: str  # celkeeper's own (events)
     expected: dict[str, list[tuple[Ref, str]]]  # constraint -> its violations (object, message)
     objects: dict[str, int]  # kind -> how many exist in the test namespaces
@@ -144,7 +145,7 @@ def build(cluster: ControlPlane) -> World:
     install_crds(cluster)
     own = "celkeeper-system"
     cluster.kubectl("create", "namespace", own)
-    kubeconfig = rbac_kubeconfig(cluster, own, f"audit-{secrets.token_hex(3)}", manifest=AUDIT_RBAC)
+    kubeconfig = rbac_kubeconfig(cluster, own, f"audit-{secrets.token_hex(3)}", roles=AUDIT_ROLES)
     cluster.kubectl("apply", "-f", "-", input=BLOB_CRD)
     cluster.kubectl("wait", "--for=condition=Established", "crd/blobs.audit.example.com")
     for name, labels in NAMESPACES.items():

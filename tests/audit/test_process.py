@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.audit.support import (
-    AUDIT_RBAC,
+    AUDIT_ROLES,
     AuditServer,
     configmaps,
     constraint,
@@ -62,7 +62,12 @@ def cluster(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture(scope="module")
 def kubeconfig(cluster: ControlPlane) -> Path:
-    return rbac_kubeconfig(cluster, "celkeeper-system", f"audit-{secrets.token_hex(3)}", manifest=AUDIT_RBAC)
+    return rbac_kubeconfig(
+        cluster,
+        "celkeeper-system",
+        f"audit-{secrets.token_hex(3)}",
+        roles=AUDIT_ROLES,
+    )
 
 
 def configmaps_in(namespaces: list[str]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Helpers for the in-cluster tests: `celkeeper serve --source kubernetes` as a real process (a "pod"),
-policies applied with the real kubectl, the webhook registered with the real API server, RBAC from
-deploy/rbac.yaml bound to a non-admin user, and an API server restart on the same port.
+policies applied with the real kubectl, the webhook registered with the real API server, the webhook's
+RBAC from deploy/celkeeper.yaml bound to a non-admin user, and an API server restart on the same port.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from tests.support.admission import NAMESPACE_LABEL, webhook_configuration
 from tests.support.apiserver import ControlPlane, KubectlError
 
 CRDS_DIR = ROOT / "crds"
-RBAC = ROOT / "deploy" / "rbac.yaml"
+INSTALL = ROOT / "deploy" / "celkeeper.yaml"
+WEBHOOK_RBAC_NAME = "celkeeper-webhook"  # the webhook pods' ServiceAccount, (Cluster)Role(Binding)s
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
 # --- celkeeper as a pod -------------------------------------------------------------------------------
@@ -104,17 +106,27 @@ def remove_templates(cluster: ControlPlane, prefix: str) -> None:
 
 
 def rbac_kubeconfig(
-    cluster: ControlPlane, pod_namespace: str, user: str, manifest: Path = RBAC, *, also: Sequence[Path] = ()
+    cluster: ControlPlane,
+    pod_namespace: str,
+    user: str,
+    roles: Sequence[str] = (WEBHOOK_RBAC_NAME,),
+    *,
+    also: Sequence[Path] = (),
 ) -> Path:
-    """A kubeconfig for `user`, who gets exactly the roles of `manifest` (deploy/rbac.yaml; its Roles in
-    `pod_namespace`) and of the manifests `also` names (e.g. deploy/vap-rbac.yaml)."""
+    """A kubeconfig for `user`, who gets exactly the (Cluster)Roles and bindings named `roles` in
+    deploy/celkeeper.yaml (by default the webhook pods'; its Roles in `pod_namespace`), and every one of
+    the manifests `also` names (e.g. deploy/sync-rbac.yaml)."""
     suffix = secrets.token_hex(3)
     objects = []
-    texts = [(m.read_text(encoding="utf-8"), str(m)) for m in (manifest, *also)]
-    for doc in (d for text, name in texts for d in parse_documents(text, name).documents):
+    docs = [(d, True) for d in parse_documents(INSTALL.read_text(encoding="utf-8"), str(INSTALL)).documents]
+    for path in also:
+        docs += [(d, False) for d in parse_documents(path.read_text(encoding="utf-8"), str(path)).documents]
+    for doc, by_name in docs:
         obj = json.loads(json.dumps(doc.data))
         kind = obj["kind"]
-        if kind not in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+        if kind not in RBAC_KINDS or kind == "ServiceAccount":
+            continue
+        if by_name and obj["metadata"]["name"] not in roles:
             continue
         if kind in ("ClusterRole", "ClusterRoleBinding"):
             obj["metadata"]["name"] = f"{obj['metadata']['name']}-{suffix}"
@@ -131,7 +143,8 @@ def rbac_kubeconfig(
 
 def deployment_setting(cluster: ControlPlane, prefix: str) -> tuple[str, Path]:
     """What a celkeeper Deployment finds: celkeeper's CRDs installed, a fresh namespace `prefix-...` for
-    its pods' status objects, and a kubeconfig for a new user bound to exactly deploy/rbac.yaml there."""
+    its pods' status objects, and a kubeconfig for a new user bound to exactly the webhook's RBAC of
+    deploy/celkeeper.yaml there."""
     install_crds(cluster)
     pod_namespace = create_namespace(cluster, prefix)
     return pod_namespace, rbac_kubeconfig(cluster, pod_namespace, f"celkeeper-{secrets.token_hex(3)}")

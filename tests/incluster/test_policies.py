@@ -1,6 +1,6 @@
 """End to end in a real API server: templates and constraints applied with kubectl drive a running
-`celkeeper serve --source kubernetes` (one pod, two workers, a kubeconfig bound to deploy/rbac.yaml
-only), registered as the cluster's validating webhook.
+`celkeeper serve --source kubernetes` (one pod, two workers, a kubeconfig bound to the webhook's RBAC in
+deploy/celkeeper.yaml only), registered as the cluster's validating webhook.
 
 Every test uses its own constraint kind (CRDs are cluster-wide) and its own namespace.
 """

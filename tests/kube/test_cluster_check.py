@@ -125,7 +125,7 @@ def setting(kube_cluster: ControlPlane) -> Iterator[Setting]:
         kube_cluster,
         expansion_data(expansion, [("apps", "v1", "Deployment")]),
     )
-    ci = rbac_kubeconfig(kube_cluster, "default", f"ci-{suffix}", CI_RBAC)
+    ci = rbac_kubeconfig(kube_cluster, "default", f"ci-{suffix}", roles=(), also=[CI_RBAC])
     try:
         yield Setting(suffix, live, created, ci, ck_kind, gk_kind, expansion)
     finally:  # the session's cluster is shared: nothing of this module may stay active

@@ -4,9 +4,10 @@
   registered with the API server): a Deployment is refused because of its Pod template, with the
   parent-level message `[Implied by expand-workloads] ...`; a CronJob's Pod only warns (expand-jobs'
   enforcementAction); a fine Deployment is created; `--log-denies=explain` logs the denial explained;
-- the audit (`celkeeper audit --source kubernetes --once` under deploy/audit.yaml's RBAC, with an
-  ExpansionTemplate stored in the cluster under deploy/expansiontemplate-crd.yaml): a Deployment already
-  in the cluster is reported on the constraint's status for its Pod template.
+- the audit (`celkeeper audit --source kubernetes --once` under the audit's RBAC in
+  deploy/celkeeper.yaml, with an ExpansionTemplate stored in the cluster under
+  deploy/expansiontemplate-crd.yaml): a Deployment already in the cluster is reported on the
+  constraint's status for its Pod template.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.audit.support import AUDIT_RBAC, constraint, install_template, run_once
+from tests.audit.support import AUDIT_ROLES, constraint, install_template, run_once
 from tests.incluster.support import ROOT, install_crds, rbac_kubeconfig, status
 from tests.server.harness import ServeProcess
 from tests.support.admission import (
@@ -199,7 +200,7 @@ def test_the_audit_reports_deployments_for_their_pods(
                 _workload("Deployment", "fine", kube_namespace, privileged=False),
             ],
         )
-        kubeconfig = rbac_kubeconfig(kube_cluster, kube_namespace, f"audit-{suffix}", AUDIT_RBAC)
+        kubeconfig = rbac_kubeconfig(kube_cluster, kube_namespace, f"audit-{suffix}", roles=AUDIT_ROLES)
         code, _, raw = run_once(kubeconfig)
         assert code == 0, raw
         found = status(kube_cluster, f"{kind.lower()}.constraints.celkeeper.io", "no-privileged")

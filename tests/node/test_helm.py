@@ -55,20 +55,13 @@ class Helm:
 def helm_release(node_cluster: NodeCluster) -> Iterator[Helm]:
     binary = install.prepare(node_cluster, "the chart's install", [CHART, HELM_BUILD], find_helm)
     helm = Helm(binary, node_cluster)
-    # Helm stores the release in the namespace before it creates the chart's objects, so the chart's own
-    # Namespace cannot be used with `helm install -n celkeeper-system` (release creation fails: namespace
-    # not found); Helm makes the namespace instead.
-    helm(
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        install.NAMESPACE,
-        "--create-namespace",
-        "--set",
-        "createNamespace=false",
-    )
+    # the README's command: Helm makes the namespace (it stores the release there before the chart's objects,
+    # so the chart does not render a Namespace of its own unless createNamespace=true, as for the manifest)
+    helm("install", RELEASE, str(CHART), "--namespace", install.NAMESPACE, "--create-namespace")
     try:
+        # until its pods are ready, celkeeper refuses namespace creates and updates (the ignore-label guard
+        # fails closed, as Gatekeeper's does): the tests' namespaces are made after that, as the README says
+        install.wait_ready(node_cluster, install.replicas())
         yield helm
     finally:
         node_cluster.kubectl("delete", "constrainttemplates.templates.celkeeper.io", "--all", check=False)

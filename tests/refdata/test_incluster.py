@@ -1,7 +1,7 @@
 """Referential policies end to end on a real kube-apiserver: `celkeeper serve --source kubernetes` (one pod,
-two workers, RBAC from deploy/rbac.yaml and deploy/sync-rbac.yaml only) registered as the webhook for
-Ingresses and Services, the unique-ingress-host and unique-service-selector templates of referential/
-applied with kubectl, the kinds they read synced by SyncSets.
+two workers, RBAC: the webhook's of deploy/celkeeper.yaml and deploy/sync-rbac.yaml) registered as the
+webhook for Ingresses and Services, the unique-ingress-host and unique-service-selector templates of
+referential/ applied with kubectl, the kinds they read synced by SyncSets.
 
 Objects are created, changed and deleted between requests; Services are added to the sync
 configuration while the pod runs; until then the constraint reading them says so on its status, is not
@@ -426,7 +426,7 @@ def test_gatekeepers_config_and_syncsets_are_read(env: Env) -> None:
 def test_a_pod_that_may_not_list_a_synced_kind_is_ready_and_says_why(
     env: Env, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """deploy/rbac.yaml without deploy/sync-rbac.yaml: Ingresses (named by the module's SyncSet) cannot be
+    """The webhook's RBAC without deploy/sync-rbac.yaml: Ingresses (named by the module's SyncSet) cannot be
     listed. The pod does not wait for them: it becomes ready, reports the refusal, and the template that
     reads them fails under its failurePolicy."""
     pod_namespace = create_namespace(env.cluster, "celkeeper-refdata-norbac")

@@ -30,7 +30,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 
 
 def test_readyz_is_503_until_the_worker_has_compiled_a_complete_snapshot(server: ServeProcess) -> None:
-    assert server.get("/readyz").status_code == 200
+    ready = server.get("/readyz")
+    assert ready.status_code == 200
+    engine = ready.json()["engine"]  # named by every worker, ready or not
     informer = server.informer_pid()
     (worker,) = server.worker_pids()
     os.kill(informer, signal.SIGSTOP)  # nothing gets published while it is stopped
@@ -44,7 +46,12 @@ def test_readyz_is_503_until_the_worker_has_compiled_a_complete_snapshot(server:
         assert replacement != worker
         resp = server.get("/readyz")
         assert resp.status_code == 503
-        assert resp.json() == {"ready": False, "worker": replacement, "reason": "no snapshot loaded yet"}
+        assert resp.json() == {
+            "ready": False,
+            "worker": replacement,
+            "engine": engine,
+            "reason": "no snapshot loaded yet",
+        }
         # no policies: the failure mode answers (deny), with a well-formed review and the uid
         status, body = server.admit(review(pod(labels={"owner": "a"}), uid="uid-unready"))
         assert status == 200

@@ -23,6 +23,8 @@ import pytest
 import requests
 from cryptography import x509
 
+from celkeeper.cel import engine_available
+from celkeeper.settings import DEFAULT_ENGINE, FALLBACK_ENGINE
 from celkeeper.tls import write_certificates
 from celkeeper.webhook.metrics import FLUSH_INTERVAL
 from tests.server.harness import ServeProcess, pod, review
@@ -212,6 +214,8 @@ def test_readyz_reports_what_the_worker_enforces(server: ServeProcess) -> None:
     assert resp.status_code == 200
     detail = resp.json()
     assert detail["ready"] is True
+    # the engine serve picked: the default when this installation has its library, else the fallback
+    assert detail["engine"] == (DEFAULT_ENGINE if engine_available(DEFAULT_ENGINE)[0] else FALLBACK_ENGINE)
     assert detail["templates"] == 2 and detail["constraints"] == 5
     assert detail["generation"] == server.published_generation()
     assert detail["problems"] == []

@@ -1,5 +1,5 @@
-"""In-cluster sync on a real kube-apiserver: two `celkeeper serve --source kubernetes` pods (RBAC of
-deploy/rbac.yaml and deploy/vap-rbac.yaml only) keep each template's ValidatingAdmissionPolicy and each
+"""In-cluster sync on a real kube-apiserver: two `celkeeper serve --source kubernetes` pods (only
+the webhook's and VAP roles of deploy/celkeeper.yaml) keep each template's ValidatingAdmissionPolicy and each
 constraint's binding as `celkeeper vap` makes them, owned by their template or constraint, written once
 however many pods, with the outcome in the template's and constraint's status; no webhook is registered,
 the API server enforces the policies itself. A template turning generateVAP off, one that cannot be a
@@ -24,7 +24,7 @@ from celkeeper.kube.compare import covers
 from celkeeper.policy import TemplateCompiler, build_policy_set
 from celkeeper.vap.plan import VapOptions, plan_vap
 from tests.incluster.support import (
-    RBAC,
+    WEBHOOK_RBAC_NAME,
     KubeServe,
     by_pod,
     configmap,
@@ -41,7 +41,7 @@ from tests.vap.kube import start_cluster
 
 pytestmark = pytest.mark.kube
 
-VAP_RBAC = RBAC.parent / "vap-rbac.yaml"
+VAP_ROLE = "celkeeper-vap"  # deploy/celkeeper.yaml: the webhook pods' rights on policies and bindings
 PODS = ("pod-a", "pod-b")
 KIND = "VapSynced"
 NAME = KIND.lower()
@@ -63,7 +63,7 @@ def env(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactory) -
         install_crds(cluster)
         pod_namespace = create_namespace(cluster, "celkeeper-pods")
         user = f"celkeeper-{secrets.token_hex(3)}"
-        kubeconfig = rbac_kubeconfig(cluster, pod_namespace, user, also=(VAP_RBAC,))
+        kubeconfig = rbac_kubeconfig(cluster, pod_namespace, user, roles=(WEBHOOK_RBAC_NAME, VAP_ROLE))
         namespace = create_namespace(cluster, "vap")
         for pod in PODS:
             server = KubeServe(

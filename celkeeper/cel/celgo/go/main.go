@@ -271,6 +271,7 @@ func celgo_validate(header *C.char, hn C.int, object *C.char, on C.int, oldObjec
 		replyJSON(out, outn, map[string]string{"error": err.Error()})
 		return 1
 	}
+	defer r.Done()
 	ctx, cancel := deadline(timeout)
 	defer cancel()
 	if store != 0 {

@@ -24,7 +24,7 @@ import (
 // keep a wrapper, and with it this adapter: it then converts without remembering).
 type objectValues struct {
 	mu    sync.Mutex
-	maps  map[unsafe.Pointer]ref.Val
+	maps  map[unsafe.Pointer]ref.Val // never replaced: made reads these fields without the lock
 	lists map[listKey]ref.Val
 	done  bool
 }
@@ -43,30 +43,26 @@ func (o *objectValues) NativeToValue(value any) ref.Val {
 	switch v := value.(type) {
 	case map[string]any:
 		key := *(*unsafe.Pointer)(unsafe.Pointer(&v)) // the map's identity
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		if found, ok := o.maps[key]; ok {
-			return found
-		}
-		made := types.NewStringInterfaceMap(o, v)
-		if !o.done {
-			o.maps[key] = made
-		}
-		return made
+		return made(o, o.maps, key, func() ref.Val { return types.NewStringInterfaceMap(o, v) })
 	case []any:
 		key := listKey{unsafe.Pointer(unsafe.SliceData(v)), len(v)}
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		if found, ok := o.lists[key]; ok {
-			return found
-		}
-		made := types.NewDynamicList(o, v)
-		if !o.done {
-			o.lists[key] = made
-		}
-		return made
+		return made(o, o.lists, key, func() ref.Val { return types.NewDynamicList(o, v) })
 	}
 	return types.DefaultTypeAdapter.NativeToValue(value)
+}
+
+// made is the value kept under key in kept, or make's (kept until the request is done).
+func made[K comparable](o *objectValues, kept map[K]ref.Val, key K, make func() ref.Val) ref.Val {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if found, ok := kept[key]; ok {
+		return found
+	}
+	v := make()
+	if !o.done {
+		kept[key] = v
+	}
+	return v
 }
 
 // root is the CEL value of an object (nil stays nil: the variable is null).
@@ -79,6 +75,8 @@ func (o *objectValues) root(object any) any {
 
 func (o *objectValues) release() {
 	o.mu.Lock()
-	o.done, o.maps, o.lists = true, map[unsafe.Pointer]ref.Val{}, map[listKey]ref.Val{}
+	o.done = true // the maps themselves stay (made reads them without the lock): emptied
+	clear(o.maps)
+	clear(o.lists)
 	o.mu.Unlock()
 }

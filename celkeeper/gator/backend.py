@@ -32,7 +32,6 @@ from celkeeper.gator.results import Violation
 from celkeeper.model import Action, Decision, EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
 from celkeeper.review import NamespaceLookup, SyncedData, decide, parse_admission_review, request_for_object
-from celkeeper.snapshot.datastore import write_inventory
 from celkeeper.templates import TemplateCompiler
 
 #: seconds a review may spend in the engine: none, as gator has none (the webhook's deadline is for
@@ -88,6 +87,8 @@ class PolicyBackend:
         if not any(t.reads_data for t in policies.templates.values()):
             yield None
             return
+        from celkeeper.snapshot.datastore import write_inventory  # only such a review needs a store
+
         data = [
             d.data
             for d in objects

@@ -12,7 +12,7 @@ that exist (examples/ and ../shared/samples) and prints their counts. Both must 
 verdicts (tests/gator proves it case by case); this only times them. Needs the gator binary
 (hack/gator/build.sh, built by ./dev test).
 
-    .venv/bin/python bench/verify.py [--rounds N] [--engine NAME]
+    .venv/bin/python bench/verify.py [--rounds N] [--engine NAME] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _timed(argv: list[str]) -> tuple[float, float, str]:
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """Wall time, CPU time (user + system) and stdout of one run."""
     cpu, start = _cpu(), time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=_ENV)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 1):
         raise SystemExit(f"{argv[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -57,6 +57,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--engine", default=None, help="celkeeper's engine (default: its default)")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also time the celkeeper package of another checkout (e.g. `git archive main | tar -x -C DIR`),"
+        " interleaved in the same run: before/after figures",
+    )
     args = parser.parse_args()
     try:
         gator = find_gator()
@@ -73,22 +79,31 @@ def main() -> None:
         ours = [sys.executable, "-m", "celkeeper", "verify", "-v", target]
         if args.engine:
             ours += ["--engine", args.engine]
-        theirs = [str(gator), "verify", "-v", target]
-        _timed(theirs)  # warm the page cache for both (and write celkeeper's bytecode cache)
-        out = _timed(ours)[2]
+        tools = {
+            f"gator verify (Gatekeeper v{gatekeeper_version()})": ([str(gator), "verify", "-v", target], _ENV)
+        }
+        if args.baseline:
+            baseline = str(Path(args.baseline).resolve())
+            tools[f"celkeeper verify at {baseline}"] = (ours, _ENV | {"PYTHONPATH": baseline})
+        tools["celkeeper verify"] = (ours, _ENV)
+        outputs = [_timed(*tool)[2] for tool in tools.values()]  # warm the page and bytecode caches
         templates = len({p for p in library.rglob("*.yaml") if "kind: ConstraintTemplate" in p.read_text()})
-        cases = len(re.findall(r"^    --- (?:PASS|FAIL): ", out, re.M))
-        gator_runs, ours_runs = [], []
-        for _ in range(args.rounds):  # interleaved, so that load from elsewhere hits both alike
-            gator_runs.append(_timed(theirs)[:2])
-            ours_runs.append(_timed(ours)[:2])
+        cases = len(re.findall(r"^    --- (?:PASS|FAIL): ", outputs[-1], re.M))
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
+        for _ in range(args.rounds):  # interleaved, so that load from elsewhere hits all alike
+            for name, tool in tools.items():
+                runs[name].append(_timed(*tool)[:2])
     print(f"library: {templates} templates, {cases} cases (examples/ and the gatekeeper-library samples)")
-    print(f"median of {args.rounds}:                                wall        cpu")
-    g, c = (statistics.median(r[0] for r in runs) for runs in (gator_runs, ours_runs))
-    gc, cc = (statistics.median(r[1] for r in runs) for runs in (gator_runs, ours_runs))
-    print(f"gator verify (Gatekeeper v{gatekeeper_version()}):   {g * 1000:8.0f} ms {gc * 1000:8.0f} ms")
-    print(f"celkeeper verify:                        {c * 1000:8.0f} ms {cc * 1000:8.0f} ms")
-    print(f"gator / celkeeper: wall {g / c:.2f}x, cpu {gc / cc:.2f}x  (above 1: celkeeper is faster)")
+    print(f"{'median of ' + str(args.rounds):{_WIDTH}}     wall        cpu   gator / this: wall, cpu")
+    medians = {name: [statistics.median(r[i] for r in timed) for i in (0, 1)] for name, timed in runs.items()}
+    gator_wall, gator_cpu = next(iter(medians.values()))
+    for name, (wall, cpu) in medians.items():
+        ratios = f"{gator_wall / wall:.2f}x, {gator_cpu / cpu:.2f}x"
+        print(f"{name:{_WIDTH}} {wall * 1000:7.0f} ms {cpu * 1000:7.0f} ms   {ratios}")
+    print("(gator / this above 1: faster than gator)")
+
+
+_WIDTH = 40
 
 
 if __name__ == "__main__":

@@ -44,9 +44,12 @@ def _cpu() -> float:
 
 
 def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall time, CPU time (user + system) and stdout of one run."""
+    """Wall time, CPU time (user + system) and stdout of one run, in a folder holding no package (so
+    that `python -m celkeeper` imports the installed one, or the one PYTHONPATH names)."""
     cpu, start = _cpu(), time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    done = subprocess.run(
+        argv, capture_output=True, text=True, check=False, env=env, cwd=tempfile.gettempdir()
+    )
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 1):
         raise SystemExit(f"{argv[0]} failed ({done.returncode}): {done.stderr[-2000:]}")

@@ -66,8 +66,8 @@ def run(name: str, out_path: Path | None) -> None:
     calls: list[tuple[bytes, ...]] = []
     template, constraint, validate = library.template, library.constraint, library.validate
 
-    def record_template(source: bytes) -> tuple[int, dict[str, Any]]:
-        handle, reply = template(source)
+    def record_template(source: bytes, options: bytes = b"") -> tuple[int, dict[str, Any]]:
+        handle, reply = template(source, options)
         handles[handle] = len(templates)
         templates.append({"name": str(len(templates)), "source": json.loads(source)})
         return handle, reply
@@ -95,7 +95,7 @@ def run(name: str, out_path: Path | None) -> None:
     else:
         policies, body, namespaces = webhook_workload(TemplateCompiler(engine))
     decide(parse_admission_review(body), policies, namespaces.get, EnforcementPoint.WEBHOOK)
-    header, obj, old, namespace, packed, _timeout = calls[-1]
+    header, obj, old, namespace, packed, _timeout, *_store = calls[-1]
     selected = [int.from_bytes(packed[i : i + 8], sys.byteorder) for i in range(0, len(packed), 8)]
     out = {
         "templates": templates,

@@ -15,19 +15,29 @@ from celkeeper.errors import CelkeeperError
 
 # sub-command modules, in the order `celkeeper --help` lists them
 COMMANDS: tuple[str, ...] = ("serve", "audit", "certs", "crds", "verify", "testcmd", "explain", "lint", "vap")
+#: sub-command -> the module that registers it
+_MODULES = {name: name for name in COMMANDS if name != "testcmd"} | {"test": "testcmd"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command, or of `only` (its module alone is imported: a command's
+    start-up does not pay for the others' imports, e.g. `verify` for the webhook's)."""
     parser = argparse.ArgumentParser(prog="celkeeper", description=__doc__.splitlines()[0].replace("`", ""))
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in (only,) if only else COMMANDS:
         importlib.import_module(f"celkeeper.cli.{name}").register(subparsers)
     return parser
 
 
+def requested_command(argv: Sequence[str]) -> str | None:
+    """The module of the sub-command argv names (its first argument that is not an option), if it
+    is one of COMMANDS; None otherwise (no command, help, or a mistake: the full parser words it)."""
+    return _MODULES.get(next((a for a in argv if not a.startswith("-")), ""))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(requested_command(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

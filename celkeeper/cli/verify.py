@@ -11,6 +11,7 @@ as a warning with file:line:col.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from typing import Any
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
 
     backend = PolicyBackend(engine_name(args))
-    runner = Runner(files.read, backend)
+    # a file several tests name (a template, an inventory) is read and parsed once per run
+    runner = Runner(functools.cache(files.read), backend)
     results: list[SuiteResult] = []
     for suite in suites:
         if isinstance(suite, SuiteResult):  # a Suite file that could not be parsed

@@ -40,7 +40,6 @@ from celkeeper.review import (
     request_for_object,
 )
 from celkeeper.review.decide import ExpansionNamespace, Tracer
-from celkeeper.snapshot.datastore import write_inventory
 from celkeeper.templates import TemplateCompiler
 
 #: seconds a review may spend in the engine: none, as gator has none (the webhook's deadline is for
@@ -99,6 +98,8 @@ class PolicyBackend:
         if not any(t.reads_data for t in policies.templates.values()):
             yield None
             return
+        from celkeeper.snapshot.datastore import write_inventory  # only such a review needs a store
+
         data = [
             d.data
             for d in objects

@@ -317,6 +317,7 @@ func decideRequest(explain bool, header, object, oldObject, namespace []byte, st
 	if err != nil {
 		return nil, map[string]string{"error": err.Error()}
 	}
+	defer r.Done()
 	ctx, cancel := deadline(timeout)
 	defer cancel()
 	if store != 0 {

@@ -80,6 +80,8 @@ type Request struct {
 	memo   memo   // what evaluating constraints on this request produced (memo.go)
 	tracer *Trace // while Explain decides a constraint: where its parts' results are recorded
 
+	values *objectValues // object and oldObject as CEL values, converted once (objectvalues.go)
+
 	view *View                 // the synced data this request reads (nil: none; inventory.go)
 	data map[*Template]ref.Val // `data` of each template that reads it, made when first needed
 
@@ -114,6 +116,14 @@ func (r *Request) requestValue() any {
 		return types.NewErr("failed to prepare request variable for evaluation: %v", r.requestErr)
 	}
 	return r.request
+}
+
+// Done releases what the request converted once for its evaluations (call it when the request is
+// decided; the request is not evaluated after).
+func (r *Request) Done() {
+	if r.values != nil {
+		r.values.release()
+	}
 }
 
 // ReadData makes the request read synced data through view (one read transaction; the caller
@@ -238,6 +248,8 @@ func newRequest(req *admissionv1.AdmissionRequest, converted *convertedNamespace
 	if r.oldObject, err = objectToResolveVal(attr.VersionedOldObject); err != nil {
 		return nil, fmt.Errorf("failed to prepare oldObject variable for evaluation: %w", err)
 	}
+	r.values = newObjectValues()
+	r.object, r.oldObject = r.values.root(r.object), r.values.root(r.oldObject)
 	if ns != nil {
 		if converted.err != nil {
 			return nil, converted.err

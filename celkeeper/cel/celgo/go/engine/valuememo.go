@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -104,40 +103,53 @@ func keyOf(v ref.Val) (valueKey, bool) {
 }
 
 // collectionKey writes a list's items (or a map's entries, by key) with their Go types, after the Go
-// type of the value the collection wraps.
+// type of the value the collection wraps. Most collections a part reads hold objects (containers,
+// volumes): they are refused by a look at their items' types before any key is written.
 func collectionKey(c traits.Sizer, isMap bool) (string, bool) {
 	size, ok := c.Size().(types.Int)
 	if !ok || size > maxRememberedEntries {
 		return "", false
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%T|", c.(ref.Val).Value())
+	head := typeName(c.(ref.Val).Value()) + "|"
 	if size == 0 {
-		return b.String(), true
+		return head, true
 	}
+	var held [2 * maxRememberedEntries]ref.Val // items (and their values, for a map), in order
+	items := held[:0]
 	it := c.(traits.Iterable).Iterator()
-	var entries []string
 	for it.HasNext() == types.True {
 		item := it.Next()
-		var e strings.Builder
-		if !scalarKey(&e, item) {
+		if !isScalarKey(item) || len(items) >= len(held)-1 {
 			return "", false
 		}
+		items = append(items, item)
 		if isMap {
 			value, found := c.(traits.Mapper).Find(item)
-			if !found {
+			if !found || !isScalarKey(value) {
 				return "", false
 			}
+			items = append(items, value)
+		}
+	}
+	step := 1
+	if isMap {
+		step = 2
+	}
+	entries := make([]string, 0, len(items)/step)
+	for i := 0; i < len(items); i += step {
+		var e strings.Builder
+		scalarKey(&e, items[i])
+		if isMap {
 			e.WriteByte(':')
-			if !scalarKey(&e, value) {
-				return "", false
-			}
+			scalarKey(&e, items[i+1])
 		}
 		entries = append(entries, e.String())
 	}
 	if isMap {
 		slices.Sort(entries)
 	}
+	var b strings.Builder
+	b.WriteString(head)
 	for _, e := range entries {
 		b.WriteString(e)
 		b.WriteByte(',')
@@ -146,6 +158,25 @@ func collectionKey(c traits.Sizer, isMap bool) (string, bool) {
 		}
 	}
 	return b.String(), true
+}
+
+// typeName is fmt's %T of v (without fmt's reflection over the verb).
+func typeName(v any) string {
+	if v == nil {
+		return "<nil>"
+	}
+	return reflect.TypeOf(v).String()
+}
+
+// isScalarKey is whether scalarKey writes v.
+func isScalarKey(v ref.Val) bool {
+	switch x := v.(type) {
+	case types.Null, types.Bool, types.Int, types.Uint, types.Double:
+		return true
+	case types.String:
+		return len(x) <= maxRememberedString
+	}
+	return false
 }
 
 // scalarKey writes a scalar with its type (false: not a scalar keyOf remembers).

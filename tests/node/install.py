@@ -28,6 +28,7 @@ IMAGE_BUILD = ROOT / "hack" / "image" / "build.sh"
 NAMESPACE = "celkeeper-system"
 DEPLOYMENT = "celkeeper-webhook"
 SELECTOR = "app.kubernetes.io/name=celkeeper,app.kubernetes.io/component=webhook"
+AUDIT_SELECTOR = "app.kubernetes.io/name=celkeeper,app.kubernetes.io/component=audit"
 POLICY = ROOT / "examples" / "privileged-containers"
 CONSTRAINT_KIND = "CKPrivilegedContainers"
 CONSTRAINT = "no-privileged-containers"
@@ -84,6 +85,13 @@ def uninstall(node: NodeCluster) -> None:
 
 def webhook_pods(node: NodeCluster) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = node.kubectl_json("get", "pods", "-n", NAMESPACE, "-l", SELECTOR)["items"]
+    return items
+
+
+def audit_pods(node: NodeCluster) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = node.kubectl_json("get", "pods", "-n", NAMESPACE, "-l", AUDIT_SELECTOR)[
+        "items"
+    ]
     return items
 
 

@@ -2,7 +2,8 @@
 pods from the image built here (hack/image/build.sh); a constraint is enforced once all N pods have loaded
 it; the API server calls the webhook through its Service and a violating Pod is refused with the
 constraint's message; a rolling update never runs more than N pods and admission keeps answering; a
-deleted pod is replaced and the garbage collector removes its status objects."""
+deleted pod is replaced and the garbage collector removes its status objects; the audit Deployment writes
+the violations of objects that already exist on each constraint's status."""
 
 from __future__ import annotations
 

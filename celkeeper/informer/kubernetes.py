@@ -174,6 +174,9 @@ class KubernetesSource:
 
     def _data_changed(self) -> None:
         self._changed.set()  # which kinds are synced is part of the snapshot
+        # the SyncPodStatus reports them too: written now, not at the next resync (a kind listed, or a
+        # SyncSet that only adds a source to a kind synced already, leaves its writer neither dirty nor busy)
+        self.sync_status.dirty = True
         self.controllers.wake()
 
     def _vap_status(self, observation: Observation) -> Mapping[str, Any] | None:

@@ -166,3 +166,47 @@ def test_expansion_templates_are_listed_with_the_policies(
     assert json.loads(item.text) == {k: v for k, v in expansion.items() if k != "status"} | {
         "metadata": {"name": "expand-deployments", "uid": "e1", "generation": 1}
     }
+
+
+def test_a_syncset_naming_a_kind_already_synced_is_reported_at_once(
+    client: FakeClient, source: KubernetesSource, state: StateDir
+) -> None:
+    """The SyncPodStatus follows the synced data as it changes, not at the next resync (a minute): a kind
+    listed, then a SyncSet that only adds a source to it (no list starts: nothing keeps the writer busy)."""
+    from celkeeper.kube.resources import Resource
+    from celkeeper.kube.syncconfig import GATEKEEPER_SYNCSETS, SYNCSETS
+    from celkeeper.kube.syncstatus import sync_pod_statuses
+
+    def syncset(api_version: str, name: str) -> dict[str, Any]:
+        gvk = {"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"}
+        return {
+            "apiVersion": api_version,
+            "kind": "SyncSet",
+            "metadata": {"name": name},
+            "spec": {"gvks": [gvk]},
+        }
+
+    def sources() -> list[str] | None:
+        try:
+            status = json.loads(state.data_status.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        entry = next((k for k in status.get("kinds") or () if k["kind"] == "Ingress" and k["synced"]), None)
+        return entry and entry["sources"]
+
+    client.paths["/apis/networking.k8s.io/v1"] = {
+        "resources": [{"name": "ingresses", "kind": "Ingress", "namespaced": True}]
+    }
+    client.put(Resource("networking.k8s.io", "v1", "ingresses", "Ingress"), version="10")
+    client.put(SYNCSETS, api(syncset("syncset.celkeeper.io/v1alpha1", "ours"), "10", "s1"), version="10")
+    client.put(GATEKEEPER_SYNCSETS, version="10")  # installed, empty
+    client.put(sync_pod_statuses(source.options.pod_namespace), version="10")  # installed: no retries
+    source.start()
+    wait_for(lambda: sources() == ["SyncSet/ours"], timeout=5, what="Ingresses to be synced")
+    theirs = api(syncset("syncset.gatekeeper.sh/v1alpha1", "theirs"), "11", "s2")
+    client.stream(GATEKEEPER_SYNCSETS).push(WatchEvent("ADDED", theirs))
+    wait_for(
+        lambda: sorted(sources() or ()) == ["SyncSet/ours", "SyncSet/theirs (syncset.gatekeeper.sh)"],
+        timeout=5,
+        what="Gatekeeper's SyncSet to be reported as a source of the synced Ingresses",
+    )

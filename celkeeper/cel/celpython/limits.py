@@ -32,8 +32,10 @@ def position(source: str, offset: int) -> tuple[int, int]:
     return line, offset - start + 1
 
 
-def _at(checked: Checked, source: str, node: Expr) -> tuple[int, int]:
-    return position(source, checked.positions.get(node.id, 0))
+def _over(checked: Checked, source: str, node: Expr, message: str, limit: str) -> CelCompileError:
+    """The compile error of `node` breaking `limit`, at its line:col."""
+    line, col = position(source, checked.positions.get(node.id, 0))
+    return CelCompileError(message, line, col, limit=limit)
 
 
 def check_source(source: str, limits: CelLimits) -> None:
@@ -60,34 +62,34 @@ def check_tree(checked: Checked, source: str, limits: CelLimits) -> None:
     while stack:
         node, depth, loops = stack.pop()
         if depth > limits.max_ast_depth:
-            line, col = _at(checked, source, node)
-            raise CelCompileError(
+            raise _over(
+                checked,
+                source,
+                node,
                 f"expression nested more than {limits.max_ast_depth} levels deep (max_ast_depth)",
-                line,
-                col,
-                limit="max_ast_depth",
+                "max_ast_depth",
             )
         if isinstance(node, Const) and node.kind in ("string", "bytes"):
             size = len(node.value)  # type: ignore[arg-type]
             if size > limits.max_literal_length:
-                line, col = _at(checked, source, node)
-                raise CelCompileError(
+                raise _over(
+                    checked,
+                    source,
+                    node,
                     f"{node.kind} literal of {size} characters, more than the limit of "
                     f"{limits.max_literal_length} (max_literal_length)",
-                    line,
-                    col,
-                    limit="max_literal_length",
+                    "max_literal_length",
                 )
         elif isinstance(node, ListExpr | StructExpr):
             count = len(node.elements) if isinstance(node, ListExpr) else len(node.entries)
             if count > limits.max_aggregate_literal_size:
-                line, col = _at(checked, source, node)
-                raise CelCompileError(
+                raise _over(
+                    checked,
+                    source,
+                    node,
                     f"literal with {count} elements, more than the limit of "
                     f"{limits.max_aggregate_literal_size} (max_aggregate_literal_size)",
-                    line,
-                    col,
-                    limit="max_aggregate_literal_size",
+                    "max_aggregate_literal_size",
                 )
         elif isinstance(node, Call):
             pattern = regex_argument(node)
@@ -96,24 +98,24 @@ def check_tree(checked: Checked, source: str, limits: CelLimits) -> None:
                 and pattern.kind == "string"
                 and len(pattern.value) > limits.max_regex_length  # type: ignore[arg-type]
             ):
-                line, col = _at(checked, source, pattern)
-                raise CelCompileError(
+                raise _over(
+                    checked,
+                    source,
+                    pattern,
                     f"regular expression of {len(pattern.value)} characters, more than the "  # type: ignore[arg-type]
                     f"limit of {limits.max_regex_length} (max_regex_length)",
-                    line,
-                    col,
-                    limit="max_regex_length",
+                    "max_regex_length",
                 )
         if isinstance(node, Comprehension):
             inner = loops + 1
             if inner > limits.max_comprehension_depth:
-                line, col = _at(checked, source, node)
-                raise CelCompileError(
+                raise _over(
+                    checked,
+                    source,
+                    node,
                     f"comprehensions nested {inner} deep, more than the limit of "
                     f"{limits.max_comprehension_depth} (max_comprehension_depth)",
-                    line,
-                    col,
-                    limit="max_comprehension_depth",
+                    "max_comprehension_depth",
                 )
             stack.append((node.iter_range, depth + 1, loops))
             stack.append((node.accu_init, depth + 1, loops))

@@ -274,12 +274,16 @@ def main() -> int:
             assert len(policies.candidates("", "Pod")) == 20
             figures[total], results = measure(policies, rounds)
             label = f"{total} constraints, 20 matching:" if total > 20 else "20 matching constraints:"
-            print(f"  {label:<38} {figures[total]:8.1f} us/decision ({results} results); "
-                  f"policies built in {built * 1e3:.0f} ms")
+            print(
+                f"  {label:<38} {figures[total]:8.1f} us/decision ({results} results); "
+                f"policies built in {built * 1e3:.0f} ms"
+            )
             if total == 20:
                 slow, _ = measure(policies, max(rounds // 10, 20), explained=True)
-                print(f"  {'the same, explained (text):':<38} {slow:8.1f} us/decision "
-                      f"(x{slow / figures[20]:.1f}: what --log-denies=explain adds to a denial)")
+                print(
+                    f"  {'the same, explained (text):':<38} {slow:8.1f} us/decision "
+                    f"(x{slow / figures[20]:.1f}: what --log-denies=explain adds to a denial)"
+                )
         ratio = figures[200] / figures[20]
         print(f"  ratio 200/20:{'':<25} {ratio:8.2f}  (target <= 1.1)")
         if name == "cel-go":

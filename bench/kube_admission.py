@@ -65,8 +65,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-") as tmp:
         work = Path(tmp)
         with ControlPlane(work / "cluster", binaries) as cluster:
-            print(f"control plane ready in {cluster.startup_seconds['total']:.1f} s "
-                  f"(kube-apiserver v{binaries.kube_version})")
+            print(
+                f"control plane ready in {cluster.startup_seconds['total']:.1f} s "
+                f"(kube-apiserver v{binaries.kube_version})"
+            )
             server = ServeProcess(work / "serve", write_policies(work / "policies"), workers=args.workers)
             server.start()
             try:
@@ -75,8 +77,12 @@ def main() -> int:
                     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
                 selector = secrets.token_hex(4)
                 url = f"https://127.0.0.1:{server.port}/v1/admit"
-                register_webhook(cluster, webhook_configuration(
-                    "celkeeper-bench", url, server.certs.ca_cert.read_bytes(), selector))
+                register_webhook(
+                    cluster,
+                    webhook_configuration(
+                        "celkeeper-bench", url, server.certs.ca_cert.read_bytes(), selector
+                    ),
+                )
                 enroll_namespace(cluster, "bench-webhook", selector)
 
                 def create(ns: str, name: str, labels: dict[str, str]) -> Callable[[], object]:
@@ -98,7 +104,9 @@ def main() -> int:
                     return call
 
                 series: dict[str, list[float]] = {
-                    "no webhook": [], "webhook, allowed": [], "webhook, denied": []
+                    "no webhook": [],
+                    "webhook, allowed": [],
+                    "webhook, denied": [],
                 }
                 warmup = 20
                 for i in range(warmup + args.count):
@@ -113,15 +121,21 @@ def main() -> int:
             finally:
                 server.stop()
 
-    print(f"ConfigMap creates through kube-apiserver (Python client, one connection), "
-          f"{args.count} each after {warmup} warm-up, celkeeper serve --workers {args.workers}")
+    print(
+        f"ConfigMap creates through kube-apiserver (Python client, one connection), "
+        f"{args.count} each after {warmup} warm-up, celkeeper serve --workers {args.workers}"
+    )
     print(f"{'series':<18} {'n':>5} {'median':>8} {'p90':>8} {'p99':>8} {'mean':>8}  (ms)")
     for name, values in series.items():
-        print(f"{name:<18} {len(values):>5} {statistics.median(values):>8.2f} {percentile(values, 90):>8.2f} "
-              f"{percentile(values, 99):>8.2f} {statistics.fmean(values):>8.2f}")
+        print(
+            f"{name:<18} {len(values):>5} {statistics.median(values):>8.2f} {percentile(values, 90):>8.2f} "
+            f"{percentile(values, 99):>8.2f} {statistics.fmean(values):>8.2f}"
+        )
     base, hooked = series["no webhook"], series["webhook, allowed"]
-    print(f"webhook adds: median {statistics.median(hooked) - statistics.median(base):+.2f} ms, "
-          f"p99 {percentile(hooked, 99) - percentile(base, 99):+.2f} ms")
+    print(
+        f"webhook adds: median {statistics.median(hooked) - statistics.median(base):+.2f} ms, "
+        f"p99 {percentile(hooked, 99) - percentile(base, 99):+.2f} ms"
+    )
     return 0
 
 

@@ -78,8 +78,11 @@ def main() -> int:
     )
     parser.add_argument("--constraints", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--engine", default="", help="CEL engine (default: celkeeper's default)")
-    parser.add_argument("--no-prepare", action="store_true",
-                        help="leave out the engine's prepared evaluation plans (what the rest costs)")
+    parser.add_argument(
+        "--no-prepare",
+        action="store_true",
+        help="leave out the engine's prepared evaluation plans (what the rest costs)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-memory-") as tmp:
         base_dir = Path(tmp) / "templates-only"

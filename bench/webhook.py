@@ -89,8 +89,11 @@ def _container(
         "volumeMounts": [
             {"name": "config", "mountPath": "/etc/web", "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-             "readOnly": True},
+            {
+                "name": "kube-api-access",
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                "readOnly": True,
+            },
         ],
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
@@ -118,35 +121,67 @@ def bench_pod() -> dict[str, Any]:
                 "prometheus.io/scrape": "true",
                 "prometheus.io/port": "9090",
             },
-            "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d4b9c8f6d",
-                "uid": "5f0c6a52-0d4e-4a43-9d6b-6c1f0c9b7e21", "controller": True, "blockOwnerDeletion": True,
-            }],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "web-7d4b9c8f6d",
+                    "uid": "5f0c6a52-0d4e-4a43-9d6b-6c1f0c9b7e21",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": {
             "serviceAccountName": "web",
             "securityContext": {
-                "runAsNonRoot": True, "fsGroup": 2000, "seccompProfile": {"type": "RuntimeDefault"},
+                "runAsNonRoot": True,
+                "fsGroup": 2000,
+                "seccompProfile": {"type": "RuntimeDefault"},
             },
             "containers": [
-                _container("web", f"registry.example.com/shop/web:1.4.2{DIGEST}", 8080,
-                           ("250m", "500m"), ("128Mi", "256Mi")),
-                _container("proxy", f"registry.example.com/platform/proxy:2.1.0{DIGEST}", 15001,
-                           ("100m", "200m"), ("64Mi", "128Mi")),
+                _container(
+                    "web",
+                    f"registry.example.com/shop/web:1.4.2{DIGEST}",
+                    8080,
+                    ("250m", "500m"),
+                    ("128Mi", "256Mi"),
+                ),
+                _container(
+                    "proxy",
+                    f"registry.example.com/platform/proxy:2.1.0{DIGEST}",
+                    15001,
+                    ("100m", "200m"),
+                    ("64Mi", "128Mi"),
+                ),
             ],
             "volumes": [
                 {"name": "config", "configMap": {"name": "web-config", "defaultMode": 420}},
                 {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
-                {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
-                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                    {"configMap": {"name": "kube-root-ca.crt",
-                                   "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                ]}},
+                {
+                    "name": "kube-api-access",
+                    "projected": {
+                        "defaultMode": 420,
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {
+                                "configMap": {
+                                    "name": "kube-root-ca.crt",
+                                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                                }
+                            },
+                        ],
+                    },
+                },
             ],
             "nodeSelector": {"kubernetes.io/os": "linux"},
             "tolerations": [
-                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-                 "tolerationSeconds": 300},
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
             ],
             "restartPolicy": "Always",
             "terminationGracePeriodSeconds": 30,
@@ -206,50 +241,82 @@ def _distinct(value: Any, marker: str, key: str = "") -> Any:
         return [*value, {k: f"/{marker}" if isinstance(v, str) else v for k, v in value[0].items()}]
     if isinstance(value, str) and re.fullmatch(r"\d+[A-Za-z]{0,2}", value):
         digits = re.match(r"\d+", value).group(0)  # type: ignore[union-attr]
-        return f"{digits}.0{value[len(digits):]}"
+        return f"{digits}.0{value[len(digits) :]}"
     if key == "max" and type(value) is int:
         return value + 1
     return value
 
 
 def write_namespaces(path: Path) -> None:
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": NAMESPACE, "labels": {"kubernetes.io/metadata.name": NAMESPACE,
-                                                  "security.example.com/profile": "restricted"}},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": NAMESPACE,
+                    "labels": {
+                        "kubernetes.io/metadata.name": NAMESPACE,
+                        "security.example.com/profile": "restricted",
+                    },
+                },
+            }
+        )
+    )
 
 
 # -- main ---------------------------------------------------------------------------------------------------
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--duration", type=int, default=10, help="seconds per measurement (default 10)")
     parser.add_argument("--connections", type=int, default=8, help="concurrent connections (default 8)")
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts (default 1 2)")
-    parser.add_argument("--max-requests", type=int, default=0, metavar="N",
-                        help="the server's --max-requests (default 0: no worker is replaced while measuring)")
-    parser.add_argument("--repeat", type=int, default=1, metavar="N",
-                        help="measure N times per server (closed loop, then open loop; default 1)")
-    parser.add_argument("--open-rate", type=float, default=0, metavar="R",
-                        help="the open loop's rate in reviews/s (default: half the closed-loop rate)")
-    parser.add_argument("--distinct-params", action="store_true",
-                        help="give the copied constraints parameters of their own (see write_policies)")
+    parser.add_argument(
+        "--max-requests",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the server's --max-requests (default 0: no worker is replaced while measuring)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="measure N times per server (closed loop, then open loop; default 1)",
+    )
+    parser.add_argument(
+        "--open-rate",
+        type=float,
+        default=0,
+        metavar="R",
+        help="the open loop's rate in reviews/s (default: half the closed-loop rate)",
+    )
+    parser.add_argument(
+        "--distinct-params",
+        action="store_true",
+        help="give the copied constraints parameters of their own (see write_policies)",
+    )
     parser.add_argument("--engine", default=None, help="CEL engine of the server (default: celkeeper's)")
-    parser.add_argument("--ceiling-only", action="store_true",
-                        help="measure only the serving stack (no constraint matches)")
-    parser.add_argument("--python-client", action="store_true",
-                        help="use the Python client even if wrk exists")
+    parser.add_argument(
+        "--ceiling-only", action="store_true", help="measure only the serving stack (no constraint matches)"
+    )
+    parser.add_argument(
+        "--python-client", action="store_true", help="use the Python client even if wrk exists"
+    )
     args = parser.parse_args()
 
     wrk = None if args.python_client else shutil.which("wrk")
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
     if wrk:
-        version = subprocess.run([wrk, "--version"], capture_output=True, text=True,
-                                 check=False).stdout.splitlines()[0]
+        version = subprocess.run(
+            [wrk, "--version"], capture_output=True, text=True, check=False
+        ).stdout.splitlines()[0]
         print(f"load generator: {version.split(' Copyright')[0]} ({wrk}), {args.threads} thread(s)")
     else:
         print("load generator: Python threads (wrk not found; `apt-get install -y wrk` for a lighter client)")
@@ -268,18 +335,24 @@ def main() -> int:
         body = json.dumps(review(bench_pod(), uid="bench-0001")).encode()
         body_file = work / "review.json"
         body_file.write_bytes(body)
-        print(f"workload: Pod AdmissionReview of {len(body)} bytes, {len(names)} constraints selecting Pods "
-              f"({len({n.split('-copy')[0] for n in names})} distinct constraints, copies with "
-              f"{'parameters of their own' if args.distinct_params else 'the same parameters'})")
+        print(
+            f"workload: Pod AdmissionReview of {len(body)} bytes, {len(names)} constraints selecting Pods "
+            f"({len({n.split('-copy')[0] for n in names})} distinct constraints, copies with "
+            f"{'parameters of their own' if args.distinct_params else 'the same parameters'})"
+        )
         open_rate = f"{args.open_rate:.0f}/s" if args.open_rate else "half the closed-loop rate"
-        print(f"closed loop: {args.connections} connections for {args.duration} s; "
-              f"open loop: {open_rate} for {args.duration} s; "
-              f"server --max-requests {args.max_requests}; {args.repeat} measurement(s) per server")
+        print(
+            f"closed loop: {args.connections} connections for {args.duration} s; "
+            f"open loop: {open_rate} for {args.duration} s; "
+            f"server --max-requests {args.max_requests}; {args.repeat} measurement(s) per server"
+        )
         load = os.getloadavg()
         print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (the machine may be shared)")
         print()
-        header = (f"{'workers':>7} {'mode':<22} {'reviews/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} "
-                  f"{'server CPU/review':>18} {'client CPU/review':>18}  split")
+        header = (
+            f"{'workers':>7} {'mode':<22} {'reviews/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} "
+            f"{'server CPU/review':>18} {'client CPU/review':>18}  split"
+        )
         print(header)
         print("-" * len(header))
         runs = [] if args.ceiling_only else [(w, "policies") for w in args.workers]
@@ -287,10 +360,20 @@ def main() -> int:
         engine = ["--engine", args.engine] if args.engine else []
         for workers, policies in runs:
             ceiling = policies != "policies"
-            server = ServeProcess(work / f"w{workers}-{policies}", work / policies, workers=workers,
-                                  args=["--namespaces", str(work / "namespaces.yaml"),
-                                        "--log-level", "warning",
-                                        "--max-requests", str(args.max_requests), *engine])
+            server = ServeProcess(
+                work / f"w{workers}-{policies}",
+                work / policies,
+                workers=workers,
+                args=[
+                    "--namespaces",
+                    str(work / "namespaces.yaml"),
+                    "--log-level",
+                    "warning",
+                    "--max-requests",
+                    str(args.max_requests),
+                    *engine,
+                ],
+            )
             server.start()
             try:
                 status, answer = server.admit(json.loads(body))
@@ -300,13 +383,23 @@ def main() -> int:
                 pids = server.worker_pids()
                 rss_before = rss_mib(pids)
 
-                def measure(rate: float | None, conns: int, server: ServeProcess = server,
-                            pids: set[int] = pids) -> Result:
+                def measure(
+                    rate: float | None, conns: int, server: ServeProcess = server, pids: set[int] = pids
+                ) -> Result:
                     if wrk:
-                        return run_wrk(server.url("/v1/admit"), body_file, work, args.duration, conns,
-                                       args.threads, rate, pids)
-                    return run_python("localhost", server.port, body, server.certs.ca_cert, args.duration,
-                                      conns, rate, pids)
+                        return run_wrk(
+                            server.url("/v1/admit"),
+                            body_file,
+                            work,
+                            args.duration,
+                            conns,
+                            args.threads,
+                            rate,
+                            pids,
+                        )
+                    return run_python(
+                        "localhost", server.port, body, server.certs.ca_cert, args.duration, conns, rate, pids
+                    )
 
                 warm = measure(None, args.connections)  # warm up: connections, caches, CPU frequency
                 rows: list[tuple[str, Result]] = []
@@ -322,19 +415,25 @@ def main() -> int:
                 rss_growth = (rss_mib(pids) - rss_before, served)
                 for mode, res in rows:
                     per = res.requests or 1
-                    print(f"{workers:>7} {mode:<22} {res.rate:>10.0f} {res.p50 * 1e3:>8.2f} "
-                          f"{res.p99 * 1e3:>8.2f} {res.errors:>6} {res.server_cpu / per * 1e6:>15.0f} µs "
-                          f"{res.client_cpu / per * 1e6:>15.0f} µs  {worker_split(res.worker_cpu)}")
+                    print(
+                        f"{workers:>7} {mode:<22} {res.rate:>10.0f} {res.p50 * 1e3:>8.2f} "
+                        f"{res.p99 * 1e3:>8.2f} {res.errors:>6} {res.server_cpu / per * 1e6:>15.0f} µs "
+                        f"{res.client_cpu / per * 1e6:>15.0f} µs  {worker_split(res.worker_cpu)}"
+                    )
                 growth, served = rss_growth
                 per_review = growth * 2**20 / max(served, 1)
-                print(f"{'':>7} workers' memory: {rss_before:.0f} MiB after start, {growth:+.1f} MiB after "
-                      f"~{served} reviews ({per_review:+.0f} B/review, allocator warm-up included)")
+                print(
+                    f"{'':>7} workers' memory: {rss_before:.0f} MiB after start, {growth:+.1f} MiB after "
+                    f"~{served} reviews ({per_review:+.0f} B/review, allocator warm-up included)"
+                )
             finally:
                 server.stop()
         print()
         print("targets (2 cores): >= 2000 reviews/s with 2 workers; p99 <= 10 ms at half that rate")
-        print("server CPU/review: worker CPU time (user+sys) divided by reviews; client likewise for the "
-              "load generator, which shares the same CPUs")
+        print(
+            "server CPU/review: worker CPU time (user+sys) divided by reviews; client likewise for the "
+            "load generator, which shares the same CPUs"
+        )
     return 0
 
 

@@ -1,8 +1,8 @@
 """Local files as the adapters share them (snapshots, TLS files, policy folders, the command line).
 
-    write_atomic(path, data, mode)   replace a file: a reader sees the old content or the new, never a part
-    walk(directory, suffixes)        the files under a folder, in a stable order, dot-names skipped
-    stamp_of(os.stat(path))          (inode, mtime, size): tells cheaply whether a file was replaced
+write_atomic(path, data, mode)   replace a file: a reader sees the old content or the new, never a part
+walk(directory, suffixes)        the files under a folder, in a stable order, dot-names skipped
+stamp_of(os.stat(path))          (inode, mtime, size): tells cheaply whether a file was replaced
 """
 
 from __future__ import annotations

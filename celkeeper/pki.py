@@ -91,9 +91,15 @@ def certificate_builder(
         .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=ca, crl_sign=ca,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -308,7 +314,9 @@ def _rotate_ca(
     staged = load_pair(state.data.get(NEXT_CA_CERT), state.data.get(NEXT_CA_KEY))
     since = _since(state.data.get(NEXT_CA_SINCE))
     usable = (
-        staged is not None and _is_ca(staged.cert) and since is not None
+        staged is not None
+        and _is_ca(staged.cert)
+        and since is not None
         and staged.cert.not_valid_after_utc - now >= policy.lookahead
     )
     if not usable:

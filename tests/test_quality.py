@@ -1,4 +1,4 @@
-"""The project's own rules, checked as tests: layers (import-linter), ruff and mypy are clean."""
+"""The project's own rules, checked as tests: import-linter layers, ruff (lint, format) and mypy."""
 
 from __future__ import annotations
 
@@ -35,6 +35,11 @@ def test_layers_and_engine_imports_follow_the_architecture() -> None:
 def test_ruff_is_clean() -> None:
     proc = _run(_tool("ruff"), "check", "celkeeper", "tests", "bench")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_format_is_applied() -> None:
+    proc = _run(_tool("ruff"), "format", "--check", "celkeeper", "tests", "bench")
+    assert proc.returncode == 0, "run `ruff format celkeeper tests bench`:\n" + proc.stdout + proc.stderr
 
 
 def test_mypy_is_clean() -> None:

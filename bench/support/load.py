@@ -88,8 +88,16 @@ end
 
 
 class Result:
-    def __init__(self, rate: float, p50: float, p99: float, requests: int, errors: int, client_cpu: float,
-                 server_cpu: float) -> None:
+    def __init__(
+        self,
+        rate: float,
+        p50: float,
+        p99: float,
+        requests: int,
+        errors: int,
+        client_cpu: float,
+        server_cpu: float,
+    ) -> None:
         self.rate, self.p50, self.p99, self.requests, self.errors = rate, p50, p99, requests, errors
         self.client_cpu, self.server_cpu = client_cpu, server_cpu
         self.worker_cpu: list[float] = []  # per worker, busiest first (connections stay with a worker)
@@ -107,13 +115,30 @@ def _per_worker(pids: set[int], before: dict[int, float]) -> list[float]:
     return sorted((cpu_seconds({p}) - before[p] for p in pids), reverse=True)
 
 
-def run_wrk(url: str, body: Path, work: Path, duration: int, connections: int, threads: int,
-            rate: float | None, server_pids: set[int]) -> Result:
+def run_wrk(
+    url: str,
+    body: Path,
+    work: Path,
+    duration: int,
+    connections: int,
+    threads: int,
+    rate: float | None,
+    server_pids: set[int],
+) -> Result:
     interval = (threads * 1000.0 / rate) if rate else 0  # ms between two requests of one wrk thread
     script = work / ("paced.lua" if rate else "closed.lua")
     script.write_text(LUA.format(body=body, interval=f"{interval:.6f}"))
-    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "5s", "-s", str(script),
-           url]
+    cmd = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{duration}s",
+        "--timeout",
+        "5s",
+        "-s",
+        str(script),
+        url,
+    ]
     client0, server0 = children_cpu(), cpu_seconds(server_pids)
     each0 = {p: cpu_seconds({p}) for p in server_pids}
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -122,14 +147,23 @@ def run_wrk(url: str, body: Path, work: Path, duration: int, connections: int, t
     ck = re.search(r"CK p50=(\d+) p99=(\d+) n=(\d+) errors=(\d+) status=(\d+)", out)
     assert ck, out
     p50, p99, n, errors, status = (int(x) for x in ck.groups())
-    result = Result(rate_found, p50 / 1e6, p99 / 1e6, n, errors + status, client1 - client0,
-                    server1 - server0)
+    result = Result(
+        rate_found, p50 / 1e6, p99 / 1e6, n, errors + status, client1 - client0, server1 - server0
+    )
     result.worker_cpu = _per_worker(server_pids, each0)
     return result
 
 
-def run_python(host: str, port: int, body: bytes, ca: Path, duration: int, connections: int,
-               rate: float | None, server_pids: set[int]) -> Result:
+def run_python(
+    host: str,
+    port: int,
+    body: bytes,
+    ca: Path,
+    duration: int,
+    connections: int,
+    rate: float | None,
+    server_pids: set[int],
+) -> Result:
     """The fallback load generator: one thread and one keep-alive connection per `connections`."""
     ctx = ssl.create_default_context(cafile=str(ca))
     latencies: list[list[float]] = [[] for _ in range(connections)]

@@ -57,114 +57,245 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = parser.add_argument_group("policies")
-    src.add_argument("--source", choices=SOURCES, default="folder",
-                     help="where policies come from (default folder)")
-    src.add_argument("--policy-dir", metavar="DIR",
-                     help="folder of templates and constraints (YAML/JSON, read recursively)")
-    src.add_argument("--namespaces", metavar="PATH",
-                     help="Namespace objects (file or folder, YAML/JSON) whose labels namespaceSelector "
-                     "and the ignore label see; a namespace not listed has no labels")
-    src.add_argument("--poll-interval", type=float, default=0.5, metavar="SECONDS",
-                     help="how often the folder is checked for changes (default 0.5)")
-    src.add_argument("--max-policy-file-bytes", type=int, default=2 * 1024 * 1024, metavar="N",
-                     help="a policy file larger than this is not read (its last good version stays; "
-                          "default 2 MiB)")
+    src.add_argument(
+        "--source", choices=SOURCES, default="folder", help="where policies come from (default folder)"
+    )
+    src.add_argument(
+        "--policy-dir",
+        metavar="DIR",
+        help="folder of templates and constraints (YAML/JSON, read recursively)",
+    )
+    src.add_argument(
+        "--namespaces",
+        metavar="PATH",
+        help="Namespace objects (file or folder, YAML/JSON) whose labels namespaceSelector "
+        "and the ignore label see; a namespace not listed has no labels",
+    )
+    src.add_argument(
+        "--poll-interval",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="how often the folder is checked for changes (default 0.5)",
+    )
+    src.add_argument(
+        "--max-policy-file-bytes",
+        type=int,
+        default=2 * 1024 * 1024,
+        metavar="N",
+        help="a policy file larger than this is not read (its last good version stays; default 2 MiB)",
+    )
     add_engine_option(src)
     kube = parser.add_argument_group("kubernetes (with --source kubernetes)")
-    kube.add_argument("--kubeconfig", metavar="FILE",
-                      help="kubeconfig to use (default: the pod's service account, in-cluster)")
-    kube.add_argument("--pod-name", metavar="NAME",
-                      default=os.environ.get("POD_NAME") or socket.gethostname(),
-                      help="this pod's name in per-pod status (default: $POD_NAME, else the host name)")
-    kube.add_argument("--pod-namespace", metavar="NS",
-                      default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
-                      help="where per-pod status objects go "
-                      f"(default: $POD_NAMESPACE, else {DEFAULT_NAMESPACE})")
-    kube.add_argument("--expected-pods", type=int, default=1, metavar="N",
-                      help="pods that must have loaded a constraint before it reports enforced (default 1)")
-    kube.add_argument("--default-create-vap-for-templates", action="store_true",
-                      help="generate a ValidatingAdmissionPolicy for every template without generateVAP "
-                      "(default: only templates with generateVAP: true)")
-    kube.add_argument("--default-create-vap-binding-for-constraints", action=argparse.BooleanOptionalAction,
-                      default=True, help="bind the constraints of generated policies that are not scoped to "
-                      "vap.k8s.io, with their enforcement action (default: yes, as Gatekeeper)")
-    kube.add_argument("--default-wait-for-vapb-generation", type=float, default=30.0, metavar="SECONDS",
-                      help="wait this long after a constraint CRD is established before binding its "
-                      "constraints (default 30, Gatekeeper's: the API server finds new kinds through a "
-                      "discovery cache reset every 30 s)")
+    kube.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig to use (default: the pod's service account, in-cluster)",
+    )
+    kube.add_argument(
+        "--pod-name",
+        metavar="NAME",
+        default=os.environ.get("POD_NAME") or socket.gethostname(),
+        help="this pod's name in per-pod status (default: $POD_NAME, else the host name)",
+    )
+    kube.add_argument(
+        "--pod-namespace",
+        metavar="NS",
+        default=os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE,
+        help=f"where per-pod status objects go (default: $POD_NAMESPACE, else {DEFAULT_NAMESPACE})",
+    )
+    kube.add_argument(
+        "--expected-pods",
+        type=int,
+        default=1,
+        metavar="N",
+        help="pods that must have loaded a constraint before it reports enforced (default 1)",
+    )
+    kube.add_argument(
+        "--default-create-vap-for-templates",
+        action="store_true",
+        help="generate a ValidatingAdmissionPolicy for every template without generateVAP "
+        "(default: only templates with generateVAP: true)",
+    )
+    kube.add_argument(
+        "--default-create-vap-binding-for-constraints",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="bind the constraints of generated policies that are not scoped to "
+        "vap.k8s.io, with their enforcement action (default: yes, as Gatekeeper)",
+    )
+    kube.add_argument(
+        "--default-wait-for-vapb-generation",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="wait this long after a constraint CRD is established before binding its "
+        "constraints (default 30, Gatekeeper's: the API server finds new kinds through a "
+        "discovery cache reset every 30 s)",
+    )
     pol = parser.add_argument_group("admission")
-    pol.add_argument("--failure-mode", choices=("allow", "deny"), default="allow",
-                     help="answer when evaluation fails internally (default allow, like Gatekeeper)")
-    pol.add_argument("--exempt-namespace", metavar="NS", action="append", default=[],
-                     help="never check requests in this namespace; it may carry the ignore label "
-                          "(repeatable; `prefix*` allowed)")
-    pol.add_argument("--ignore-label-namespace", metavar="NS", action="append", default=[],
-                     help="a namespace where the admission.celkeeper.io/ignore label is honoured (and may be "
-                          "set: /v1/admitlabel refuses it on any other); repeatable, `prefix*` allowed")
-    pol.add_argument("--exempt-namespace-deletes", action="store_true",
-                     help="let DELETE of an exempt or ignore-labelled Namespace go unchecked too "
-                          "(default: deleting a namespace is always checked)")
-    pol.add_argument("--max-request-bytes", type=int, metavar="N",
-                     help="largest request body accepted (larger: 413)")
-    pol.add_argument("--eval-deadline", type=float, default=2.0, metavar="SECONDS",
-                     help="time the policies may take to decide one request (default 2; keep it below the "
-                          "webhook's timeoutSeconds): constraints not evaluated in time fail under their "
-                          "failurePolicy; an evaluation that still runs is stopped and answered by "
-                          "--failure-mode (0: no deadline)")
-    pol.add_argument("--log-denies", nargs="?", const="line", choices=("line", "explain"), default=None,
-                     metavar="line|explain",
-                     help="log every denied request (one line; =explain: also why, constraint by constraint, "
-                          "as `celkeeper explain` shows it)")
-    pol.add_argument("--policy-validation", choices=POLICY_VALIDATION, default="deny",
-                     help="templates and constraints that do not compile or do not fit their schema, at "
-                          "apply time (POST /v1/admitpolicy): deny (default) or warn")
+    pol.add_argument(
+        "--failure-mode",
+        choices=("allow", "deny"),
+        default="allow",
+        help="answer when evaluation fails internally (default allow, like Gatekeeper)",
+    )
+    pol.add_argument(
+        "--exempt-namespace",
+        metavar="NS",
+        action="append",
+        default=[],
+        help="never check requests in this namespace; it may carry the ignore label "
+        "(repeatable; `prefix*` allowed)",
+    )
+    pol.add_argument(
+        "--ignore-label-namespace",
+        metavar="NS",
+        action="append",
+        default=[],
+        help="a namespace where the admission.celkeeper.io/ignore label is honoured (and may be "
+        "set: /v1/admitlabel refuses it on any other); repeatable, `prefix*` allowed",
+    )
+    pol.add_argument(
+        "--exempt-namespace-deletes",
+        action="store_true",
+        help="let DELETE of an exempt or ignore-labelled Namespace go unchecked too "
+        "(default: deleting a namespace is always checked)",
+    )
+    pol.add_argument(
+        "--max-request-bytes", type=int, metavar="N", help="largest request body accepted (larger: 413)"
+    )
+    pol.add_argument(
+        "--eval-deadline",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="time the policies may take to decide one request (default 2; keep it below the "
+        "webhook's timeoutSeconds): constraints not evaluated in time fail under their "
+        "failurePolicy; an evaluation that still runs is stopped and answered by "
+        "--failure-mode (0: no deadline)",
+    )
+    pol.add_argument(
+        "--log-denies",
+        nargs="?",
+        const="line",
+        choices=("line", "explain"),
+        default=None,
+        metavar="line|explain",
+        help="log every denied request (one line; =explain: also why, constraint by constraint, "
+        "as `celkeeper explain` shows it)",
+    )
+    pol.add_argument(
+        "--policy-validation",
+        choices=POLICY_VALIDATION,
+        default="deny",
+        help="templates and constraints that do not compile or do not fit their schema, at "
+        "apply time (POST /v1/admitpolicy): deny (default) or warn",
+    )
     srv = parser.add_argument_group("server")
-    srv.add_argument("--bind", metavar="HOST:PORT", action="append",
-                     help="listen address (repeatable; default 0.0.0.0:8443)")
-    srv.add_argument("--cert", metavar="FILE",
-                     help="serving certificate (PEM); re-read when it changes (or --cert-dir)")
+    srv.add_argument(
+        "--bind",
+        metavar="HOST:PORT",
+        action="append",
+        help="listen address (repeatable; default 0.0.0.0:8443)",
+    )
+    srv.add_argument(
+        "--cert", metavar="FILE", help="serving certificate (PEM); re-read when it changes (or --cert-dir)"
+    )
     srv.add_argument("--key", metavar="FILE", help="its private key (PEM)")
     certs = parser.add_argument_group("certificates managed in the cluster (--cert-dir, --source kubernetes)")
-    certs.add_argument("--cert-dir", metavar="DIR", type=Path,
-                       help="where tls.crt and tls.key are: written by celkeeper from its certificate "
-                            "Secret (default), or provided (--disable-cert-rotation)")
-    certs.add_argument("--disable-cert-rotation", action="store_true",
-                       help="do not make, rotate or inject certificates (e.g. cert-manager does)")
-    certs.add_argument("--cert-secret", metavar="NAME", default=DEFAULT_CERT_SECRET,
-                       help=f"the Secret in --pod-namespace holding the CA and certificate "
-                            f"(default {DEFAULT_CERT_SECRET})")
-    certs.add_argument("--cert-service", metavar="NAME", default=DEFAULT_CERT_SERVICE,
-                       help=f"the webhook's Service: the certificate names NAME.NAMESPACE.svc "
-                            f"(default {DEFAULT_CERT_SERVICE})")
-    certs.add_argument("--webhook-configuration", metavar="NAME", action="append",
-                       help="ValidatingWebhookConfiguration whose caBundle celkeeper keeps current "
-                            f"(repeatable; default {DEFAULT_WEBHOOK_CONFIGURATION})")
-    certs.add_argument("--ca-overlap", type=float, default=60.0, metavar="SECONDS",
-                       help="a new CA is trusted this long before it signs the serving certificate "
-                            "(default 60)")
+    certs.add_argument(
+        "--cert-dir",
+        metavar="DIR",
+        type=Path,
+        help="where tls.crt and tls.key are: written by celkeeper from its certificate "
+        "Secret (default), or provided (--disable-cert-rotation)",
+    )
+    certs.add_argument(
+        "--disable-cert-rotation",
+        action="store_true",
+        help="do not make, rotate or inject certificates (e.g. cert-manager does)",
+    )
+    certs.add_argument(
+        "--cert-secret",
+        metavar="NAME",
+        default=DEFAULT_CERT_SECRET,
+        help=f"the Secret in --pod-namespace holding the CA and certificate (default {DEFAULT_CERT_SECRET})",
+    )
+    certs.add_argument(
+        "--cert-service",
+        metavar="NAME",
+        default=DEFAULT_CERT_SERVICE,
+        help=f"the webhook's Service: the certificate names NAME.NAMESPACE.svc "
+        f"(default {DEFAULT_CERT_SERVICE})",
+    )
+    certs.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        action="append",
+        help="ValidatingWebhookConfiguration whose caBundle celkeeper keeps current "
+        f"(repeatable; default {DEFAULT_WEBHOOK_CONFIGURATION})",
+    )
+    certs.add_argument(
+        "--ca-overlap",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a new CA is trusted this long before it signs the serving certificate (default 60)",
+    )
     srv.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    srv.add_argument("--timeout", type=int, default=30,
-                     help="seconds before a stuck worker is replaced (default 30)")
-    srv.add_argument("--graceful-timeout", type=int, default=10,
-                     help="seconds workers get to finish on stop/restart (default 10)")
-    srv.add_argument("--drain-seconds", type=float, default=5.0, metavar="SECONDS",
-                     help="on SIGTERM, keep serving this long first, every answer closing its connection, so "
-                          "that clients with kept-alive connections move elsewhere before the server stops "
-                          "(default 5; 0: none; SIGINT skips it). Stopping takes up to this plus "
-                          "--graceful-timeout")
-    srv.add_argument("--keepalive", type=int, default=60,
-                     help="seconds an idle connection is kept open (default 60)")
-    srv.add_argument("--handshake-timeout", type=float, default=5.0, metavar="SECONDS",
-                     help="a new connection must complete its TLS handshake within this (default 5)")
-    srv.add_argument("--request-timeout", type=float, default=10.0, metavar="SECONDS",
-                     help="a request must arrive whole within this of its first byte, and a new connection "
-                          "send its first request within this of its handshake (default 10)")
-    srv.add_argument("--max-requests", type=int, default=50_000, metavar="N",
-                     help="replace a worker after N requests plus a random 0-10%% more, so that workers do "
-                          "not restart together (bounds memory growth; default 50000; 0: never)")
-    srv.add_argument("--state-dir", metavar="DIR", type=Path,
-                     help="the one folder celkeeper writes to: snapshots, worker statuses, metrics, markers "
-                          "(default: a new temporary folder; with a read-only root, an emptyDir volume)")
+    srv.add_argument(
+        "--timeout", type=int, default=30, help="seconds before a stuck worker is replaced (default 30)"
+    )
+    srv.add_argument(
+        "--graceful-timeout",
+        type=int,
+        default=10,
+        help="seconds workers get to finish on stop/restart (default 10)",
+    )
+    srv.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="on SIGTERM, keep serving this long first, every answer closing its connection, so "
+        "that clients with kept-alive connections move elsewhere before the server stops "
+        "(default 5; 0: none; SIGINT skips it). Stopping takes up to this plus "
+        "--graceful-timeout",
+    )
+    srv.add_argument(
+        "--keepalive", type=int, default=60, help="seconds an idle connection is kept open (default 60)"
+    )
+    srv.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="a new connection must complete its TLS handshake within this (default 5)",
+    )
+    srv.add_argument(
+        "--request-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a request must arrive whole within this of its first byte, and a new connection "
+        "send its first request within this of its handshake (default 10)",
+    )
+    srv.add_argument(
+        "--max-requests",
+        type=int,
+        default=50_000,
+        metavar="N",
+        help="replace a worker after N requests plus a random 0-10%% more, so that workers do "
+        "not restart together (bounds memory growth; default 50000; 0: never)",
+    )
+    srv.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        type=Path,
+        help="the one folder celkeeper writes to: snapshots, worker statuses, metrics, markers "
+        "(default: a new temporary folder; with a read-only root, an emptyDir volume)",
+    )
     srv.add_argument("--access-log", action="store_true", help="log every request")
     srv.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     parser.set_defaults(func=run)
@@ -222,8 +353,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         check_kubernetes_config(args.kubeconfig, args.pod_name, args.pod_namespace)
 
-    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr,
-                        datefmt="%Y-%m-%d %H:%M:%S %z")
+    logging.basicConfig(
+        level=args.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr, datefmt="%Y-%m-%d %H:%M:%S %z"
+    )
     if certificates is not None:
         _bootstrap_certificates(args.kubeconfig, certificates)
     tls = ServerTLS(cert_file, key_file)  # fails now, with one line, if the pair is unusable
@@ -242,19 +374,32 @@ def run(args: argparse.Namespace) -> int:
 
     def informer() -> int:
         if args.source == "kubernetes":
-            return run_informer(lambda: _kubernetes_source(args, state, certificates), state, settings,
-                                master, interval=1.0)
+            return run_informer(
+                lambda: _kubernetes_source(args, state, certificates), state, settings, master, interval=1.0
+            )
         return run_informer(
-            lambda: FolderSource(policy_dir, poll_interval=poll, namespaces=namespaces,
-                                 max_file_bytes=args.max_policy_file_bytes),
-            state, settings, master, interval=poll,
+            lambda: FolderSource(
+                policy_dir,
+                poll_interval=poll,
+                namespaces=namespaces,
+                max_file_bytes=args.max_policy_file_bytes,
+            ),
+            state,
+            settings,
+            master,
+            interval=poll,
         )
 
     def app_factory(heartbeat: Callable[[], None]) -> Any:
         from celkeeper.webhook.app import WebhookConfig, create_app
 
-        config = WebhookConfig(settings=settings, state=state, log_denies=args.log_denies is not None,
-                               explain_denies=args.log_denies == "explain", freeze_gc=True)
+        config = WebhookConfig(
+            settings=settings,
+            state=state,
+            log_denies=args.log_denies is not None,
+            explain_denies=args.log_denies == "explain",
+            freeze_gc=True,
+        )
         return create_app(config, heartbeat=heartbeat)
 
     options = ServerOptions(
@@ -275,8 +420,14 @@ def run(args: argparse.Namespace) -> int:
     )
     board = WorkerBoard(state.workers)
     try:
-        serve(options, tls, app_factory, informer=informer, on_worker_gone=board.remove,
-              worker_ready=lambda pid: _takes_over(board, pid))
+        serve(
+            options,
+            tls,
+            app_factory,
+            informer=informer,
+            on_worker_gone=board.remove,
+            worker_ready=lambda pid: _takes_over(board, pid),
+        )
     finally:
         if temporary and os.getpid() == master:
             shutil.rmtree(root, ignore_errors=True)
@@ -347,8 +498,10 @@ def _certificate_config(args: argparse.Namespace) -> Any:
     if args.cert_dir is None or args.disable_cert_rotation:
         return None
     if args.source != "kubernetes":
-        raise CelkeeperError("celkeeper manages certificates (--cert-dir) only with --source kubernetes; "
-                             "give --disable-cert-rotation to serve the files in --cert-dir as they are")
+        raise CelkeeperError(
+            "celkeeper manages certificates (--cert-dir) only with --source kubernetes; "
+            "give --disable-cert-rotation to serve the files in --cert-dir as they are"
+        )
     if args.ca_overlap < 0:
         raise CelkeeperError("--ca-overlap must not be negative")
     import datetime
@@ -357,8 +510,10 @@ def _certificate_config(args: argparse.Namespace) -> Any:
     from celkeeper.pki import RotationPolicy
 
     service = f"{args.cert_service}.{args.pod_namespace}"
-    policy = RotationPolicy(dns_names=(f"{service}.svc", f"{service}.svc.cluster.local"),
-                            ca_overlap=datetime.timedelta(seconds=args.ca_overlap))
+    policy = RotationPolicy(
+        dns_names=(f"{service}.svc", f"{service}.svc.cluster.local"),
+        ca_overlap=datetime.timedelta(seconds=args.ca_overlap),
+    )
     return CertConfig(
         namespace=args.pod_namespace,
         secret_name=args.cert_secret,
@@ -389,8 +544,10 @@ def _bootstrap_certificates(kubeconfig: str | None, config: Any, timeout: float 
                 return
             except ApiError as err:
                 if time.monotonic() + delay > deadline:
-                    raise CelkeeperError(f"cannot set up the webhook certificate in {config.namespace}/"
-                                         f"{config.secret_name}: {err}") from None
+                    raise CelkeeperError(
+                        f"cannot set up the webhook certificate in {config.namespace}/"
+                        f"{config.secret_name}: {err}"
+                    ) from None
                 log.warning("setting up the webhook certificate failed, retrying in %.1fs: %s", delay, err)
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)

@@ -225,9 +225,7 @@ def constraint_crd(template: dict[str, Any]) -> Manifest:
         printer_column(
             "enforced", "boolean", ".status.enforced", "Enforced by every expected celkeeper pod."
         ),
-        printer_column(
-            "audited", "date", ".status.auditTimestamp", "When the last audit ran.", priority=1
-        ),
+        printer_column("audited", "date", ".status.auditTimestamp", "When the last audit ran.", priority=1),
     ]
     versions = [
         version(

@@ -1,11 +1,11 @@
 """The informer process: lists a policy Source and publishes snapshots for the webhook's workers.
 
-    Source (protocol), Listing           celkeeper.informer.source
-    FolderSource(directory)              the embedded default: a folder of YAML/JSON files
-    KubernetesSource(KubernetesOptions)  the cluster: templates, constraints, namespaces; constraint
-                                         CRDs and per-pod status (celkeeper.informer.kubernetes)
-    Informer(source, state, settings)    one publication loop (`step()` for one round)
-    run_informer(source_factory, ...)    the process entry the Gunicorn master forks
+Source (protocol), Listing           celkeeper.informer.source
+FolderSource(directory)              the embedded default: a folder of YAML/JSON files
+KubernetesSource(KubernetesOptions)  the cluster: templates, constraints, namespaces; constraint
+                                     CRDs and per-pod status (celkeeper.informer.kubernetes)
+Informer(source, state, settings)    one publication loop (`step()` for one round)
+run_informer(source_factory, ...)    the process entry the Gunicorn master forks
 """
 
 from celkeeper.informer.folder import FolderSource, FolderSourceError

@@ -96,18 +96,26 @@ class KubernetesSource:
         self.policies = PolicyWatch(self.manager, on_change=self._changed_now)
         self.crds = ConstraintCrdWriter(self.client, self.manager, on_change=self._wake_controllers)
         self.aggregator = StatusAggregator(
-            self.client, self.manager, options.pod_namespace, options.expected_pods,
+            self.client,
+            self.manager,
+            options.pod_namespace,
+            options.expected_pods,
             on_change=self._wake_controllers,
         )
         self.vaps = VapWriter(
-            self.client, self.manager, options.vap_sync,
-            on_change=self._wake_controllers, on_status=self._vap_status_changed,
+            self.client,
+            self.manager,
+            options.vap_sync,
+            on_change=self._wake_controllers,
+            on_status=self._vap_status_changed,
         )
         self.reporter = PodStatusReporter(
             self.client,
             self.manager,
             Pod(options.pod_name, options.pod_namespace, expected_pods=options.expected_pods),
-            WorkerBoard(options.state.workers), on_change=self._wake_controllers, vap_status=self._vap_status,
+            WorkerBoard(options.state.workers),
+            on_change=self._wake_controllers,
+            vap_status=self._vap_status,
         )
         # the second set of dynamic watches: the kinds the sync configuration names, into the store the
         # workers' engines read (templates that read synced data)
@@ -150,8 +158,13 @@ class KubernetesSource:
             self.certificates.register(self.manager)
         self.manager.start()
         self.controllers.start()
-        log.info("watching %s as pod %s/%s (%d pod(s) expected)", self.client.server,
-                 self.options.pod_namespace, self.options.pod_name, self.options.expected_pods)
+        log.info(
+            "watching %s as pod %s/%s (%d pod(s) expected)",
+            self.client.server,
+            self.options.pod_namespace,
+            self.options.pod_name,
+            self.options.expected_pods,
+        )
 
     def close(self) -> None:
         self._stop.set()
@@ -206,8 +219,11 @@ class KubernetesSource:
         view = self.policies.view()
         if view.synced and self.data.bootstrapped() and not self._synced:
             self._synced = True
-            log.info("listed every template, constraint and namespace (%d object(s)) and the synced data "
-                     "of the kinds configured at start", len(view.objects))
+            log.info(
+                "listed every template, constraint and namespace (%d object(s)) and the synced data "
+                "of the kinds configured at start",
+                len(view.objects),
+            )
         items = [item for item in (self._item(obj) for obj in view.objects) if item is not None]
         names = {item.name for item in items}
         self._items = {k: v for k, v in self._items.items() if k in names}

@@ -109,8 +109,11 @@ class PodStatusReporter:
             self._pending = [p for p in self._pending if p[0] > loaded]
         self.tracker.advance(generation, observations)
         self.effective_synced = synced
-        log.debug("workers have loaded snapshot generation %d: reporting %d object(s)", generation,
-                  len(observations))
+        log.debug(
+            "workers have loaded snapshot generation %d: reporting %d object(s)",
+            generation,
+            len(observations),
+        )
         return True
 
     # -- writing ----------------------------------------------------------------------------------
@@ -124,8 +127,12 @@ class PodStatusReporter:
             if err.status == 0:
                 raise  # cannot tell yet: try again next round
             self._owner_checked = True
-            log.info("pod %s/%s not readable (%s): status objects get no owner", self.pod.namespace,
-                     self.pod.name, err.reason or err.status)
+            log.info(
+                "pod %s/%s not readable (%s): status objects get no owner",
+                self.pod.namespace,
+                self.pod.name,
+                err.reason or err.status,
+            )
             return
         self._owner_checked = True
         if uid_of(found):
@@ -140,18 +147,26 @@ class PodStatusReporter:
             return
         missing = [r for r in self.resources if self.manager.missing(r)]
         if missing:
-            self._warn_once("crds", "the status CRDs (%s) are not installed: no per-pod status is written",
-                            ", ".join(str(r) for r in missing))
+            self._warn_once(
+                "crds",
+                "the status CRDs (%s) are not installed: no per-pod status is written",
+                ", ".join(str(r) for r in missing),
+            )
             return
         self._check_owner()
         desired: dict[tuple[Resource, str], dict[str, Any]] = {}
-        for (observation, snapshot_generation) in self.tracker.current.values():
+        for observation, snapshot_generation in self.tracker.current.values():
             try:
                 vap = self.vap_status(observation) if self.vap_status is not None else None
                 resource, obj = pod_status(self.pod, observation, snapshot_generation, vap)
             except CelkeeperError as err:
-                self._warn_once(f"name:{observation.key}", "no status for %s %s: %s", observation.kind,
-                                observation.name, err)
+                self._warn_once(
+                    f"name:{observation.key}",
+                    "no status for %s %s: %s",
+                    observation.kind,
+                    observation.name,
+                    err,
+                )
                 continue
             desired[(resource, obj["metadata"]["name"])] = obj
         stored: dict[tuple[Resource, str], Mapping[str, Any]] = {}
@@ -174,15 +189,22 @@ class PodStatusReporter:
                     except ApiError as err:
                         failed.append(f"{resource.kind} {name}: {err}")
         if changed:
-            log.info("pod status: snapshot generation %d is enforced by every worker (%d object(s))",
-                     self.tracker.generation, len(desired))
+            log.info(
+                "pod status: snapshot generation %d is enforced by every worker (%d object(s))",
+                self.tracker.generation,
+                len(desired),
+            )
         if failed:
             raise ApiError(0, "Partial", "cannot write pod status: " + "; ".join(failed[:5]))
 
     def _write(self, resource: Resource, desired: dict[str, Any], stored: Mapping[str, Any] | None) -> None:
         if write_desired(
-            self.client, resource, desired, stored,
-            current=pod_status_current, update_body=with_resource_version,
+            self.client,
+            resource,
+            desired,
+            stored,
+            current=pod_status_current,
+            update_body=with_resource_version,
         ):
             self.writes += 1
 

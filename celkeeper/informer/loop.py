@@ -103,8 +103,11 @@ class Informer:
         candidate, checked = self._fail_static(listing, self.generation + 1)
         if self.last is not None and candidate.content_key() == self.last.content_key():
             if self.store.stamp() is None:  # someone removed the file: put the same generation back
-                log.warning("snapshot file %s vanished; publishing generation %d again",
-                            self.store.path, self.last.generation)
+                log.warning(
+                    "snapshot file %s vanished; publishing generation %d again",
+                    self.store.path,
+                    self.last.generation,
+                )
                 self.store.publish(self.last)
             if not self._announced and self._listener() is not None:
                 self._announce(self.last, self._check(self.last))
@@ -168,8 +171,13 @@ class Informer:
         generation: int,
     ) -> tuple[Snapshot, Checked]:
         notes = [str(HeldBack(err)) for name in sorted(held) for err in held[name]]
-        snapshot = self._snapshot(listing, [items[n] for n in sorted(items)], generation,
-                                  (*listing.problems, *unusable, *notes), tuple(sorted(held)))
+        snapshot = self._snapshot(
+            listing,
+            [items[n] for n in sorted(items)],
+            generation,
+            (*listing.problems, *unusable, *notes),
+            tuple(sorted(held)),
+        )
         checked = self._check(snapshot)
         located = _by_item(checked[2])
         unproven = tuple(i.name for i in snapshot.items if i.name in located and i.name not in self._good)
@@ -268,7 +276,12 @@ class Informer:
         log.info(
             "published snapshot generation %d from %s: %d file(s), %d template(s), %d constraint(s), "
             "%d problem(s)",
-            snapshot.generation, snapshot.source, len(snapshot.items), templates, constraints, len(problems),
+            snapshot.generation,
+            snapshot.source,
+            len(snapshot.items),
+            templates,
+            constraints,
+            len(problems),
         )
         self.record.write(
             InformerStatus(

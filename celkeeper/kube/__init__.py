@@ -1,17 +1,17 @@
 """The Kubernetes API adapter: the only part of celkeeper that imports the `kubernetes` package.
 
-    KubeClient.connect(kubeconfig)          the real API (Client protocol: list, list_page, watch, get, ...)
-    pages(client, resource, limit)          a list in chunks; an expired continue token restarts it
-    discover(client)                        every served resource in its preferred version (ApiResource)
-    Reflector, WatchManager, Event          list+watch per resource; registrars, union of intents, routing
-    PolicyWatch                             templates, their constraint kinds and namespaces, watched
-    ConstraintCrdWriter                     a constraint CRD per template (idempotent, leaderless)
-    StatusAggregator                        template/constraint status.byPod and `enforced`
-    observe(), pod_status(), Pod            per-pod status objects (pure)
-    ControllerLoop                          runs the reconcilers on one thread
-    covers(), with_digest(), up_to_date()   desired versus stored (pure)
-    write_desired(), delete_if_present()    leaderless writes: conflict -> re-read, stop when current
-    update_status()                         a status subresource write: conflict -> re-read, ask again
+KubeClient.connect(kubeconfig)          the real API (Client protocol: list, list_page, watch, get, ...)
+pages(client, resource, limit)          a list in chunks; an expired continue token restarts it
+discover(client)                        every served resource in its preferred version (ApiResource)
+Reflector, WatchManager, Event          list+watch per resource; registrars, union of intents, routing
+PolicyWatch                             templates, their constraint kinds and namespaces, watched
+ConstraintCrdWriter                     a constraint CRD per template (idempotent, leaderless)
+StatusAggregator                        template/constraint status.byPod and `enforced`
+observe(), pod_status(), Pod            per-pod status objects (pure)
+ControllerLoop                          runs the reconcilers on one thread
+covers(), with_digest(), up_to_date()   desired versus stored (pure)
+write_desired(), delete_if_present()    leaderless writes: conflict -> re-read, stop when current
+update_status()                         a status subresource write: conflict -> re-read, ask again
 """
 
 from celkeeper.kube.aggregate import StatusAggregator, constraint_status, template_status

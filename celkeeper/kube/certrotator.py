@@ -109,8 +109,14 @@ def webhook_bundles(config: Mapping[str, Any]) -> list[bytes]:
 
 
 class CertRotator:
-    def __init__(self, client: Client, config: CertConfig, *, clock: Clock = utc_now,
-                 on_change: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        config: CertConfig,
+        *,
+        clock: Clock = utc_now,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
         self.client = client
         self.config = config
         self.clock = clock
@@ -177,9 +183,14 @@ class CertRotator:
             try:
                 if stored is None:
                     body = {
-                        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                        "metadata": {"name": name, "namespace": self.config.namespace,
-                                     "labels": {SYSTEM_LABEL: "yes"}},
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "type": "Opaque",
+                        "metadata": {
+                            "name": name,
+                            "namespace": self.config.namespace,
+                            "labels": {SYSTEM_LABEL: "yes"},
+                        },
                         "data": encode_data(data),
                     }
                     written = self.client.create(self.secret_resource, body)
@@ -191,9 +202,13 @@ class CertRotator:
                 return written
             except ApiError as err:
                 if err.status == 403 and stored is None:
-                    raise ApiError(403, "Forbidden", f"the Secret {self.config.namespace}/{name} does not "
-                                   f"exist and this pod may not create it: apply the manifests "
-                                   f"(deploy/celkeeper.yaml) that create it ({err})") from None
+                    raise ApiError(
+                        403,
+                        "Forbidden",
+                        f"the Secret {self.config.namespace}/{name} does not "
+                        f"exist and this pod may not create it: apply the manifests "
+                        f"(deploy/celkeeper.yaml) that create it ({err})",
+                    ) from None
                 if not err.conflict:
                     raise
             # another pod wrote first: keep what it wrote when it is good
@@ -216,8 +231,11 @@ class CertRotator:
         changed = False
         # the key first: a server that reads between the two writes sees a pair that does not match
         # and keeps serving the old one (celkeeper.tls.ServerTLS)
-        for path, content, mode in ((self.config.key_file, key, 0o600), (self.config.cert_file, cert, 0o644),
-                                    (self.config.cert_dir / "ca.crt", trusted_bundle(data), 0o644)):
+        for path, content, mode in (
+            (self.config.key_file, key, 0o600),
+            (self.config.cert_file, cert, 0o644),
+            (self.config.cert_dir / "ca.crt", trusted_bundle(data), 0o644),
+        ):
             try:
                 if path.read_bytes() == content:
                     continue
@@ -249,8 +267,10 @@ class CertRotator:
                     raise
                 if name not in self._missing_logged:
                     self._missing_logged.add(name)
-                    log.warning("ValidatingWebhookConfiguration %s not found: its caBundle is set once it "
-                                "exists", name)
+                    log.warning(
+                        "ValidatingWebhookConfiguration %s not found: its caBundle is set once it exists",
+                        name,
+                    )
                 return None
             self._missing_logged.discard(name)
             if all(found == bundle for found in webhook_bundles(stored)):

@@ -276,7 +276,10 @@ class KubeClient:
             if query:
                 url += "?" + urlencode(query)
             return self._api.rest_client.request(
-                method, url, headers=headers, body=dict(body) if body is not None else None,
+                method,
+                url,
+                headers=headers,
+                body=dict(body) if body is not None else None,
                 _request_timeout=timeout,
             ).response
         except (urllib3.exceptions.HTTPError, OSError) as err:
@@ -399,9 +402,10 @@ class KubeClient:
 
     def delete(self, resource: Resource, name: str, uid: str | None = None) -> None:
         body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": "Background",
         }
         if uid:
             body["preconditions"] = {"uid": uid}
         self._json("DELETE", resource.object_path(name), body=body)
-

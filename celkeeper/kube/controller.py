@@ -103,8 +103,14 @@ class ControllerLoop:
                 self._due[i] = self.clock() + delay
                 name = type(reconciler).__name__
                 if self._failures[i] in (1, 5) or self._failures[i] % 20 == 0:
-                    log.warning("%s failed (%d time(s) in a row), retrying in %.1fs: %s", name,
-                                self._failures[i], delay, err, exc_info=not _expected(err))
+                    log.warning(
+                        "%s failed (%d time(s) in a row), retrying in %.1fs: %s",
+                        name,
+                        self._failures[i],
+                        delay,
+                        err,
+                        exc_info=not _expected(err),
+                    )
                 continue
             self._failures[i] = 0
             wish = getattr(reconciler, "wake_in", lambda: None)()

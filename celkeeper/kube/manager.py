@@ -222,8 +222,9 @@ class WatchManager:
             first = not entry.synced
             entry.synced = True
             if first:
-                log.debug("%s synced: %d object(s)%s", resource, len(new),
-                          " (no such resource)" if missing else "")
+                log.debug(
+                    "%s synced: %d object(s)%s", resource, len(new), " (no such resource)" if missing else ""
+                )
             events.append(Event(SYNCED, resource, {}))
             self._route(resource, events)
 

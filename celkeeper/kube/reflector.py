@@ -170,8 +170,12 @@ class Reflector:
         self.last_error, self.last_status = "", 0
         self.sink.replaced(self, listed.items, False)
         self.resource_version = listed.resource_version
-        log.debug("listed %s: %d object(s) at resourceVersion %s", self.resource, len(listed.items),
-                  listed.resource_version)
+        log.debug(
+            "listed %s: %d object(s) at resourceVersion %s",
+            self.resource,
+            len(listed.items),
+            listed.resource_version,
+        )
 
     def _watch(self) -> bool:
         """Watch from the current resourceVersion until the stream ends. True when anything arrived."""
@@ -207,4 +211,3 @@ class Reflector:
                 self._stream = None
             stream.close()
         return delivered
-

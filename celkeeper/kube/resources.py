@@ -120,8 +120,11 @@ def secret(namespace: str, name: str) -> Resource:
 def validating_webhook_configuration(name: str) -> Resource:
     """One ValidatingWebhookConfiguration, watched by name."""
     return Resource(
-        "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-        "ValidatingWebhookConfiguration", field_selector=f"metadata.name={name}",
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        field_selector=f"metadata.name={name}",
     )
 
 
@@ -131,15 +134,21 @@ def pods(namespace: str) -> Resource:
 
 def template_pod_statuses(namespace: str) -> Resource:
     return Resource(
-        names.STATUS_GROUP, names.STATUS_VERSION, "constrainttemplatepodstatuses",
-        names.TEMPLATE_POD_STATUS_KIND, namespace=namespace,
+        names.STATUS_GROUP,
+        names.STATUS_VERSION,
+        "constrainttemplatepodstatuses",
+        names.TEMPLATE_POD_STATUS_KIND,
+        namespace=namespace,
     )
 
 
 def constraint_pod_statuses(namespace: str) -> Resource:
     return Resource(
-        names.STATUS_GROUP, names.STATUS_VERSION, "constraintpodstatuses",
-        names.CONSTRAINT_POD_STATUS_KIND, namespace=namespace,
+        names.STATUS_GROUP,
+        names.STATUS_VERSION,
+        "constraintpodstatuses",
+        names.CONSTRAINT_POD_STATUS_KIND,
+        namespace=namespace,
     )
 
 

@@ -1,9 +1,9 @@
 """Snapshots: how the informer process hands complete, immutable policy sources to the workers.
 
-    state = StateDir(root); state.reset()                   # master, at start
-    SnapshotStore(state.snapshot).publish(snapshot)         # informer: atomic (os.replace)
-    store.stamp() / store.read() -> (stamp, Snapshot)       # workers: cheap change check, then read
-    WorkerBoard(state.workers).loaded_generation()          # generation every live worker has loaded
+state = StateDir(root); state.reset()                   # master, at start
+SnapshotStore(state.snapshot).publish(snapshot)         # informer: atomic (os.replace)
+store.stamp() / store.read() -> (stamp, Snapshot)       # workers: cheap change check, then read
+WorkerBoard(state.workers).loaded_generation()          # generation every live worker has loaded
 """
 
 from celkeeper.localfiles import write_atomic

@@ -60,8 +60,10 @@ class DocumentCache:
         key = (item.name, item.digest)
         parsed = self._parsed.get(key)
         if parsed is None:
-            parsed = self._parsed[key] = _parse_object(item) if item.origin == ORIGIN_OBJECT else (
-                parse_documents(item.text, item.name)
+            parsed = self._parsed[key] = (
+                _parse_object(item)
+                if item.origin == ORIGIN_OBJECT
+                else (parse_documents(item.text, item.name))
             )
             self.parses += 1
         return parsed

@@ -279,7 +279,11 @@ class Admission:
         try:
             with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
                 explanation = explain(
-                    request, loaded.policies, loaded.namespace, EnforcementPoint.WEBHOOK, deadline=deadline,
+                    request,
+                    loaded.policies,
+                    loaded.namespace,
+                    EnforcementPoint.WEBHOOK,
+                    deadline=deadline,
                     data=loaded.data,
                 )
             text = render_text(explanation)

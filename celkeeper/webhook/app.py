@@ -136,7 +136,11 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     if config.watch:
         live.start(config.watch_interval)
     admission = Admission(
-        live, settings, metrics, log_denies=config.log_denies, explain_denies=config.explain_denies,
+        live,
+        settings,
+        metrics,
+        log_denies=config.log_denies,
+        explain_denies=config.explain_denies,
         first_load_wait=config.first_load_wait,
     )
 

@@ -43,9 +43,7 @@ POD: dict[str, Any] = {
         },
         "containers": [
             container("web", "registry.example.com/shop/web:1.4.2"),
-            container(
-                "sidecar", "registry.example.com/infra/envoy:1.29.1", ports=[{"containerPort": 15001}]
-            ),
+            container("sidecar", "registry.example.com/infra/envoy:1.29.1", ports=[{"containerPort": 15001}]),
             container(
                 "debug",
                 "docker.io/library/busybox:latest",

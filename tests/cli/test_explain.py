@@ -124,6 +124,7 @@ def test_explain_usage_errors(cli) -> None:
 def test_test_reports_workloads_for_their_pods(cli) -> None:
     run = cli("test", "-f", str(EXAMPLES), "-o", "json")
     rows = json.loads(run.out)
+
     def rows_of(kind: str, name: str) -> list[dict]:  # gator test's JSON: the object is violatingObject
         return [
             r

@@ -156,13 +156,27 @@ def test_spec_has_match_enforcement_action_scoped_actions_and_parameters() -> No
     assert status["properties"]["byPod"]["items"]["properties"]["enforced"]["type"] == "boolean"
     # what audit writes (Gatekeeper's StatusViolation, and celkeeper's audit errors)
     violation = status["properties"]["violations"]["items"]["properties"]
-    assert set(violation) == {"group", "version", "kind", "namespace", "name", "message",
-                              "enforcementAction", "enforcementActions"}
+    assert set(violation) == {
+        "group",
+        "version",
+        "kind",
+        "namespace",
+        "name",
+        "message",
+        "enforcementAction",
+        "enforcementActions",
+    }
     assert violation["enforcementActions"]["items"]["type"] == "string"
     assert status["properties"]["auditTimestamp"]["type"] == "string"
     assert status["properties"]["totalAuditErrors"]["type"] == "integer"
     assert set(status["properties"]["auditErrors"]["items"]["properties"]) == {
-        "group", "version", "kind", "namespace", "name", "message"}
+        "group",
+        "version",
+        "kind",
+        "namespace",
+        "name",
+        "message",
+    }
 
 
 def test_match_schema_has_gatekeepers_fields() -> None:

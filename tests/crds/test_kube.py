@@ -218,8 +218,17 @@ def test_constraint_crd_of_a_sample_template_is_established_and_serves_constrain
             "status": {
                 "totalViolations": 4,
                 "auditTimestamp": "2026-01-02T03:04:05Z",
-                "violations": [{"group": "", "version": "v1", "kind": "Namespace", "name": "a",
-                                "message": "m", "enforcementAction": "deny", "unknownExtra": "kept"}],
+                "violations": [
+                    {
+                        "group": "",
+                        "version": "v1",
+                        "kind": "Namespace",
+                        "name": "a",
+                        "message": "m",
+                        "enforcementAction": "deny",
+                        "unknownExtra": "kept",
+                    }
+                ],
                 "byPod": [
                     {"id": "pod-a", "observedGeneration": 1, "enforced": True, "celkeeperExtra": "kept"}
                 ],

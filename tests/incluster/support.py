@@ -57,11 +57,16 @@ class KubeServe(ServeProcess):
         del argv[at : at + 2]
         return [
             *argv,
-            "--source", "kubernetes",
-            "--kubeconfig", str(self.kubeconfig),
-            "--pod-name", self.pod_name,
-            "--pod-namespace", self.pod_namespace,
-            "--expected-pods", str(self.expected_pods),
+            "--source",
+            "kubernetes",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--pod-name",
+            self.pod_name,
+            "--pod-namespace",
+            self.pod_namespace,
+            "--expected-pods",
+            str(self.expected_pods),
         ]
 
     def snapshot(self) -> Snapshot | None:
@@ -81,9 +86,11 @@ class KubeServe(ServeProcess):
 def install_crds(cluster: ControlPlane) -> None:
     """celkeeper's own CRDs, as a user installs them (kubectl apply -f crds/); idempotent."""
     cluster.kubectl("apply", "-f", str(CRDS_DIR))
-    for name in ("constrainttemplates.templates.celkeeper.io",
-                 "constrainttemplatepodstatuses.status.celkeeper.io",
-                 "constraintpodstatuses.status.celkeeper.io"):
+    for name in (
+        "constrainttemplates.templates.celkeeper.io",
+        "constrainttemplatepodstatuses.status.celkeeper.io",
+        "constraintpodstatuses.status.celkeeper.io",
+    ):
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{name}")
 
 
@@ -160,32 +167,46 @@ def required_labels_template(kind: str) -> dict[str, Any]:
         "kind": "ConstraintTemplate",
         "metadata": {"name": kind.lower()},
         "spec": {
-            "crd": {"spec": {
-                "names": {"kind": kind},
-                "validation": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {"labels": {"type": "array", "items": {"type": "string"}}},
-                }},
-            }},
-            "targets": [{
-                "target": "admission.k8s.gatekeeper.sh",
-                "code": [{
-                    "engine": "K8sNativeValidation",
-                    "source": {"validations": [{
-                        "expression": "variables.params.labels.all(l, "
-                                      "has(object.metadata.labels) && l in object.metadata.labels)",
-                        "messageExpression": '"missing labels: " + variables.params.labels.filter(l, '
-                                             "!has(object.metadata.labels) || !(l in object.metadata.labels))"
-                                             '.join(", ")',
-                    }]},
-                }],
-            }],
+            "crd": {
+                "spec": {
+                    "names": {"kind": kind},
+                    "validation": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {"labels": {"type": "array", "items": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
+            "targets": [
+                {
+                    "target": "admission.k8s.gatekeeper.sh",
+                    "code": [
+                        {
+                            "engine": "K8sNativeValidation",
+                            "source": {
+                                "validations": [
+                                    {
+                                        "expression": "variables.params.labels.all(l, "
+                                        "has(object.metadata.labels) && l in object.metadata.labels)",
+                                        "messageExpression": '"missing labels: " + '
+                                        "variables.params.labels.filter(l, "
+                                        "!has(object.metadata.labels) || !(l in object.metadata.labels))"
+                                        '.join(", ")',
+                                    }
+                                ]
+                            },
+                        }
+                    ],
+                }
+            ],
         },
     }
 
 
-def required_labels(kind: str, name: str, labels: Sequence[str], namespaces: Sequence[str],
-                    action: str = "deny") -> dict[str, Any]:
+def required_labels(
+    kind: str, name: str, labels: Sequence[str], namespaces: Sequence[str], action: str = "deny"
+) -> dict[str, Any]:
     return {
         "apiVersion": "constraints.celkeeper.io/v1beta1",
         "kind": kind,
@@ -210,9 +231,12 @@ def get(cluster: ControlPlane, *args: str) -> dict[str, Any] | None:
 
 
 def configmap(name: str, namespace: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-            "data": {"k": "v"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+        "data": {"k": "v"},
+    }
 
 
 def dry_run_create(cluster: ControlPlane, obj: Mapping[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -248,8 +272,9 @@ class Webhook:
         return {NAMESPACE_LABEL: self.selector}
 
     def remove(self) -> None:
-        self.cluster.kubectl("delete", "validatingwebhookconfiguration", self.name, "--ignore-not-found",
-                             check=False)
+        self.cluster.kubectl(
+            "delete", "validatingwebhookconfiguration", self.name, "--ignore-not-found", check=False
+        )
 
 
 # --- status ---------------------------------------------------------------------------------------------
@@ -278,8 +303,9 @@ def etcd_compact(cluster: ControlPlane) -> int:
     """Compact etcd at its current revision (everything older is gone: watches from it get 410)."""
 
     def post(path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(cluster.etcd_url + path, data=json.dumps(body).encode(),
-                                         method="POST")
+        request = urllib.request.Request(
+            cluster.etcd_url + path, data=json.dumps(body).encode(), method="POST"
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             doc: dict[str, Any] = json.loads(response.read())
             return doc

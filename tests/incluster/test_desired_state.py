@@ -13,12 +13,19 @@ from tests.incluster.support import required_labels_template
 def as_stored(desired: dict[str, Any], version: str = "7") -> dict[str, Any]:
     """What the API server stores for `desired`: defaults and server metadata added."""
     stored = copy.deepcopy(desired)
-    stored["metadata"].update(uid="u-1", resourceVersion=version, generation=1,
-                              creationTimestamp="2026-01-01T00:00:00Z",
-                              managedFields=[{"manager": "celkeeper"}])
+    stored["metadata"].update(
+        uid="u-1",
+        resourceVersion=version,
+        generation=1,
+        creationTimestamp="2026-01-01T00:00:00Z",
+        managedFields=[{"manager": "celkeeper"}],
+    )
     stored["spec"]["conversion"] = {"strategy": "None"}
-    stored["status"] = {"conditions": [{"type": "Established", "status": "True"}],
-                        "acceptedNames": stored["spec"]["names"], "storedVersions": ["v1beta1"]}
+    stored["status"] = {
+        "conditions": [{"type": "Established", "status": "True"}],
+        "acceptedNames": stored["spec"]["names"],
+        "storedVersions": ["v1beta1"],
+    }
     return stored
 
 

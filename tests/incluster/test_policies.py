@@ -78,15 +78,18 @@ def namespace(env: Env) -> str:
 def template_ready(env: Env, kind: str) -> None:
     apply(env.cluster, required_labels_template(kind))
     crd = f"{kind.lower()}.constraints.celkeeper.io"
-    env.cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{crd}",
-                        check=False)
+    env.cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{crd}", check=False)
     wait_for(lambda: get(env.cluster, "crd", crd), timeout=20, what=f"CRD {crd}")
 
 
 def enforced(env: Env, kind: str, name: str, generation: int = 1) -> bool:
     entry = by_pod(env.cluster, kind.lower(), name).get(POD)
-    return bool(entry and entry.get("enforced") and entry.get("observedGeneration") == generation
-                and status(env.cluster, kind.lower(), name).get("enforced") is True)
+    return bool(
+        entry
+        and entry.get("enforced")
+        and entry.get("observedGeneration") == generation
+        and status(env.cluster, kind.lower(), name).get("enforced") is True
+    )
 
 
 def test_a_template_makes_its_constraint_crd(env: Env, kind: str) -> None:
@@ -102,10 +105,16 @@ def test_a_template_makes_its_constraint_crd(env: Env, kind: str) -> None:
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert spec["parameters"]["properties"]["labels"]["type"] == "array"
     # the template's status says the CRD exists and this pod has loaded the template
-    wait_for(lambda: status(env.cluster, "constrainttemplate", kind.lower()).get("created") is True,
-             timeout=20, what="status.created")
-    entry = wait_for(lambda: by_pod(env.cluster, "constrainttemplate", kind.lower()).get(POD), timeout=20,
-                     what="the template's byPod entry")
+    wait_for(
+        lambda: status(env.cluster, "constrainttemplate", kind.lower()).get("created") is True,
+        timeout=20,
+        what="status.created",
+    )
+    entry = wait_for(
+        lambda: by_pod(env.cluster, "constrainttemplate", kind.lower()).get(POD),
+        timeout=20,
+        what="the template's byPod entry",
+    )
     assert entry["observedGeneration"] == 1
     assert entry["templateUID"] == template["metadata"]["uid"]
     assert "errors" not in entry
@@ -116,8 +125,12 @@ def test_a_constraint_denies_within_seconds_and_is_listed(env: Env, kind: str, n
     apply(env.cluster, required_labels(kind, "need-owner", ["owner"], [namespace]))
     started = time.monotonic()
     bad = configmap("no-owner", namespace)
-    wait_for(lambda: denied_with(env.cluster, bad, "[need-owner] missing labels: owner"), timeout=15,
-             interval=0.2, what="the constraint to deny")
+    wait_for(
+        lambda: denied_with(env.cluster, bad, "[need-owner] missing labels: owner"),
+        timeout=15,
+        interval=0.2,
+        what="the constraint to deny",
+    )
     took = time.monotonic() - started
     assert took < 10, took
     assert allowed(env.cluster, configmap("with-owner", namespace, {"owner": "me"}))
@@ -128,8 +141,9 @@ def test_a_constraint_denies_within_seconds_and_is_listed(env: Env, kind: str, n
     table = env.cluster.kubectl("get", "constraints").stdout
     header, *rows = table.splitlines()
     assert header.split() == ["NAME", "ENFORCEMENT-ACTION", "TOTAL-VIOLATIONS", "ENFORCED"], table
-    assert any(row.split()[:2] == [f"{kind.lower()}.constraints.celkeeper.io/need-owner", "deny"]
-               for row in rows), table
+    assert any(
+        row.split()[:2] == [f"{kind.lower()}.constraints.celkeeper.io/need-owner", "deny"] for row in rows
+    ), table
     wait_for(lambda: enforced(env, kind, "need-owner"), timeout=20, what="status.enforced")
     table = env.cluster.kubectl("get", f"{kind.lower()}.constraints.celkeeper.io", "need-owner").stdout
     assert table.splitlines()[1].split() == ["need-owner", "deny", "true"], table
@@ -139,8 +153,11 @@ def test_changing_parameters_changes_enforcement_without_restart(env: Env, kind:
     template_ready(env, kind)
     apply(env.cluster, required_labels(kind, "need", ["owner"], [namespace]))
     only_team = configmap("only-team", namespace, {"team": "a"})
-    wait_for(lambda: denied_with(env.cluster, only_team, "missing labels: owner"), timeout=15,
-             what="owner to be required")
+    wait_for(
+        lambda: denied_with(env.cluster, only_team, "missing labels: owner"),
+        timeout=15,
+        what="owner to be required",
+    )
     informer = env.server.informer_pid()
     apply(env.cluster, required_labels(kind, "need", ["team"], [namespace]))
     wait_for(lambda: allowed(env.cluster, only_team), timeout=15, what="the new parameters")
@@ -148,8 +165,11 @@ def test_changing_parameters_changes_enforcement_without_restart(env: Env, kind:
     assert denied_with(env.cluster, only_owner, "missing labels: team")
     assert env.server.informer_pid() == informer  # the same processes, no restart
     wait_for(lambda: enforced(env, kind, "need", generation=2), timeout=20, what="generation 2 enforced")
-    statuses = [s for s in pod_statuses(env.cluster, env.pod_namespace)
-                if s["metadata"]["labels"]["internal.celkeeper.io/constraint-kind"] == kind]
+    statuses = [
+        s
+        for s in pod_statuses(env.cluster, env.pod_namespace)
+        if s["metadata"]["labels"]["internal.celkeeper.io/constraint-kind"] == kind
+    ]
     assert [(s["status"]["observedGeneration"], s["status"]["enforced"]) for s in statuses] == [(2, True)]
 
 
@@ -168,9 +188,12 @@ def test_deleting_the_template_removes_its_crd_constraints_and_enforcement(
     wait_for(lambda: allowed(env.cluster, bad), timeout=15, what="enforcement to stop")
 
     def mine() -> list[object]:
-        return [s for kind_ in ("constraintpodstatuses", "constrainttemplatepodstatuses")
-                for s in pod_statuses(env.cluster, env.pod_namespace, kind_)
-                if kind.lower() in s["metadata"]["name"]]
+        return [
+            s
+            for kind_ in ("constraintpodstatuses", "constrainttemplatepodstatuses")
+            for s in pod_statuses(env.cluster, env.pod_namespace, kind_)
+            if kind.lower() in s["metadata"]["name"]
+        ]
 
     wait_for(lambda: mine() == [], timeout=20, what="this pod's status objects of the template to go")
 
@@ -200,8 +223,11 @@ def test_pod_status_is_written_only_after_the_workers_load_the_snapshot(
     env: Env, kind: str, namespace: str
 ) -> None:
     template_ready(env, kind)
-    wait_for(lambda: by_pod(env.cluster, "constrainttemplate", kind.lower()).get(POD), timeout=20,
-             what="the template loaded")
+    wait_for(
+        lambda: by_pod(env.cluster, "constrainttemplate", kind.lower()).get(POD),
+        timeout=20,
+        what="the template loaded",
+    )
     workers = sorted(env.server.worker_pids())
     assert len(workers) == 2
     published = env.server.published_generation()
@@ -209,13 +235,19 @@ def test_pod_status_is_written_only_after_the_workers_load_the_snapshot(
         os.kill(pid, signal.SIGSTOP)  # the workers cannot load anything new
     try:
         apply(env.cluster, required_labels(kind, "frozen", ["owner"], [namespace]))
-        wait_for(lambda: env.server.published_generation() > published, timeout=15,
-                 what="the informer to publish the constraint")
+        wait_for(
+            lambda: env.server.published_generation() > published,
+            timeout=15,
+            what="the informer to publish the constraint",
+        )
         time.sleep(2.0)  # the informer has had every chance to write a status it must not write yet
         assert not by_pod(env.cluster, kind.lower(), "frozen")
         assert status(env.cluster, kind.lower(), "frozen").get("enforced") is not True
-        assert not [s for s in pod_statuses(env.cluster, env.pod_namespace)
-                    if s["metadata"]["labels"]["internal.celkeeper.io/constraint-name"] == "frozen"]
+        assert not [
+            s
+            for s in pod_statuses(env.cluster, env.pod_namespace)
+            if s["metadata"]["labels"]["internal.celkeeper.io/constraint-name"] == "frozen"
+        ]
     finally:
         for pid in workers:
             os.kill(pid, signal.SIGCONT)
@@ -230,8 +262,10 @@ def test_status_writes_do_not_grow_with_requests(env: Env, kind: str, namespace:
     time.sleep(1.0)  # let the last status writes settle
 
     def versions() -> dict[str, str]:
-        found = {s["metadata"]["name"]: s["metadata"]["resourceVersion"]
-                 for s in pod_statuses(env.cluster, env.pod_namespace)}
+        found = {
+            s["metadata"]["name"]: s["metadata"]["resourceVersion"]
+            for s in pod_statuses(env.cluster, env.pod_namespace)
+        }
         constraint = get(env.cluster, kind.lower(), "quiet")
         assert constraint is not None
         found["constraint"] = constraint["metadata"]["resourceVersion"]
@@ -294,7 +328,10 @@ def test_an_informer_restart_never_publishes_a_partial_snapshot(env: Env, kind: 
         time.sleep(0.02)
     assert env.server.informer_pid() != old
     apply(env.cluster, required_labels(kind, "after", ["team"], [namespace]))
-    wait_for(lambda: denied_with(env.cluster, configmap("x", namespace, {"owner": "o"}), "[after]"),
-             timeout=20, what="the new informer to publish")
+    wait_for(
+        lambda: denied_with(env.cluster, configmap("x", namespace, {"owner": "o"}), "[after]"),
+        timeout=20,
+        what="the new informer to publish",
+    )
     wait_for(lambda: enforced(env, kind, "after"), timeout=20, what="its status")
     assert enforced(env, kind, "before")

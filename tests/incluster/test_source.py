@@ -38,8 +38,14 @@ def state(tmp_path: Path) -> StateDir:
 @pytest.fixture
 def client() -> FakeClient:
     found = FakeClient()
-    found.put(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                           "metadata": {"name": "apps", "resourceVersion": "1", "labels": {"team": "a"}}})
+    found.put(
+        NAMESPACES,
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "apps", "resourceVersion": "1", "labels": {"team": "a"}},
+        },
+    )
     found.put(TEMPLATES, api(required_labels_template("Kept"), "2", "t1"), version="5")
     return found
 
@@ -78,8 +84,11 @@ def test_a_new_template_starts_its_constraint_watch_and_a_deleted_one_stops_it(
     added = api(required_labels_template("Later"), "6", "t2")
     client.put(constraints("Later"), api(required_labels("Later", "c2", ["y"], []), "7", "c2"), version="8")
     templates.push(WatchEvent("ADDED", added))
-    wait_for(lambda: "constraint/Later/c2" in {i.name for i in source.listing().items}, timeout=5,
-             what="the new kind's constraints")
+    wait_for(
+        lambda: "constraint/Later/c2" in {i.name for i in source.listing().items},
+        timeout=5,
+        what="the new kind's constraints",
+    )
     later = client.stream(constraints("Later"))
     templates.push(WatchEvent("DELETED", added))
     wait_for(later.closed.is_set, timeout=5, what="the kind's watch to stop")
@@ -113,8 +122,10 @@ def items(*objects: dict[str, Any]) -> tuple[SnapshotItem, ...]:
 
 
 def test_a_partial_listing_never_replaces_a_complete_snapshot(state: StateDir) -> None:
-    full = items(api(required_labels_template("Kept"), "1", "t"),
-                 api(required_labels("Kept", "c", ["x"], []), "2", "c"))
+    full = items(
+        api(required_labels_template("Kept"), "1", "t"),
+        api(required_labels("Kept", "c", ["x"], []), "2", "c"),
+    )
     source = ScriptedSource(Listing(items=full, synced=True))
     informer = Informer(source, state, Settings())
     first = informer.step()
@@ -136,9 +147,24 @@ def test_a_cluster_source_that_cannot_work_fails_at_start_with_one_line(tmp_path
 
     certs = write_certificates(tmp_path / "certs", ["localhost"], ["127.0.0.1"])
     proc = subprocess.run(
-        [sys.executable, "-m", "celkeeper", "serve", "--source", "kubernetes", "--kubeconfig",
-         str(tmp_path / "missing"), "--cert", str(certs.cert), "--key", str(certs.key)],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "celkeeper",
+            "serve",
+            "--source",
+            "kubernetes",
+            "--kubeconfig",
+            str(tmp_path / "missing"),
+            "--cert",
+            str(certs.cert),
+            "--key",
+            str(certs.key),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 1
     missing = tmp_path / "missing"
@@ -154,8 +180,11 @@ def test_expansion_templates_are_listed_with_the_policies(
         "apiVersion": "expansion.gatekeeper.sh/v1beta1",
         "kind": "ExpansionTemplate",
         "metadata": {"name": "expand-deployments"},
-        "spec": {"applyTo": [{"groups": ["apps"], "versions": ["v1"], "kinds": ["Deployment"]}],
-                 "templateSource": "spec.template", "generatedGVK": {"version": "v1", "kind": "Pod"}},
+        "spec": {
+            "applyTo": [{"groups": ["apps"], "versions": ["v1"], "kinds": ["Deployment"]}],
+            "templateSource": "spec.template",
+            "generatedGVK": {"version": "v1", "kind": "Pod"},
+        },
         "status": {"byPod": [{"id": "gatekeeper-0"}]},
     }
     client.put(EXPANSION_TEMPLATES, api(expansion, "9", "e1"), version="9")

@@ -45,7 +45,9 @@ def observe_objects(*objects: dict[str, Any]) -> dict[tuple[str, str], Observati
 def test_policy_objects_keep_what_defines_the_policy_only() -> None:
     template = with_meta(required_labels_template("Keep"), "t1")
     template["metadata"]["annotations"] = {
-        "kubectl.kubernetes.io/last-applied-configuration": "{...}", "team": "x"}
+        "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+        "team": "x",
+    }
     kept = policy_object(template)
     assert set(kept) == {"apiVersion", "kind", "metadata", "spec"}
     assert set(kept["metadata"]) == {"name", "uid", "generation", "annotations"}
@@ -55,7 +57,8 @@ def test_policy_objects_keep_what_defines_the_policy_only() -> None:
 def test_observations_say_what_is_enforced_and_where_errors_are() -> None:
     template = with_meta(required_labels_template("Obs"), "t1", generation=3)
     template["spec"]["targets"][0]["code"][0]["source"]["validations"].append(
-        {"expression": "object.metadata.name == 'a' &&\n  object.nope(1)"})
+        {"expression": "object.metadata.name == 'a' &&\n  object.nope(1)"}
+    )
     good = with_meta(required_labels("Obs", "good", ["owner"], ["ns"]), "c1", generation=2)
     bad = with_meta(required_labels("Obs", "bad", ["owner"], ["ns"]), "c2")
     bad["spec"]["parameters"] = {"labels": "not-a-list"}
@@ -78,10 +81,19 @@ def test_pod_status_objects_and_their_names() -> None:
     assert resource.plural == "constraintpodstatuses" and resource.namespace == "celkeeper-system"
     assert obj["metadata"]["name"] == "pod--a-obs-good"
     assert obj["metadata"]["labels"] == {
-        names.CONSTRAINT_NAME_LABEL: "good", names.CONSTRAINT_KIND_LABEL: "Obs",
-        names.TEMPLATE_NAME_LABEL: "obs", names.POD_LABEL: "pod-a"}
-    assert obj["status"] == {"id": "pod-a", "operations": ["webhook"], "observedGeneration": 2,
-                             "snapshotGeneration": 17, "constraintUID": "c1", "enforced": True}
+        names.CONSTRAINT_NAME_LABEL: "good",
+        names.CONSTRAINT_KIND_LABEL: "Obs",
+        names.TEMPLATE_NAME_LABEL: "obs",
+        names.POD_LABEL: "pod-a",
+    }
+    assert obj["status"] == {
+        "id": "pod-a",
+        "operations": ["webhook"],
+        "observedGeneration": 2,
+        "snapshotGeneration": 17,
+        "constraintUID": "c1",
+        "enforced": True,
+    }
     stored = {**obj, "metadata": {**obj["metadata"], "uid": "x", "resourceVersion": "5"}}
     assert pod_status_current(stored, obj)
     assert not pod_status_current(stored, pod_status(POD, obs, 18)[1])
@@ -124,8 +136,14 @@ def test_a_constraint_is_enforced_only_when_enough_pods_have_its_generation() ->
     assert constraint_status(constraint, statuses, expected_pods=2)["enforced"] is False
     assert constraint_status(constraint, statuses, expected_pods=1)["enforced"] is True
     entry = constraint_status(constraint, statuses, expected_pods=1)["byPod"][0]
-    assert entry == {"id": "pod-a", "observedGeneration": 3, "snapshotGeneration": 1,
-                     "operations": ["webhook"], "constraintUID": "c-uid", "enforced": True}
+    assert entry == {
+        "id": "pod-a",
+        "observedGeneration": 3,
+        "snapshotGeneration": 1,
+        "operations": ["webhook"],
+        "constraintUID": "c-uid",
+        "enforced": True,
+    }
 
 
 def test_template_status_gathers_its_pods_and_the_crd() -> None:

@@ -56,8 +56,11 @@ def test_a_constraint_is_enforced_only_when_both_pods_have_observed_it(
     apply(cluster, required_labels(kind, "pair", ["owner"], ["somewhere"]))
     resource = kind.lower()
 
-    wait_for(lambda: by_pod(cluster, resource, "pair").get("pod-a", {}).get("enforced"), timeout=20,
-             what="pod-a to report the constraint")
+    wait_for(
+        lambda: by_pod(cluster, resource, "pair").get("pod-a", {}).get("enforced"),
+        timeout=20,
+        what="pod-a to report the constraint",
+    )
     time.sleep(1.0)  # a second of chances to (wrongly) report it enforced with one pod of two
     assert status(cluster, resource, "pair").get("enforced") is False
     assert set(by_pod(cluster, resource, "pair")) == {"pod-a"}
@@ -65,14 +68,20 @@ def test_a_constraint_is_enforced_only_when_both_pods_have_observed_it(
     pod_b = KubeServe(tmp_path / "b", kubeconfig, "pod-b", pod_namespace, expected_pods=2)
     pod_b.start()
     try:
-        wait_for(lambda: status(cluster, resource, "pair").get("enforced") is True, timeout=30,
-                 what="enforced once both pods observed it")
+        wait_for(
+            lambda: status(cluster, resource, "pair").get("enforced") is True,
+            timeout=30,
+            what="enforced once both pods observed it",
+        )
         entries = by_pod(cluster, resource, "pair")
         assert set(entries) == {"pod-a", "pod-b"}
         assert all(e["enforced"] and e["observedGeneration"] == 1 for e in entries.values())
         assert all(e["expectedPods"] == 2 for e in entries.values())  # kept by the CRD's schema
-        wait_for(lambda: set(by_pod(cluster, "constrainttemplate", resource)) == {"pod-a", "pod-b"},
-                 timeout=20, what="both pods in the template's byPod")
+        wait_for(
+            lambda: set(by_pod(cluster, "constrainttemplate", resource)) == {"pod-a", "pod-b"},
+            timeout=20,
+            what="both pods in the template's byPod",
+        )
 
         # a new generation: not enforced until both pods have it again
         apply(cluster, required_labels(kind, "pair", ["owner", "team"], ["somewhere"]))
@@ -84,12 +93,18 @@ def test_a_constraint_is_enforced_only_when_both_pods_have_observed_it(
             return {e["observedGeneration"] for e in entries.values()} == {2} and len(entries) == 2
 
         wait_for(both_at_2, timeout=30, what="both pods at generation 2")
-        wait_for(lambda: status(cluster, resource, "pair").get("enforced") is True, timeout=20,
-                 what="generation 2 enforced")
+        wait_for(
+            lambda: status(cluster, resource, "pair").get("enforced") is True,
+            timeout=20,
+            what="generation 2 enforced",
+        )
 
         # each pod wrote exactly its own status objects
-        mine = [s for s in pod_statuses(cluster, pod_namespace)
-                if s["metadata"]["labels"]["internal.celkeeper.io/constraint-kind"] == kind]
+        mine = [
+            s
+            for s in pod_statuses(cluster, pod_namespace)
+            if s["metadata"]["labels"]["internal.celkeeper.io/constraint-kind"] == kind
+        ]
         assert sorted(s["status"]["id"] for s in mine) == ["pod-a", "pod-b"]
 
         # one pod gone and its status object removed (a Deployment scaled down, GC'd): no longer enforced
@@ -97,8 +112,11 @@ def test_a_constraint_is_enforced_only_when_both_pods_have_observed_it(
         for s in mine:
             if s["status"]["id"] == "pod-b":
                 cluster.kubectl("delete", "constraintpodstatus", s["metadata"]["name"], "-n", pod_namespace)
-        wait_for(lambda: status(cluster, resource, "pair").get("enforced") is False, timeout=20,
-                 what="enforced to turn false with one pod of two")
+        wait_for(
+            lambda: status(cluster, resource, "pair").get("enforced") is False,
+            timeout=20,
+            what="enforced to turn false with one pod of two",
+        )
         assert set(by_pod(cluster, resource, "pair")) == {"pod-a"}
     finally:
         pod_b.stop()

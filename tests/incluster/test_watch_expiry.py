@@ -51,8 +51,9 @@ def cluster(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactor
 
 def etcd_put(cluster: ControlPlane, key: str) -> None:
     body = {"key": base64.b64encode(key.encode()).decode(), "value": base64.b64encode(b"x").decode()}
-    request = urllib.request.Request(cluster.etcd_url + "/v3/kv/put", data=json.dumps(body).encode(),
-                                     method="POST")
+    request = urllib.request.Request(
+        cluster.etcd_url + "/v3/kv/put", data=json.dumps(body).encode(), method="POST"
+    )
     with urllib.request.urlopen(request, timeout=10):
         pass
 
@@ -76,11 +77,18 @@ def test_no_policy_is_lost_or_duplicated_across_an_expired_watch(
         apply(cluster, required_labels_template(KIND))
         apply(cluster, required_labels(KIND, "keep-a", ["a"], [namespace]))
         apply(cluster, required_labels(KIND, "keep-b", ["b"], [namespace]))
-        wait_for(lambda: denials(server, namespace) == ["[keep-a] missing labels: a",
-                                                        "[keep-b] missing labels: b"],
-                 timeout=20, what="both constraints enforced")
-        wait_for(lambda: status(cluster, "expirylabels", "keep-b").get("enforced") is True, timeout=20,
-                 what="status.enforced")
+        wait_for(
+            lambda: (
+                denials(server, namespace) == ["[keep-a] missing labels: a", "[keep-b] missing labels: b"]
+            ),
+            timeout=20,
+            what="both constraints enforced",
+        )
+        wait_for(
+            lambda: status(cluster, "expirylabels", "keep-b").get("enforced") is True,
+            timeout=20,
+            what="status.enforced",
+        )
 
         def compact_everything() -> None:
             etcd_put(cluster, "/celkeeper-test/after-every-watch")  # a revision newer than any watch holds
@@ -92,9 +100,13 @@ def test_no_policy_is_lost_or_duplicated_across_an_expired_watch(
         apply(cluster, required_labels(KIND, "keep-b", ["b2"], [namespace]))
         apply(cluster, required_labels(KIND, "new-c", ["c"], [namespace]))
 
-        wait_for(lambda: denials(server, namespace) == ["[keep-b] missing labels: b2",
-                                                        "[new-c] missing labels: c"],
-                 timeout=45, what="the changes made after the restart")
+        wait_for(
+            lambda: (
+                denials(server, namespace) == ["[keep-b] missing labels: b2", "[new-c] missing labels: c"]
+            ),
+            timeout=45,
+            what="the changes made after the restart",
+        )
         snapshot = server.snapshot()
         assert snapshot is not None
         names = [item.name for item in snapshot.items]
@@ -107,17 +119,27 @@ def test_no_policy_is_lost_or_duplicated_across_an_expired_watch(
         assert "410 Gone" in server.full_log(), "no watch expired: the test did not provoke what it must"
 
         def statuses() -> dict[str, int]:
-            return {s["metadata"]["labels"]["internal.celkeeper.io/constraint-name"]:
-                    s["status"]["observedGeneration"] for s in pod_statuses(cluster, pod_namespace)}
+            return {
+                s["metadata"]["labels"]["internal.celkeeper.io/constraint-name"]: s["status"][
+                    "observedGeneration"
+                ]
+                for s in pod_statuses(cluster, pod_namespace)
+            }
 
-        wait_for(lambda: statuses() == {"keep-b": 2, "new-c": 1}, timeout=30,
-                 what="pod status of exactly keep-b (generation 2) and new-c")
+        wait_for(
+            lambda: statuses() == {"keep-b": 2, "new-c": 1},
+            timeout=30,
+            what="pod status of exactly keep-b (generation 2) and new-c",
+        )
 
         def keep_b_generation() -> object:
             return by_pod(cluster, "expirylabels", "keep-b").get("pod-x", {}).get("observedGeneration")
 
         wait_for(lambda: keep_b_generation() == 2, timeout=30, what="keep-b's byPod at generation 2")
-        wait_for(lambda: status(cluster, "expirylabels", "new-c").get("enforced") is True, timeout=30,
-                 what="new-c enforced")
+        wait_for(
+            lambda: status(cluster, "expirylabels", "new-c").get("enforced") is True,
+            timeout=30,
+            what="new-c enforced",
+        )
     finally:
         server.stop()

@@ -126,8 +126,9 @@ def test_a_relist_becomes_exactly_the_events_that_explain_it(manager: WatchManag
     seen.events.clear()
     # the watch expired; meanwhile `a` was deleted, `b` changed and `c` created
     r1.sink.replaced(r1, [obj("One", "b", "7"), obj("One", "c", "8"), obj("One", "same", "1")], False)
-    assert sorted(seen.events) == sorted([
-        ("DELETED", "ones", "a"), ("MODIFIED", "ones", "b"), ("ADDED", "ones", "c"), (SYNCED, "ones", "")])
+    assert sorted(seen.events) == sorted(
+        [("DELETED", "ones", "a"), ("MODIFIED", "ones", "b"), ("ADDED", "ones", "c"), (SYNCED, "ones", "")]
+    )
     assert sorted(str(o["metadata"]["name"]) for o in manager.objects(R1)) == ["b", "c", "same"]
     seen.events.clear()
     r1.sink.event(r1, "MODIFIED", obj("One", "c", "8"))  # seen already (same resourceVersion)
@@ -198,8 +199,17 @@ def test_410_gone_relists_and_a_broken_connection_resumes(client: FakeClient) ->
         resumed = client.stream(R1, after=stream)
         assert resumed.resource_version == "12" and client.lists == [R1]  # resumed, not relisted
         client.put(R1, obj("One", "c", "20"), version="21")
-        resumed.push(WatchEvent("ERROR", {"kind": "Status", "code": 410, "reason": "Expired",
-                                          "message": "too old resource version: 12 (20)"}))
+        resumed.push(
+            WatchEvent(
+                "ERROR",
+                {
+                    "kind": "Status",
+                    "code": 410,
+                    "reason": "Expired",
+                    "message": "too old resource version: 12 (20)",
+                },
+            )
+        )
         sink.wait(lambda calls: len(calls) >= 3)
         relisted = client.stream(R1, after=resumed)
         assert relisted.resource_version == "21"

@@ -62,8 +62,12 @@ class RacingClient(FakeClient):
 
 
 def thing(value: str) -> dict[str, Any]:
-    return {"apiVersion": "example.io/v1", "kind": "Thing", "metadata": {"name": "a", "uid": "u-1"},
-            "spec": {"value": value}}
+    return {
+        "apiVersion": "example.io/v1",
+        "kind": "Thing",
+        "metadata": {"name": "a", "uid": "u-1"},
+        "spec": {"value": value},
+    }
 
 
 def write(client: RacingClient, desired: dict[str, Any], stored: Mapping[str, Any] | None) -> str | None:

@@ -117,8 +117,9 @@ def test_every_action_at_once_reports_deny_and_warn(kube_cluster: ControlPlane, 
 
 def test_updates_are_checked_too(kube_cluster: ControlPlane, namespace: str) -> None:
     assert create(kube_cluster, labelled("ConfigMap", "later", {}, namespace)).returncode == 0
-    proc = kube_cluster.kubectl("label", "configmap", "later", "-n", namespace, f"{ACTIONS['deny']}=now",
-                                check=False)
+    proc = kube_cluster.kubectl(
+        "label", "configmap", "later", "-n", namespace, f"{ACTIONS['deny']}=now", check=False
+    )
     assert proc.returncode != 0
     assert deny_message("ConfigMap", "later") in proc.stderr
     got = kube_cluster.kubectl("get", "configmap", "later", "-n", namespace, "-o", "json")
@@ -129,21 +130,23 @@ def test_updates_are_checked_too(kube_cluster: ControlPlane, namespace: str) -> 
 def test_server_side_dry_run_is_reviewed_and_stores_nothing(
     kube_cluster: ControlPlane, namespace: str
 ) -> None:
-    bad = create(kube_cluster, labelled("ConfigMap", "dry-bad", {ACTIONS["deny"]: "1"}, namespace),
-                 "--dry-run=server")
+    bad = create(
+        kube_cluster, labelled("ConfigMap", "dry-bad", {ACTIONS["deny"]: "1"}, namespace), "--dry-run=server"
+    )
     assert bad.returncode != 0
     assert deny_message("ConfigMap", "dry-bad") in bad.stderr
-    good = create(kube_cluster, labelled("ConfigMap", "dry-good", {ACTIONS["warn"]: "1"}, namespace),
-                  "--dry-run=server")
+    good = create(
+        kube_cluster, labelled("ConfigMap", "dry-good", {ACTIONS["warn"]: "1"}, namespace), "--dry-run=server"
+    )
     assert good.returncode == 0, good.stderr
     assert warnings_of(good.stderr) == [deny_message("ConfigMap", "dry-good", "warn")]
     assert not exists(kube_cluster, "ConfigMap", "dry-good", namespace)
 
 
-def test_namespaces_outside_the_selector_are_not_sent(kube_cluster: ControlPlane, kube_namespace: str,
-                                                      webhook: Webhook) -> None:
+def test_namespaces_outside_the_selector_are_not_sent(
+    kube_cluster: ControlPlane, kube_namespace: str, webhook: Webhook
+) -> None:
     del webhook  # registered, but this namespace is not labelled for it
     proc = create(kube_cluster, labelled("ConfigMap", "elsewhere", {ACTIONS["deny"]: "yes"}, kube_namespace))
     assert proc.returncode == 0, proc.stderr
     assert exists(kube_cluster, "ConfigMap", "elsewhere", kube_namespace)
-

@@ -18,9 +18,17 @@ def test_kubectl_and_python_client_share_one_api_server(
     kube_cluster: ControlPlane, kube_namespace: str
 ) -> None:
     kube_cluster.kubectl(
-        "apply", "-n", kube_namespace, "-f", "-",
-        input={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-kubectl"},
-               "data": {"colour": "teal", "count": "3"}},
+        "apply",
+        "-n",
+        kube_namespace,
+        "-f",
+        "-",
+        input={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "from-kubectl"},
+            "data": {"colour": "teal", "count": "3"},
+        },
     )
     core = client.CoreV1Api(kube_cluster.api_client)
     read = core.read_namespaced_config_map("from-kubectl", kube_namespace)
@@ -35,8 +43,9 @@ def test_kubectl_and_python_client_share_one_api_server(
     )
     assert got["data"] == {"k": "v"}
     assert got["metadata"]["labels"] == {"made-by": "python"}
-    names = kube_cluster.kubectl("get", "configmaps", "-n", kube_namespace, "-l", "made-by=python",
-                                 "-o", "name").stdout.split()
+    names = kube_cluster.kubectl(
+        "get", "configmaps", "-n", kube_namespace, "-l", "made-by=python", "-o", "name"
+    ).stdout.split()
     assert names == ["configmap/from-python"]
 
 
@@ -59,19 +68,25 @@ WIDGET_CRD: dict[str, Any] = {
         "group": "harness.celkeeper.test",
         "scope": "Namespaced",
         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-        "versions": [{
-            "name": "v1",
-            "served": True,
-            "storage": True,
-            "schema": {"openAPIV3Schema": {
-                "type": "object",
-                "properties": {"spec": {
-                    "type": "object",
-                    "required": ["size"],
-                    "properties": {"size": {"type": "integer", "minimum": 1}},
-                }},
-            }},
-        }],
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "required": ["size"],
+                                "properties": {"size": {"type": "integer", "minimum": 1}},
+                            }
+                        },
+                    }
+                },
+            }
+        ],
     },
 }
 
@@ -86,14 +101,27 @@ def test_a_crd_gets_established_and_serves_its_kind(kube_cluster: ControlPlane, 
         return any(c.type == "Established" and c.status == "True" for c in conditions)
 
     wait_for(established, timeout=30, what="the Widget CRD to be Established")
-    kube_cluster.kubectl("wait", "--for=condition=Established", "crd/widgets.harness.celkeeper.test",
-                         "--timeout=30s")
+    kube_cluster.kubectl(
+        "wait", "--for=condition=Established", "crd/widgets.harness.celkeeper.test", "--timeout=30s"
+    )
 
-    widget = {"apiVersion": "harness.celkeeper.test/v1", "kind": "Widget",
-              "metadata": {"name": "w1"}, "spec": {"size": 2}}
+    widget = {
+        "apiVersion": "harness.celkeeper.test/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w1"},
+        "spec": {"size": 2},
+    }
     # Discovery of a new group can lag behind Established for a moment.
-    wait_for(lambda: kube_cluster.kubectl("apply", "-n", kube_namespace, "-f", "-", input=widget, check=False)
-             .returncode == 0, timeout=30, what="kubectl to create a Widget")
+    wait_for(
+        lambda: (
+            kube_cluster.kubectl(
+                "apply", "-n", kube_namespace, "-f", "-", input=widget, check=False
+            ).returncode
+            == 0
+        ),
+        timeout=30,
+        what="kubectl to create a Widget",
+    )
     custom = client.CustomObjectsApi(kube_cluster.api_client)
     got: Any = custom.get_namespaced_custom_object(
         "harness.celkeeper.test", "v1", kube_namespace, "widgets", "w1"
@@ -131,20 +159,34 @@ def test_rbac_is_enforced_for_non_admin_users(kube_cluster: ControlPlane, kube_n
     assert 'User "jane" cannot list resource "configmaps"' in denied.stderr
 
     rbac = [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": "cm-reader", "namespace": kube_namespace},
-         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "developers-read", "namespace": kube_namespace},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "developers"}]},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "cm-reader", "namespace": kube_namespace},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "developers-read", "namespace": kube_namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "developers"}],
+        },
     ]
     kube_cluster.kubectl("apply", "-f", "-", input=rbac)
-    wait_for(lambda: kube_cluster.kubectl("get", "configmaps", "-n", kube_namespace, kubeconfig=jane,
-                                          check=False).returncode == 0,
-             timeout=30, what="the RoleBinding to take effect")
-    still_denied = kube_cluster.kubectl("create", "configmap", "x", "-n", kube_namespace, kubeconfig=jane,
-                                        check=False)
+    wait_for(
+        lambda: (
+            kube_cluster.kubectl(
+                "get", "configmaps", "-n", kube_namespace, kubeconfig=jane, check=False
+            ).returncode
+            == 0
+        ),
+        timeout=30,
+        what="the RoleBinding to take effect",
+    )
+    still_denied = kube_cluster.kubectl(
+        "create", "configmap", "x", "-n", kube_namespace, kubeconfig=jane, check=False
+    )
     assert 'cannot create resource "configmaps"' in still_denied.stderr
 
 

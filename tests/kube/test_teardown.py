@@ -56,7 +56,10 @@ def test_servers_die_with_a_killed_test_process(kube_binaries: KubeBinaries, tmp
     workdir = tmp_path / "cp"
     runner = subprocess.Popen(
         [sys.executable, "-m", "tests.support.apiserver", "--workdir", str(workdir)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         assert runner.stdout is not None
@@ -73,8 +76,11 @@ def test_servers_die_with_a_killed_test_process(kube_binaries: KubeBinaries, tmp
 
         runner.send_signal(signal.SIGKILL)  # no Python cleanup runs: only the parent-death signal
         runner.wait(timeout=10)
-        wait_for(lambda: not _live_processes_mentioning(str(workdir)), timeout=15,
-                 what="etcd and kube-apiserver to die with their parent")
+        wait_for(
+            lambda: not _live_processes_mentioning(str(workdir)),
+            timeout=15,
+            what="etcd and kube-apiserver to die with their parent",
+        )
     finally:
         if runner.poll() is None:
             runner.kill()

@@ -66,6 +66,7 @@ def run_template(
 
 run = run_template
 
+
 # -- results and messages ---------------------------------------------------------------------------
 def test_true_is_allowed_false_is_a_violation(engine: Engine) -> None:
     assert run(engine, [{"expression": "true"}]) == []

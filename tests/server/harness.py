@@ -58,14 +58,24 @@ class ServeProcess:
     # -- life cycle ---------------------------------------------------------------------------------
     def argv(self) -> list[str]:
         return [
-            sys.executable, "-m", "celkeeper", "serve",
-            "--policy-dir", str(self.policy_dir),
-            "--bind", f"127.0.0.1:{self.port}",
-            "--cert", str(self.certs.cert),
-            "--key", str(self.certs.key),
-            "--state-dir", str(self.state.root),
-            "--workers", str(self.workers),
-            "--poll-interval", "0.2",
+            sys.executable,
+            "-m",
+            "celkeeper",
+            "serve",
+            "--policy-dir",
+            str(self.policy_dir),
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--cert",
+            str(self.certs.cert),
+            "--key",
+            str(self.certs.key),
+            "--state-dir",
+            str(self.state.root),
+            "--workers",
+            str(self.workers),
+            "--poll-interval",
+            "0.2",
             *self.args,
         ]
 
@@ -73,8 +83,9 @@ class ServeProcess:
         for _attempt in range(3):  # a free port can be taken before the server binds it
             self.port = free_port()
             env = {**os.environ, "PYTHONPATH": str(self.root), **self.extra_env}
-            self.process = ManagedProcess("celkeeper-serve", self.argv(), self.workdir / "serve.log", env=env,
-                                          cwd=self.root)
+            self.process = ManagedProcess(
+                "celkeeper-serve", self.argv(), self.workdir / "serve.log", env=env, cwd=self.root
+            )
             self.process.start()
             try:
                 if wait_ready:
@@ -170,8 +181,12 @@ class ServeProcess:
         return ssl.create_default_context(cafile=str(self.certs.ca_cert))
 
 
-def pod(name: str = "web", namespace: str = "default", labels: Mapping[str, str] | None = None,
-        image: str = "registry.example.com/web:1.0") -> dict[str, Any]:
+def pod(
+    name: str = "web",
+    namespace: str = "default",
+    labels: Mapping[str, str] | None = None,
+    image: str = "registry.example.com/web:1.0",
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels is not None:
         meta["labels"] = dict(labels)
@@ -183,8 +198,12 @@ def pod(name: str = "web", namespace: str = "default", labels: Mapping[str, str]
     }
 
 
-def review(obj: Mapping[str, Any], operation: str = "CREATE", old: Mapping[str, Any] | None = None,
-           uid: str | None = None) -> dict[str, Any]:
+def review(
+    obj: Mapping[str, Any],
+    operation: str = "CREATE",
+    old: Mapping[str, Any] | None = None,
+    uid: str | None = None,
+) -> dict[str, Any]:
     """An AdmissionReview as the API server sends it for `obj` (core group objects)."""
     kind = str(obj["kind"])
     meta = obj.get("metadata") or (old and old.get("metadata")) or {}

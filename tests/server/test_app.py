@@ -66,8 +66,10 @@ def test_before_any_snapshot_the_worker_is_unready_and_fails_open(env: tuple[Sta
     assert body["response"] == {
         "uid": "uid-open",
         "allowed": True,
-        "warnings": ["celkeeper could not evaluate the policies (internal error, uid uid-open); "
-                     "allowed by the failure mode"],
+        "warnings": [
+            "celkeeper could not evaluate the policies (internal error, uid uid-open); "
+            "allowed by the failure mode"
+        ],
     }
     # the worker registered itself (generation 0) so "all workers loaded G" is never vacuously true
     assert [s.generation for s in WorkerBoard(state.workers).read_all()] == [0]
@@ -89,8 +91,11 @@ def test_a_published_snapshot_is_loaded_and_enforced(env: tuple[StateDir, Path])
     assert status == 200
     response = body["response"]
     assert response["allowed"] is False
-    assert response["status"] == {"code": 403, "reason": "Forbidden",
-                                  "message": "[pods-need-owner] missing labels: owner"}
+    assert response["status"] == {
+        "code": 403,
+        "reason": "Forbidden",
+        "message": "[pods-need-owner] missing labels: owner",
+    }
     (worker,) = WorkerBoard(state.workers).read_all()
     assert worker.generation == generation and worker.ready and worker.constraints == 5
 

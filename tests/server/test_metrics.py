@@ -38,10 +38,20 @@ def webhook_metrics(monkeypatch: pytest.MonkeyPatch) -> Iterator[WebhookMetrics]
 def test_batched_observations_equal_one_by_one(webhook_metrics: WebhookMetrics) -> None:
     reference = CollectorRegistry()
     requests = Counter("celkeeper_admission_requests", "", ["decision", "operation"], registry=reference)
-    latency = Histogram("celkeeper_admission_request_duration_seconds", "", ["decision", "operation"],
-                        buckets=REQUEST_BUCKETS, registry=reference)
-    evaluation = Histogram("celkeeper_constraint_evaluation_seconds", "", ["kind"],
-                           buckets=EVALUATION_BUCKETS, registry=reference)
+    latency = Histogram(
+        "celkeeper_admission_request_duration_seconds",
+        "",
+        ["decision", "operation"],
+        buckets=REQUEST_BUCKETS,
+        registry=reference,
+    )
+    evaluation = Histogram(
+        "celkeeper_constraint_evaluation_seconds",
+        "",
+        ["kind"],
+        buckets=EVALUATION_BUCKETS,
+        registry=reference,
+    )
     violations = Counter("celkeeper_violations", "", ["action", "kind", "constraint"], registry=reference)
 
     for i, seconds in enumerate(REQUEST_SECONDS):

@@ -147,8 +147,11 @@ def test_exempt_namespaces_and_the_ignore_label(server: ServeProcess) -> None:
     _, body = server.admit(review(plain))
     assert body["response"]["allowed"] is False
     assert body["response"]["status"]["message"] == "[namespaces-need-owner] missing labels: owner"
-    ignored = {"apiVersion": "v1", "kind": "Namespace",
-               "metadata": {"name": "legacy", "labels": {"admission.celkeeper.io/ignore": "yes"}}}
+    ignored = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "legacy", "labels": {"admission.celkeeper.io/ignore": "yes"}},
+    }
     _, body = server.admit(review(ignored))  # allowed to carry the label (--ignore-label-namespace legacy)
     assert body["response"]["allowed"] is True
     ignored["metadata"]["name"] = "scratch"  # type: ignore[index]

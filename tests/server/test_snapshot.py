@@ -139,7 +139,9 @@ def test_worker_board_reports_the_generation_all_workers_loaded(tmp_path: Path) 
 def test_document_cache_parses_each_text_once_and_keeps_only_policies() -> None:
     cache = DocumentCache()
     items = (
-        SnapshotItem("t.yaml", TEMPLATE), SnapshotItem("c.yaml", CONSTRAINT), SnapshotItem("o.yaml", OBJECT)
+        SnapshotItem("t.yaml", TEMPLATE),
+        SnapshotItem("c.yaml", CONSTRAINT),
+        SnapshotItem("o.yaml", OBJECT),
     )
     docs = cache.policy_documents(items)
     assert [d.kind for d in docs.documents] == ["ConstraintTemplate", "K8sDemo"]
@@ -227,8 +229,11 @@ def test_informer_puts_a_vanished_snapshot_back(tmp_path: Path) -> None:
 def test_folder_source_reads_a_namespace_inventory(tmp_path: Path) -> None:
     _write(tmp_path / "policies" / "template.yaml", TEMPLATE)
     inventory = tmp_path / "namespaces"
-    _write(inventory / "ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n"
-           "  labels:\n    tier: gold\n---\n" + OBJECT)
+    _write(
+        inventory / "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n"
+        "  labels:\n    tier: gold\n---\n" + OBJECT,
+    )
     listing = FolderSource(tmp_path / "policies", namespaces=inventory).listing()
     assert list(listing.namespaces) == ["team-a"]
     assert listing.namespaces["team-a"]["metadata"]["labels"] == {"tier": "gold"}

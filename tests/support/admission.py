@@ -36,26 +36,39 @@ TEMPLATE: dict[str, Any] = {
     "kind": "ConstraintTemplate",
     "metadata": {"name": TEMPLATE_KIND.lower()},
     "spec": {
-        "crd": {"spec": {
-            "names": {"kind": TEMPLATE_KIND},
-            "validation": {"openAPIV3Schema": {
-                "type": "object", "properties": {"label": {"type": "string"}},
-            }},
-        }},
-        "targets": [{
-            "target": "admission.k8s.gatekeeper.sh",
-            "code": [{
-                "engine": "K8sNativeValidation",
-                "source": {"validations": [{
-                    "expression": "!has(variables.anyObject.metadata.labels) || "
-                                  "!(variables.params.label in variables.anyObject.metadata.labels)",
-                    "messageExpression": '"%s %s must not have the label %s".format(['
-                                         "string(variables.anyObject.kind), "
-                                         "string(variables.anyObject.metadata.name), "
-                                         "string(variables.params.label)])",
-                }]},
-            }],
-        }],
+        "crd": {
+            "spec": {
+                "names": {"kind": TEMPLATE_KIND},
+                "validation": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {"label": {"type": "string"}},
+                    }
+                },
+            }
+        },
+        "targets": [
+            {
+                "target": "admission.k8s.gatekeeper.sh",
+                "code": [
+                    {
+                        "engine": "K8sNativeValidation",
+                        "source": {
+                            "validations": [
+                                {
+                                    "expression": "!has(variables.anyObject.metadata.labels) || "
+                                    "!(variables.params.label in variables.anyObject.metadata.labels)",
+                                    "messageExpression": '"%s %s must not have the label %s".format(['
+                                    "string(variables.anyObject.kind), "
+                                    "string(variables.anyObject.metadata.name), "
+                                    "string(variables.params.label)])",
+                                }
+                            ]
+                        },
+                    }
+                ],
+            }
+        ],
     },
 }
 
@@ -98,22 +111,26 @@ def webhook_configuration(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": name},
-        "webhooks": [{
-            "name": WEBHOOK_NAME,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "timeoutSeconds": timeout_seconds,
-            "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode("ascii")},
-            "rules": [{
-                "apiGroups": sorted({group for group, _, _ in KINDS}),
-                "apiVersions": ["v1"],
-                "operations": ["CREATE", "UPDATE"],
-                "resources": [plural for _, _, plural in KINDS],
-                "scope": "Namespaced",
-            }],
-            "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: selector_value}},
-        }],
+        "webhooks": [
+            {
+                "name": WEBHOOK_NAME,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": timeout_seconds,
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode("ascii")},
+                "rules": [
+                    {
+                        "apiGroups": sorted({group for group, _, _ in KINDS}),
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [plural for _, _, plural in KINDS],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: selector_value}},
+            }
+        ],
     }
 
 
@@ -132,9 +149,14 @@ def labelled(
     if kind == "Deployment":
         selector = {"app": name}
         return {
-            "apiVersion": "apps/v1", "kind": kind, "metadata": meta,
-            "spec": {"replicas": 1, "selector": {"matchLabels": selector},
-                     "template": {"metadata": {"labels": selector}, "spec": {"containers": [container]}}},
+            "apiVersion": "apps/v1",
+            "kind": kind,
+            "metadata": meta,
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": selector},
+                "template": {"metadata": {"labels": selector}, "spec": {"containers": [container]}},
+            },
         }
     raise ValueError(f"no sample object for kind {kind}")
 

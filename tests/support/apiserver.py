@@ -246,12 +246,20 @@ class ControlPlane:
         self.apiserver.stop()
         if while_down is not None:
             while_down()
-        self.apiserver = ManagedProcess("kube-apiserver", self.wrap(self._apiserver_argv()),
-                                        self.log_dir / "kube-apiserver.log", env=_child_env(),
-                                        cwd=self.workdir)
+        self.apiserver = ManagedProcess(
+            "kube-apiserver",
+            self.wrap(self._apiserver_argv()),
+            self.log_dir / "kube-apiserver.log",
+            env=_child_env(),
+            cwd=self.workdir,
+        )
         self.apiserver.start()
-        self._wait_ready(self.apiserver, self._apiserver_ready, time.monotonic() + timeout,
-                         "kube-apiserver /readyz after a restart")
+        self._wait_ready(
+            self.apiserver,
+            self._apiserver_ready,
+            time.monotonic() + timeout,
+            "kube-apiserver /readyz after a restart",
+        )
 
     # -- internals -----------------------------------------------------------------------------------
 
@@ -264,8 +272,15 @@ class ControlPlane:
     def _write_pki(self) -> None:
         self.pki_dir.mkdir(parents=True, exist_ok=True)
         self.ca_path.write_bytes(self.ca.cert_pem)
-        hosts = [LOOPBACK, "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
-                 "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"]
+        hosts = [
+            LOOPBACK,
+            "localhost",
+            "10.0.0.1",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ]
         if self.address not in hosts:
             hosts.insert(0, self.address)
         self.ca.serving_cert(hosts, "kube-apiserver").write(self.pki_dir, "apiserver")
@@ -274,7 +289,8 @@ class ControlPlane:
         service_account_keys().write(self.pki_dir, "service-account")
         if self.with_node:  # how the API server authenticates to kubelets (logs, exec, port-forward)
             self.ca.client_cert("kube-apiserver-kubelet-client", ["system:masters"]).write(
-                self.pki_dir, "apiserver-kubelet-client")
+                self.pki_dir, "apiserver-kubelet-client"
+            )
 
     def _write_kubeconfig(self, path: Path, user: str, cert_pem: bytes, key_pem: bytes) -> None:
         import base64
@@ -285,12 +301,27 @@ class ControlPlane:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "celkeeper-test", "cluster": {
-                "server": self.server_url, "certificate-authority-data": b64(self.ca.cert_pem)}}],
-            "users": [{"name": user, "user": {
-                "client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)}}],
-            "contexts": [{"name": "celkeeper-test", "context": {
-                "cluster": "celkeeper-test", "user": user, "namespace": "default"}}],
+            "clusters": [
+                {
+                    "name": "celkeeper-test",
+                    "cluster": {
+                        "server": self.server_url,
+                        "certificate-authority-data": b64(self.ca.cert_pem),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": user,
+                    "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)},
+                }
+            ],
+            "contexts": [
+                {
+                    "name": "celkeeper-test",
+                    "context": {"cluster": "celkeeper-test", "user": user, "namespace": "default"},
+                }
+            ],
             "current-context": "celkeeper-test",
         }
         path.touch(mode=0o600)
@@ -300,15 +331,24 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         self.etcd_port, peer_port, self.secure_port = free_port(), free_port(), free_port()
         t0 = time.monotonic()
-        self.etcd = ManagedProcess("etcd", self.wrap(self._etcd_argv(peer_port)), self.log_dir / "etcd.log",
-                                   env=_child_env(), cwd=self.workdir)
+        self.etcd = ManagedProcess(
+            "etcd",
+            self.wrap(self._etcd_argv(peer_port)),
+            self.log_dir / "etcd.log",
+            env=_child_env(),
+            cwd=self.workdir,
+        )
         self.etcd.start()
         self._wait_ready(self.etcd, self._etcd_healthy, deadline, "etcd /health")
         t1 = time.monotonic()
         self.startup_seconds["etcd"] = t1 - t0
-        self.apiserver = ManagedProcess("kube-apiserver", self.wrap(self._apiserver_argv()),
-                                        self.log_dir / "kube-apiserver.log", env=_child_env(),
-                                        cwd=self.workdir)
+        self.apiserver = ManagedProcess(
+            "kube-apiserver",
+            self.wrap(self._apiserver_argv()),
+            self.log_dir / "kube-apiserver.log",
+            env=_child_env(),
+            cwd=self.workdir,
+        )
         self.apiserver.start()
         self._wait_ready(self.apiserver, self._apiserver_ready, deadline, "kube-apiserver /readyz")
         self.startup_seconds["kube-apiserver"] = time.monotonic() - t1
@@ -387,8 +427,9 @@ class ControlPlane:
         while True:
             code = proc.returncode()
             if code is not None:
-                raise ControlPlaneError(f"{proc.name} exited with status {code} before {what} was ok\n"
-                                        f"{self.logs()}")
+                raise ControlPlaneError(
+                    f"{proc.name} exited with status {code} before {what} was ok\n{self.logs()}"
+                )
             try:
                 if probe():
                     return

@@ -87,8 +87,15 @@ def find_binaries() -> KubeBinaries:
 
 # -- the node: kubelet and the controllers (hack/kube/build.sh), containerd, runc and CNI (OS packages) ---
 
-NODE_COMMANDS = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
-                 "containerd", "containerd-shim-runc-v2", "ctr")
+NODE_COMMANDS = (
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kube-proxy",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+)
 SYSTEM_COMMANDS = ("runc", "nft", "ip", "nsenter", "mount", "umount")
 CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
@@ -122,8 +129,10 @@ def find_node_binaries() -> NodeBinaries:
     missing = [name for name in NODE_COMMANDS if not _executable(where / name)]
     if missing:
         raise BinariesUnavailable(f"{', '.join(missing)} not built in {where}: run {BUILD_SCRIPT}")
-    system = {name: shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-              for name in SYSTEM_COMMANDS}
+    system = {
+        name: shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+        for name in SYSTEM_COMMANDS
+    }
     absent = [name for name, path in system.items() if path is None]
     cni = next((d for d in CNI_DIRS if all(_executable(d / p) for p in CNI_PLUGINS)), None)
     if cni is None:

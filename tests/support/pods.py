@@ -68,10 +68,16 @@ def realistic_pod(
                 "prometheus.io/scrape": "true",
                 "prometheus.io/port": "9090",
             },
-            "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-7d9f8b6c5",
-                "uid": "5f0c3a56-1a2b-4c3d-9e8f-0123456789ab", "controller": True, "blockOwnerDeletion": True,
-            }],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{app}-7d9f8b6c5",
+                    "uid": "5f0c3a56-1a2b-4c3d-9e8f-0123456789ab",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": {
             "containers": [
@@ -85,11 +91,19 @@ def realistic_pod(
             "serviceAccountName": app,
             "nodeSelector": {"kubernetes.io/os": "linux"},
             "tolerations": [
-                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-                 "tolerationSeconds": 300},
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
             ],
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "fsGroup": 10001,
-                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 10001,
+                "fsGroup": 10001,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "terminationGracePeriodSeconds": 30,
         },
     }

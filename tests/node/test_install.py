@@ -270,11 +270,6 @@ def test_a_rolling_update_replaces_every_pod_never_above_n_live_pods(
     )
 
 
-@pytest.mark.xfail(
-    reason="known issue (docs/known-issues.md): a pod stopping during a rolling update resets the API "
-    "server's keep-alive connections to it, and with failurePolicy Ignore those few calls are allowed",
-    strict=False,
-)
 def test_admission_answers_every_call_during_a_rolling_update(rollout: Rollout) -> None:
     verdicts = rollout.sampler.verdicts
     assert len(verdicts) >= 5, "the rollout was sampled"

@@ -1,8 +1,8 @@
 # Shared by the scripts that build test tools from Go modules into caches outside the repository
-# (hack/kube/build.sh, hack/helm/build.sh, hack/vap/build.sh; sourced, not run). A binary is rebuilt only
-# when its stamp (a hash of the Go module that builds it, the build flags' revision and the extra `go build`
-# arguments, if any) differs from the module in the tree; builds go to a temporary name and are renamed
-# into place; a lock file serialises concurrent runs.
+# (hack/kube/build.sh, hack/helm/build.sh, hack/vap/build.sh, hack/gator/build.sh; sourced, not run). A
+# binary is rebuilt only when its stamp (a hash of the Go module that builds it, the build flags' revision
+# and the extra `go build` arguments, if any) differs from the module in the tree; builds go to a
+# temporary name and are renamed into place; a lock file serialises concurrent runs.
 #
 #   gobuild_args HELP_LINES "$@"             sets force / print_only / check_only from --force / --print /
 #                                            --check (-h: the script's lines HELP_LINES, e.g. 2,13); any

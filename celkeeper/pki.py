@@ -4,11 +4,11 @@
     key, cert = new_serving_certificate(ca_key, ca_cert, dns_names, ips, days=..., now=...)
     plan = plan_rotation(data, now, RotationPolicy(dns_names=[...]))   # None: nothing to change
 
-`plan_rotation` is what every celkeeper pod runs on the webhook's certificate Secret (celkeeper.kube
-.certrotator): it reads the Secret's data (PEM bytes by key) and returns the data it should hold now,
-with the reason, or None when the stored data is good. No I/O and no clock: `now` is passed in; only
-new keys are random. Every pod computes the same verdict from the same data, so leaderless writers
-agree on *whether* to write; the API's resourceVersion settles *who* writes.
+`plan_rotation` is what every celkeeper pod runs on the webhook's certificate Secret
+(celkeeper.incluster.certrotator): it reads the Secret's data (PEM bytes by key) and returns the
+data it should hold now, with the reason, or None when the stored data is good. No I/O and no clock:
+`now` is passed in; only new keys are random. Every pod computes the same verdict from the same
+data, so leaderless writers agree on *whether* to write; the API's resourceVersion settles *who* writes.
 
 Rotation is made so that no request fails on the way:
 - a serving certificate is renewed from the same CA well before it expires (`lookahead`): both the old

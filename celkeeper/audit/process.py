@@ -40,10 +40,12 @@ from celkeeper.audit.status import Audited, audit_id, write_results
 from celkeeper.cel import get_engine
 from celkeeper.crds import names
 from celkeeper.documents import Document
-from celkeeper.kube import NAMESPACES, ApiError, Client, PolicyView, PolicyWatch, Timing, WatchManager
+from celkeeper.incluster import PolicyView, PolicyWatch
+from celkeeper.incluster.objects import item_name, policy_object
+from celkeeper.incluster.resources import constraints
+from celkeeper.kube import NAMESPACES, ApiError, Client, Timing, WatchManager
 from celkeeper.kube.discovery import ApiResource
-from celkeeper.kube.objects import item_name, policy_object
-from celkeeper.kube.resources import constraints, generation_of, uid_of
+from celkeeper.kube.resources import generation_of, uid_of
 from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
 from celkeeper.settings import Settings
 

@@ -27,12 +27,12 @@ class ClusterPolicies:
     documents: list[Document]  # templates, constraints, ExpansionTemplates
     namespaces: dict[str, Any]
     notes: list[str]
-    reader: Any  # celkeeper.kube.cluster.ClusterReader (open: close it)
+    reader: Any  # celkeeper.incluster.cluster.ClusterReader (open: close it)
 
 
 def read_cluster(args: argparse.Namespace) -> ClusterPolicies:
     """Connect and read the policies; raises CelkeeperError (ApiError) with one line."""
-    from celkeeper.kube.cluster import ClusterReader  # the kubernetes client loads only when needed
+    from celkeeper.incluster.cluster import ClusterReader  # the kubernetes client loads only when needed
 
     reader = ClusterReader.connect(args.kubeconfig, args.context)
     try:

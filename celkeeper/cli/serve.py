@@ -506,7 +506,7 @@ def _certificate_config(args: argparse.Namespace) -> Any:
         raise CelkeeperError("--ca-overlap must not be negative")
     import datetime
 
-    from celkeeper.kube.certrotator import CertConfig
+    from celkeeper.incluster.certrotator import CertConfig
     from celkeeper.pki import RotationPolicy
 
     service = f"{args.cert_service}.{args.pod_namespace}"
@@ -529,8 +529,8 @@ def _bootstrap_certificates(kubeconfig: str | None, config: Any, timeout: float 
     import time
 
     from celkeeper.errors import CelkeeperError
+    from celkeeper.incluster.certrotator import CertRotator
     from celkeeper.kube import ApiError, KubeClient
-    from celkeeper.kube.certrotator import CertRotator
 
     log = logging.getLogger("celkeeper.certs")
     deadline = time.monotonic() + timeout
@@ -556,8 +556,8 @@ def _bootstrap_certificates(kubeconfig: str | None, config: Any, timeout: float 
 
 
 def _kubernetes_source(args: argparse.Namespace, state: Any, certificates: Any = None) -> Any:
+    from celkeeper.incluster.vapwriter import VapSyncOptions
     from celkeeper.informer import KubernetesOptions, KubernetesSource
-    from celkeeper.kube.vapwriter import VapSyncOptions
     from celkeeper.vap import Scope
     from celkeeper.vap.plan import VapOptions
 

@@ -110,7 +110,7 @@ def _documents(args: argparse.Namespace) -> tuple[list[Document], list[Celkeeper
     if args.cluster:
         if args.paths:
             raise CelkeeperError("give PATHs or --cluster, not both")
-        from celkeeper.kube.listing import policy_objects  # the kubernetes client loads only when needed
+        from celkeeper.incluster.listing import policy_objects  # the kubernetes client loads only when needed
 
         objects = policy_objects(args.kubeconfig)
         return [Document.from_object(obj, f"cluster:{name}") for name, obj in objects], []

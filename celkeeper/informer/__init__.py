@@ -2,8 +2,9 @@
 
 Source (protocol), Listing           celkeeper.informer.source
 FolderSource(directory)              the embedded default: a folder of YAML/JSON files
-KubernetesSource(KubernetesOptions)  the cluster: templates, constraints, namespaces; constraint
-                                     CRDs and per-pod status (celkeeper.informer.kubernetes)
+KubernetesSource(KubernetesOptions)  the cluster: templates, constraints, namespaces; runs
+                                     celkeeper's controllers (celkeeper.incluster) in the informer
+                                     process (celkeeper.informer.kubernetes)
 Informer(source, state, settings)    one publication loop (`step()` for one round)
 run_informer(source_factory, ...)    the process entry the Gunicorn master forks
 """

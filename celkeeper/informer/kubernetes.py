@@ -11,7 +11,7 @@ Inside, in the informer process:
   (templates, constraint CRDs, policies and bindings), the status aggregator (templates, constraint kinds,
   pod statuses, constraint CRDs), this pod's status reporter (pod statuses), the synced data (the sync
   configuration - Gatekeeper's Config and SyncSets, celkeeper's SyncSets - and every kind it names,
-  written to the data store the workers' engines read: celkeeper.kube.datasync) and its SyncPodStatus
+  written to the data store the workers' engines read: celkeeper.incluster.datasync) and its SyncPodStatus
   writer; and, when celkeeper manages the webhook's certificate, the certificate rotator (its Secret and
   webhook configurations). A template that appears or goes starts or stops the watch of its constraint
   kind, and a kind added to or removed from the sync configuration its watch, without a restart.
@@ -43,28 +43,25 @@ from typing import Any
 from celkeeper.cel.inventory import Gvk
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError
-from celkeeper.informer.kubernetes_status import PodStatusReporter
-from celkeeper.informer.source import Listing
-from celkeeper.kube import (
-    Client,
+from celkeeper.incluster import (
     ConstraintCrdWriter,
     ControllerLoop,
-    KubeClient,
     Pod,
     StatusAggregator,
-    Timing,
-    WatchManager,
     item_name,
     namespace_object,
     observe,
     policy_object,
 )
-from celkeeper.kube.certrotator import CertConfig, CertRotator
-from celkeeper.kube.datasync import DataSync
-from celkeeper.kube.podstatus import Observation
-from celkeeper.kube.policies import PolicyWatch
-from celkeeper.kube.syncstatus import SyncStatusWriter
-from celkeeper.kube.vapwriter import VapSyncOptions, VapWriter
+from celkeeper.incluster.certrotator import CertConfig, CertRotator
+from celkeeper.incluster.datasync import DataSync
+from celkeeper.incluster.podreporter import PodStatusReporter
+from celkeeper.incluster.podstatus import Observation
+from celkeeper.incluster.policies import PolicyWatch
+from celkeeper.incluster.syncstatus import SyncStatusWriter
+from celkeeper.incluster.vapwriter import VapSyncOptions, VapWriter
+from celkeeper.informer.source import Listing
+from celkeeper.kube import Client, KubeClient, Timing, WatchManager
 from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir, WorkerBoard
 from celkeeper.snapshot.datastore import DataStore
 from celkeeper.vap.plan import VapOptions, plan_vap

@@ -12,6 +12,8 @@ this module is the only one that imports the `kubernetes` package, which is used
 (kubeconfig, in-cluster service account with token refresh) and its HTTP pool. Requests are plain
 REST calls with JSON bodies: no generated models, no discovery. Every failure is an `ApiError` with
 the HTTP status (0 when the server could not be reached) and the server's one-line message.
+
+Adapter (celkeeper.kube): the one place that speaks HTTP to the API server.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ ignored. Lists must have the same length and cover element by element.
 Covering alone cannot notice that a field was *removed* from what we want (a parameter dropped from a
 template's schema is still in the stored CRD). So desired objects also carry a digest of themselves
 in an annotation (`with_digest`): a changed desire changes the digest, which no longer covers.
+
+Adapter (celkeeper.kube): generic to any object any controller writes; no celkeeper resource is named
+here (the digest annotation is the writer's mark, whatever it writes).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ The version chosen for a resource is client-go's `ServerPreferredResources`: its
 version when it is served there, else the first version (in the server's order) that serves it. The
 classic discovery documents are read (/api, /api/v1, /apis, /apis/<group>/<version>): one request per
 group version, each a small document.
+
+Adapter (celkeeper.kube): the API's own discovery documents, read as client-go reads them.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ The API server accepts objects nested up to 10,000 levels (k8s.io/apimachinery/p
 orjson stops at 1024 and Python's json module at the interpreter's recursion limit. `loads_deep` parses
 such a document with the standard parser, on a thread of its own with a stack and a recursion limit
 large enough for 10,000 levels. `depth` measures a parsed value without recursion.
+
+Adapter (celkeeper.kube): how the client decodes API responses (and audit measures objects).
 """
 
 from __future__ import annotations

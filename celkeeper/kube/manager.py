@@ -20,6 +20,9 @@ a SYNCED event (no object): the store is complete (it may have been empty, with 
 
 Handlers run on the watch threads while the manager's lock is held: they must be quick (update their
 own state, set a flag, wake a thread) and must not block on I/O. They may call the manager.
+
+Adapter (celkeeper.kube): generic, like client-go's shared informers; the registrars are celkeeper's
+controllers (celkeeper.incluster).
 """
 
 from __future__ import annotations

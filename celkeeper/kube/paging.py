@@ -9,6 +9,8 @@ beginning, at most `max_restarts` times. The API server returns objects in the o
 the last one already delivered, and each object is delivered once. Objects created meanwhile before
 that point are not delivered (they were not there when the list started); objects changed meanwhile
 are delivered as they were when first listed.
+
+Adapter (celkeeper.kube): any collection, any consumer (the audit lists every kind with it).
 """
 
 from __future__ import annotations

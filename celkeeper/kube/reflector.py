@@ -12,6 +12,8 @@
   complete listing; the reflector lists again soon, then every `missing_retry` seconds (or at once
   when kicked, e.g. when the CRD becomes established).
 - Any other failure is retried with exponential back-off (with jitter), resuming where it was.
+
+Adapter (celkeeper.kube): client-go's Reflector, for any Resource.
 """
 
 from __future__ import annotations

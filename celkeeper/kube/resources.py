@@ -1,18 +1,18 @@
-"""What can be watched and written: API resources as plain values, and the ones celkeeper uses.
+"""What can be watched and written: API resources as plain values, and Kubernetes' built-in ones.
 
 A `Resource` names a collection of the API (group, version, plural), optionally in one namespace and
 narrowed by a label selector. It is hashable: the watch manager keys its watches and stores by it.
+
+Adapter: nothing here knows celkeeper's own resources (templates, constraints, per-pod status): those
+are celkeeper.incluster.resources.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
-
-from celkeeper.crds import names, template_kind
-from celkeeper.errors import TemplateError
 
 Object = Mapping[str, Any]
 
@@ -80,25 +80,11 @@ def labels_of(obj: Object) -> Mapping[str, str]:
     return found if isinstance(found, Mapping) else {}
 
 
-# --- the resources celkeeper watches and writes -------------------------------------------------
+# --- Kubernetes' own resources -------------------------------------------------------------------
 
-TEMPLATES = Resource(
-    names.TEMPLATES_GROUP, names.TEMPLATES_VERSION, "constrainttemplates", names.TEMPLATE_KIND
-)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
-# Gatekeeper's ExpansionTemplates (its CRD: deploy/expansiontemplate-crd.yaml; plural `expansiontemplate`)
-EXPANSION_TEMPLATES = Resource("expansion.gatekeeper.sh", "v1beta1", "expansiontemplate", "ExpansionTemplate")
 PODS_KIND = "Pod"
-# the constraint CRDs celkeeper made (each carries celkeeper.io/constraint=yes)
-CONSTRAINT_CRDS = Resource(
-    "apiextensions.k8s.io",
-    "v1",
-    "customresourcedefinitions",
-    "CustomResourceDefinition",
-    label_selector=f"{names.CONSTRAINT_CRD_LABEL}=yes",
-)
 ALL_CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
-# the ValidatingAdmissionPolicies and bindings generated from templates and constraints (celkeeper.vap)
 VAPS = Resource(
     "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy"
 )
@@ -130,79 +116,3 @@ def validating_webhook_configuration(name: str) -> Resource:
 
 def pods(namespace: str) -> Resource:
     return Resource("", "v1", "pods", PODS_KIND, namespace=namespace)
-
-
-def template_pod_statuses(namespace: str) -> Resource:
-    return Resource(
-        names.STATUS_GROUP,
-        names.STATUS_VERSION,
-        "constrainttemplatepodstatuses",
-        names.TEMPLATE_POD_STATUS_KIND,
-        namespace=namespace,
-    )
-
-
-def constraint_pod_statuses(namespace: str) -> Resource:
-    return Resource(
-        names.STATUS_GROUP,
-        names.STATUS_VERSION,
-        "constraintpodstatuses",
-        names.CONSTRAINT_POD_STATUS_KIND,
-        namespace=namespace,
-    )
-
-
-def constraints(kind: str) -> Resource:
-    """The constraints of one kind (the collection served by `<lowerkind>.constraints.celkeeper.io`)."""
-    return Resource(names.CONSTRAINTS_GROUP, names.CONSTRAINTS_STORAGE_VERSION, kind.lower(), kind)
-
-
-def is_constraint_resource(resource: Resource) -> bool:
-    return resource.group == names.CONSTRAINTS_GROUP
-
-
-def template_constraint_kind(template: Object) -> str | None:
-    """The constraint kind a template defines, when it can define one: a valid kind, and the template's
-    name is that kind in lower case (Gatekeeper's rule; two templates can then never claim one kind)."""
-    try:
-        kind = template_kind(dict(template))
-    except TemplateError:
-        return None
-    return kind if name_of(template) == kind.lower() else None
-
-
-def constraint_kinds(templates: Iterable[Object]) -> dict[str, str]:
-    """Template name -> the constraint kind it defines, for the templates that define one."""
-    found: dict[str, str] = {}
-    for template in templates:
-        kind = template_constraint_kind(template)
-        if kind is not None:
-            found[name_of(template)] = kind
-    return found
-
-
-class ConstraintKinds:
-    """Template name -> the constraint kind it defines, kept up to date one template event at a time
-    (a relist of many templates costs linear time, not quadratic)."""
-
-    def __init__(self) -> None:
-        self.by_template: dict[str, str] = {}
-
-    def update(self, event_type: str, template: Object, everything: Callable[[], Iterable[Object]]) -> bool:
-        """Apply one event of the templates' watch (SYNCED: recount from `everything()`); True when the
-        set of kinds changed."""
-        before = set(self.by_template.values())
-        if event_type == "SYNCED":
-            self.by_template = constraint_kinds(everything())
-        elif event_type == "DELETED":
-            self.by_template.pop(name_of(template), None)
-        else:
-            kind = template_constraint_kind(template)
-            if kind is None:
-                self.by_template.pop(name_of(template), None)
-            else:
-                self.by_template[name_of(template)] = kind
-        return set(self.by_template.values()) != before
-
-    def resources(self) -> set[Resource]:
-        return {constraints(kind) for kind in self.by_template.values()}

@@ -7,6 +7,9 @@
 Leaderless writers settle races through the API: a create that finds the name taken, or a replace with
 a stale resourceVersion, is a 409 conflict; the writer then re-reads the object and stops when it
 already says what we want (another pod wrote the same), else tries again on the fresh copy.
+
+Adapter (celkeeper.kube): generic write-until-agreed helpers for any object (celkeeper's controllers,
+the audit's status writes); what to write and when it is ours are the caller's.
 """
 
 from __future__ import annotations

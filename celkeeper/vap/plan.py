@@ -6,7 +6,8 @@ or why not, with where their verdicts will differ from celkeeper's webhook.
     plan.templates[i].errors  # located errors: why the template's policy is not made
     plan.templates[i].warnings, plan.constraints[j].errors, .warnings
 
-Used by `celkeeper vap` (files or the cluster) and by the informer's in-cluster sync (celkeeper.kube).
+Used by `celkeeper vap` (files or the cluster) and by the informer's in-cluster sync
+(celkeeper.incluster.vapwriter).
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ import pytest
 
 from celkeeper.audit.results import ObjectRef, RunResults, Violation
 from celkeeper.audit.status import Audited, with_audit_status, write_results
+from celkeeper.incluster.resources import constraints
 from celkeeper.kube import ApiError, Resource, discover, pages
 from celkeeper.kube.jsondeep import depth, loads_deep
-from celkeeper.kube.resources import constraints
 from tests.incluster.fakes import FakeClient
 
 PODS = Resource("", "v1", "pods", "Pod")

@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from celkeeper.audit import AuditProcess, ProcessOptions
-from celkeeper.kube import PolicyView
+from celkeeper.incluster import PolicyView
 from tests.audit.support import constraint, labels_template
 from tests.incluster.fakes import FakeClient
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from celkeeper.kube import covers, desired_crd, for_update, plan, up_to_date, with_digest
+from celkeeper.incluster import desired_crd, plan
+from celkeeper.kube import covers, for_update, up_to_date, with_digest
 from celkeeper.kube.compare import DIGEST_ANNOTATION
 from tests.incluster.support import required_labels_template
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from celkeeper.incluster import TEMPLATES, constraints, item_name
 from celkeeper.informer import Informer, KubernetesOptions, KubernetesSource, Listing
-from celkeeper.kube import NAMESPACES, TEMPLATES, WatchEvent, constraints, item_name
+from celkeeper.kube import NAMESPACES, WatchEvent
 from celkeeper.settings import Settings
 from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir
 from tests.incluster.fakes import FakeClient
@@ -174,7 +175,7 @@ def test_a_cluster_source_that_cannot_work_fails_at_start_with_one_line(tmp_path
 def test_expansion_templates_are_listed_with_the_policies(
     client: FakeClient, source: KubernetesSource
 ) -> None:
-    from celkeeper.kube.resources import EXPANSION_TEMPLATES
+    from celkeeper.incluster.resources import EXPANSION_TEMPLATES
 
     expansion = {
         "apiVersion": "expansion.gatekeeper.sh/v1beta1",
@@ -202,9 +203,9 @@ def test_a_syncset_naming_a_kind_already_synced_is_reported_at_once(
 ) -> None:
     """The SyncPodStatus follows the synced data as it changes, not at the next resync (a minute): a kind
     listed, then a SyncSet that only adds a source to it (no list starts: nothing keeps the writer busy)."""
+    from celkeeper.incluster.syncconfig import GATEKEEPER_SYNCSETS, SYNCSETS
+    from celkeeper.incluster.syncstatus import sync_pod_statuses
     from celkeeper.kube.resources import Resource
-    from celkeeper.kube.syncconfig import GATEKEEPER_SYNCSETS, SYNCSETS
-    from celkeeper.kube.syncstatus import sync_pod_statuses
 
     def syncset(api_version: str, name: str) -> dict[str, Any]:
         gvk = {"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"}

@@ -7,7 +7,7 @@ from typing import Any
 from celkeeper.cel import get_engine
 from celkeeper.crds import names
 from celkeeper.documents import Document
-from celkeeper.kube import (
+from celkeeper.incluster import (
     Observation,
     ObservationTracker,
     Pod,
@@ -17,7 +17,7 @@ from celkeeper.kube import (
     pod_status_current,
     template_status,
 )
-from celkeeper.kube.objects import item_name, policy_object
+from celkeeper.incluster.objects import item_name, policy_object
 from celkeeper.policy import TemplateCompiler, build_policy_set
 from tests.incluster.support import required_labels, required_labels_template
 

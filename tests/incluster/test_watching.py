@@ -258,8 +258,8 @@ def test_stop_ends_a_blocked_watch(client: FakeClient) -> None:
 
 
 def test_constraint_kinds_follow_template_events() -> None:
-    from celkeeper.kube import constraints
-    from celkeeper.kube.resources import ConstraintKinds
+    from celkeeper.incluster import constraints
+    from celkeeper.incluster.resources import ConstraintKinds
     from tests.incluster.support import required_labels_template
 
     kinds = ConstraintKinds()

@@ -391,7 +391,7 @@ def test_connections_the_api_server_opened_but_has_not_used_yet_hold_no_request(
 def test_a_serving_certificate_near_expiry_is_rotated_under_load_without_losing_a_request(
     installed: Installation, namespace: str, tmp_path: Path
 ) -> None:
-    from celkeeper.kube.certrotator import encode_data
+    from celkeeper.incluster.certrotator import encode_data
     from celkeeper.pki import load_pair, new_serving_certificate, pem_cert, pem_key
 
     cluster = installed.cluster
@@ -432,7 +432,7 @@ def test_a_serving_certificate_near_expiry_is_rotated_under_load_without_losing_
 def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_request(
     installed: Installation, namespace: str
 ) -> None:
-    from celkeeper.kube.certrotator import encode_data
+    from celkeeper.incluster.certrotator import encode_data
     from celkeeper.pki import bundle_trusts, new_ca, new_serving_certificate, pem_cert, pem_key
 
     cluster = installed.cluster

@@ -17,8 +17,8 @@ from celkeeper.cel.api import Engine
 from celkeeper.cel.celpython.inventory import PyInventory, read_data
 from celkeeper.cel.inventory import Gvk, RequirementsError, parse_requirements, unmet
 from celkeeper.documents import parse_documents
-from celkeeper.kube.objects import item_name
-from celkeeper.kube.podstatus import observe
+from celkeeper.incluster.objects import item_name
+from celkeeper.incluster.podstatus import observe
 from celkeeper.model import EnforcementPoint
 from celkeeper.policy import TemplateCompiler, build_policy_set
 from celkeeper.review import SyncedData, decide, request_for_object

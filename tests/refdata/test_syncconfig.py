@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from celkeeper.cel.inventory import Gvk
-from celkeeper.kube.datasync import KindState
-from celkeeper.kube.podstatus import Pod
+from celkeeper.incluster.datasync import KindState
+from celkeeper.incluster.podstatus import Pod
+from celkeeper.incluster.syncconfig import namespace_excluded, sync_config
+from celkeeper.incluster.syncstatus import _stable, sync_pod_status
 from celkeeper.kube.resources import Resource
-from celkeeper.kube.syncconfig import namespace_excluded, sync_config
-from celkeeper.kube.syncstatus import _stable, sync_pod_status
 
 INGRESS = Gvk("networking.k8s.io", "v1", "Ingress")
 SERVICE = Gvk("", "v1", "Service")

@@ -12,9 +12,10 @@ import pytest
 
 from celkeeper.cel.api import Engine
 from celkeeper.documents import Document
+from celkeeper.incluster.resources import CONSTRAINT_CRDS, TEMPLATES
+from celkeeper.incluster.vapwriter import REGISTRAR, VapSyncOptions, VapWriter
 from celkeeper.kube import Resource
-from celkeeper.kube.resources import CONSTRAINT_CRDS, TEMPLATES, VAP_BINDINGS, VAPS
-from celkeeper.kube.vapwriter import REGISTRAR, VapSyncOptions, VapWriter
+from celkeeper.kube.resources import VAP_BINDINGS, VAPS
 from celkeeper.policy import TemplateCompiler, build_policy_set
 from celkeeper.vap.plan import VapOptions, VapPlan, plan_vap
 from tests.incluster.fakes import FakeClient

@@ -14,6 +14,8 @@ stored is already good) and finally writes the files. Every write is idempotent;
 everything is current, so pods that agree never write. The Secret itself comes with the manifests (an
 empty Opaque Secret), so the pods need no right to create Secrets; one that is missing is created when
 the pod may.
+
+celkeeper's controller (celkeeper.incluster): celkeeper's own Secret and webhook configurations.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from celkeeper.pki import (
     trusted_bundle,
 )
 
-log = logging.getLogger("celkeeper.kube")
+log = logging.getLogger("celkeeper.incluster")
 
 REGISTRAR = "certificates"
 SYSTEM_LABEL = "celkeeper.io/system"

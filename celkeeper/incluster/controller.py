@@ -8,6 +8,8 @@ that compares what is stored with what is wanted and writes the difference, and 
 (seconds after which it wants to run again, sooner than the resync; None: no wish). Reconcilers run
 one after the other on this thread, so their writes never race each other inside one pod. A failing
 reconcile is retried with exponential back-off; every reconciler also runs every `resync` seconds.
+
+celkeeper's (celkeeper.incluster): the loop celkeeper's controllers run on; it touches no API itself.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-log = logging.getLogger("celkeeper.kube")
+log = logging.getLogger("celkeeper.incluster")
 
 
 class Reconciler(Protocol):

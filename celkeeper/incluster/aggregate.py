@@ -1,7 +1,8 @@
 """Aggregated status: `status.byPod` of templates and constraints, and whether a constraint is enforced.
 
-Every pod writes its own ConstraintTemplatePodStatus / ConstraintPodStatus objects (celkeeper.kube.podstatus).
-Here they are gathered, Gatekeeper's way, into the status of the object they describe:
+Every pod writes its own ConstraintTemplatePodStatus / ConstraintPodStatus objects
+(celkeeper.incluster.podstatus). Here they are gathered, Gatekeeper's way, into the status of the
+object they describe:
 
     template.status   = {created: <its constraint CRD exists>, byPod: [{id, observedGeneration, ...}]}
     constraint.status = {byPod: [{id, enforced, observedGeneration, ...}], enforced: <bool>}
@@ -14,6 +15,8 @@ rollout that changes the replicas, still compute the same status and do not over
 Leaderless, like the CRD writer: every pod computes the same status from the same pod
 statuses and writes only when the stored status differs; a conflict (another pod wrote first) re-reads
 the object and, finding the status already right, stops.
+
+celkeeper's controller (celkeeper.incluster): Gatekeeper's status aggregation over celkeeper's CRDs.
 """
 
 from __future__ import annotations
@@ -24,25 +27,21 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from celkeeper.crds import names
-from celkeeper.kube.client import ApiError, Client
-from celkeeper.kube.manager import Event, WatchManager
-from celkeeper.kube.resources import (
+from celkeeper.incluster.resources import (
     CONSTRAINT_CRDS,
     TEMPLATES,
     ConstraintKinds,
-    Resource,
     constraint_kinds,
     constraint_pod_statuses,
     constraints,
-    generation_of,
-    labels_of,
-    name_of,
     template_pod_statuses,
-    uid_of,
 )
+from celkeeper.kube.client import ApiError, Client
+from celkeeper.kube.manager import Event, WatchManager
+from celkeeper.kube.resources import Resource, generation_of, labels_of, name_of, uid_of
 from celkeeper.kube.writes import update_status
 
-log = logging.getLogger("celkeeper.kube")
+log = logging.getLogger("celkeeper.incluster")
 
 REGISTRAR = "status-aggregation"
 Compute = Callable[[Mapping[str, Any]], dict[str, Any]]

@@ -1,13 +1,16 @@
-"""Every template and constraint in the cluster, once (`celkeeper vap --cluster`): no watch, no informer."""
+"""Every template and constraint in the cluster, once (`celkeeper vap --cluster`): no watch, no informer.
+
+celkeeper's (celkeeper.incluster): celkeeper's resources, listed through the adapter.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from celkeeper.errors import CelkeeperError
+from celkeeper.incluster.objects import item_name, policy_object
+from celkeeper.incluster.resources import TEMPLATES, constraint_kinds, constraints
 from celkeeper.kube.client import ApiError, KubeClient
-from celkeeper.kube.objects import item_name, policy_object
-from celkeeper.kube.resources import TEMPLATES, constraint_kinds, constraints
 
 
 def policy_objects(kubeconfig: str | None = None) -> list[tuple[str, dict[str, Any]]]:

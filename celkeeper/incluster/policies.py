@@ -10,6 +10,8 @@ A template that appears or goes starts or stops the watch of its constraint kind
 is `synced` once the templates, the namespaces and every constraint kind of the templates known at that
 moment have been listed. `on_change` is called (on a watch thread, under the manager's lock: it must be
 quick) after every event.
+
+celkeeper's (celkeeper.incluster): a registrar of the adapter's WatchManager.
 """
 
 from __future__ import annotations
@@ -18,16 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from celkeeper.kube.manager import Event, WatchManager
-from celkeeper.kube.resources import (
+from celkeeper.incluster.resources import (
     EXPANSION_TEMPLATES,
-    NAMESPACES,
     TEMPLATES,
     ConstraintKinds,
-    Resource,
     is_constraint_resource,
-    name_of,
 )
+from celkeeper.kube.manager import Event, WatchManager
+from celkeeper.kube.resources import NAMESPACES, Resource, name_of
 
 REGISTRAR = "policies"
 

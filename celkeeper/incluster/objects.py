@@ -8,6 +8,8 @@ everything but resourceVersion and managedFields (`namespaceObject` may read any
 
 Item names say where an error is: `constrainttemplate/<name>`, `constraint/<Kind>/<name>` and
 `expansiontemplate/<name>` (Gatekeeper's ExpansionTemplates, kept as templates are).
+
+celkeeper's (celkeeper.incluster): what celkeeper keeps of its policy objects (pure).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@
 An Observation says, for one object of one snapshot: its uid and generation, the errors loading it
 met (one line each, with the field path and line:col inside the CEL expression), and whether the
 pod enforces it (a constraint that made it into the policy set; a template that compiled into one).
+
+celkeeper's (celkeeper.incluster): the status objects of celkeeper's CRDs (pure; written by
+celkeeper.incluster.podreporter).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from celkeeper.cel.inventory import Gvk, describe, unmet
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError, ConstraintError, DocumentError, TemplateError, TemplateWarning
-from celkeeper.kube.objects import CONSTRAINT_ITEM_PREFIX, TEMPLATE_ITEM_PREFIX, item_name
-from celkeeper.kube.resources import Resource, constraint_pod_statuses, template_pod_statuses
+from celkeeper.incluster.objects import CONSTRAINT_ITEM_PREFIX, TEMPLATE_ITEM_PREFIX, item_name
+from celkeeper.incluster.resources import constraint_pod_statuses, template_pod_statuses
+from celkeeper.kube.resources import Resource
 
 if TYPE_CHECKING:
     from celkeeper.policy import PolicySet

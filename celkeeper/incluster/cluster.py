@@ -9,6 +9,8 @@
 
 Every call is a get or a list: the ClusterRole in deploy/ci-rbac.yaml (get/list on the policies and
 Namespaces; get on the kinds the manifests hold, for --against-live) is all it needs.
+
+celkeeper's (celkeeper.incluster): what of a cluster celkeeper's offline tools read, through the adapter.
 """
 
 from __future__ import annotations
@@ -18,17 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from celkeeper.crds import names
+from celkeeper.incluster.objects import namespace_object, policy_object
+from celkeeper.incluster.resources import EXPANSION_TEMPLATES, TEMPLATES, constraint_kinds
 from celkeeper.kube.client import ApiError, Client, KubeClient
 from celkeeper.kube.discovery import ApiResource, discover
-from celkeeper.kube.objects import namespace_object, policy_object
-from celkeeper.kube.resources import (
-    EXPANSION_TEMPLATES,
-    NAMESPACES,
-    TEMPLATES,
-    Resource,
-    constraint_kinds,
-    name_of,
-)
+from celkeeper.kube.kubeconfig import context_namespace, default_kubeconfig
+from celkeeper.kube.resources import NAMESPACES, Resource, name_of
 
 GATEKEEPER_TEMPLATES = Resource(
     names.GATEKEEPER_TEMPLATES_GROUP, "v1", "constrainttemplates", names.TEMPLATE_KIND
@@ -60,8 +57,8 @@ class ClusterReader:
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> ClusterReader:
         """From a kubeconfig (default: kubectl's, $KUBECONFIG or ~/.kube/config) and context."""
-        client = KubeClient.connect(kubeconfig or _default_kubeconfig(), context)
-        return cls(client, context_namespace(kubeconfig or _default_kubeconfig(), context))
+        client = KubeClient.connect(kubeconfig or default_kubeconfig(), context)
+        return cls(client, context_namespace(kubeconfig or default_kubeconfig(), context))
 
     def close(self) -> None:
         close = getattr(self.client, "close", None)
@@ -124,24 +121,3 @@ class ClusterReader:
             if err.not_found:
                 return None
             raise
-
-
-def _default_kubeconfig() -> str:
-    import os
-
-    configured = os.environ.get("KUBECONFIG", "")
-    first = configured.split(os.pathsep)[0] if configured else ""
-    return first or os.path.expanduser("~/.kube/config")
-
-
-def context_namespace(kubeconfig: str, context: str | None) -> str:
-    """The namespace of the kubeconfig's context (kubectl's default for objects without one)."""
-    from kubernetes import config as k8s_config
-
-    try:
-        contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
-    except (k8s_config.ConfigException, OSError, ValueError, TypeError):
-        return "default"
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
-    found = (chosen or {}).get("context", {}).get("namespace") if isinstance(chosen, Mapping) else None
-    return str(found) if found else "default"

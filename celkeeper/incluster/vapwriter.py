@@ -28,6 +28,8 @@ object (a digest annotation notices removed fields) and settles races through th
 Status, per pod, in Gatekeeper's fields: the template's `vapGenerationStatus` {state generated | error,
 observedGeneration, warning}; the constraint's `enforcementPointsStatus` entry for vap.k8s.io {state
 generated | waiting | error, message, observedGeneration}.
+
+celkeeper's controller (celkeeper.incluster): Gatekeeper's VAP generation, written through the adapter.
 """
 
 from __future__ import annotations
@@ -40,25 +42,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from celkeeper.crds import names
+from celkeeper.incluster.crdwriter import established
+from celkeeper.incluster.resources import CONSTRAINT_CRDS, TEMPLATES, constraints
 from celkeeper.kube.client import ApiError, Client
 from celkeeper.kube.compare import for_update, up_to_date, with_digest
-from celkeeper.kube.crdwriter import established
 from celkeeper.kube.manager import Event, WatchManager
-from celkeeper.kube.resources import (
-    CONSTRAINT_CRDS,
-    TEMPLATES,
-    VAP_BINDINGS,
-    VAPS,
-    Resource,
-    constraints,
-    name_of,
-    uid_of,
-)
+from celkeeper.kube.resources import VAP_BINDINGS, VAPS, Resource, name_of, uid_of
 from celkeeper.kube.writes import delete_if_present, write_desired
 from celkeeper.model import EnforcementPoint
 from celkeeper.vap.plan import ConstraintVap, TemplateVap, VapPlan, with_owner
 
-log = logging.getLogger("celkeeper.kube")
+log = logging.getLogger("celkeeper.incluster")
 
 REGISTRAR = "validating-admission-policies"
 GENERATED = "generated"

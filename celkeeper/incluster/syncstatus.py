@@ -10,6 +10,8 @@ it (its freshness), or why it is not synced. Writes stay rare: a change of what 
 error, is written at once; the freshness fields (objects, resourceVersion, times) at most every
 `interval` seconds. The same, as of every reconcile, goes to a file in the state directory
 (`data.json`) that the workers show on /readyz.
+
+celkeeper's controller (celkeeper.incluster): celkeeper's SyncPodStatus, written through the adapter.
 """
 
 from __future__ import annotations
@@ -24,16 +26,16 @@ from typing import Any
 
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError
+from celkeeper.incluster.datasync import DataSync, KindState
+from celkeeper.incluster.podstatus import Pod
 from celkeeper.kube.client import ApiError, Client
 from celkeeper.kube.compare import with_resource_version
-from celkeeper.kube.datasync import DataSync, KindState
 from celkeeper.kube.manager import Event, WatchManager
-from celkeeper.kube.podstatus import Pod
 from celkeeper.kube.resources import Resource, labels_of, name_of
 from celkeeper.kube.writes import write_desired
 from celkeeper.localfiles import write_atomic
 
-log = logging.getLogger("celkeeper.kube")
+log = logging.getLogger("celkeeper.incluster")
 
 REGISTRAR = "sync-status"
 VOLATILE = ("objects", "resourceVersion", "listedAt", "observedAt")

@@ -10,6 +10,9 @@ the newest one the workers have loaded wins and older ones are dropped. Each sta
 only when what it says changes (compared with the stored object this pod's watch holds), so writes
 grow with pods x objects changed, never with requests or with unrelated snapshots. Status objects
 of objects that no longer exist (in a loaded, complete snapshot) are deleted.
+
+celkeeper's controller (celkeeper.incluster): the writing part of per-pod status (the pure part is
+celkeeper.incluster.podstatus).
 """
 
 from __future__ import annotations
@@ -21,29 +24,30 @@ from typing import Any
 
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError
+from celkeeper.incluster.podstatus import (
+    Observation,
+    ObservationKey,
+    ObservationTracker,
+    Pod,
+    pod_status,
+    pod_status_current,
+)
+from celkeeper.incluster.resources import constraint_pod_statuses, template_pod_statuses
 from celkeeper.kube import (
     SYNCED,
     ApiError,
     Client,
     Event,
-    Observation,
-    ObservationKey,
-    ObservationTracker,
-    Pod,
     WatchManager,
-    constraint_pod_statuses,
     delete_if_present,
-    pod_status,
-    pod_status_current,
     pods,
-    template_pod_statuses,
     with_resource_version,
     write_desired,
 )
 from celkeeper.kube.resources import Resource, labels_of, name_of, uid_of
 from celkeeper.snapshot import WorkerBoard
 
-log = logging.getLogger("celkeeper.informer")
+log = logging.getLogger("celkeeper.incluster")
 
 REGISTRAR = "pod-status"
 

@@ -18,6 +18,8 @@ to the store (celkeeper.snapshot.datastore, given) in batches, one transaction e
 the objects of its first list are in the store; a relist (410 Gone, a new informer after a restart)
 also removes what the list no longer has. Objects in namespaces the Config excludes from sync are
 not stored. A kind that leaves the configuration is removed from the store.
+
+celkeeper's controller (celkeeper.incluster): a registrar of the adapter's WatchManager.
 """
 
 from __future__ import annotations
@@ -31,10 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from celkeeper.cel.inventory import Change, Delete, Gvk, Put, object_row
-from celkeeper.kube.client import ApiError, Client
-from celkeeper.kube.manager import SYNCED, Event, WatchManager
-from celkeeper.kube.resources import Resource, meta
-from celkeeper.kube.syncconfig import (
+from celkeeper.incluster.syncconfig import (
     GATEKEEPER_SYNCSETS,
     SYNCSETS,
     SyncConfig,
@@ -42,8 +41,11 @@ from celkeeper.kube.syncconfig import (
     namespace_excluded,
     sync_config,
 )
+from celkeeper.kube.client import ApiError, Client
+from celkeeper.kube.manager import SYNCED, Event, WatchManager
+from celkeeper.kube.resources import Resource, meta
 
-log = logging.getLogger("celkeeper.kube")
+log = logging.getLogger("celkeeper.incluster")
 
 
 class Store(Protocol):

@@ -8,6 +8,8 @@ Read from, as Gatekeeper reads them (the union of every source):
 - celkeeper's `SyncSet` (syncset.celkeeper.io/v1alpha1): the same, in celkeeper's group (crds/).
 
 Pure: objects in, a SyncConfig out.
+
+celkeeper's (celkeeper.incluster): Gatekeeper's and celkeeper's configuration objects (pure).
 """
 
 from __future__ import annotations

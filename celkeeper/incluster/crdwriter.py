@@ -17,6 +17,8 @@ names are not known in advance): the writer creates only CRDs of the group const
 updates and deletes only CRDs of that group labelled celkeeper.io/constraint=yes, and leaves any other
 CRD of the same name alone (reported: a template whose kind collides with a CRD someone else made).
 docs/security.md gives the ValidatingAdmissionPolicy that enforces the same rule in the API server.
+
+celkeeper's controller (celkeeper.incluster): writes through celkeeper.kube.writes.
 """
 
 from __future__ import annotations
@@ -28,22 +30,14 @@ from typing import Any
 
 from celkeeper.crds import constraint_crd, names
 from celkeeper.errors import TemplateError
+from celkeeper.incluster.resources import CONSTRAINT_CRDS, TEMPLATES, constraints, template_constraint_kind
 from celkeeper.kube.client import ApiError, Client
 from celkeeper.kube.compare import for_update, up_to_date, with_digest
 from celkeeper.kube.manager import Event, WatchManager
-from celkeeper.kube.resources import (
-    ALL_CRDS,
-    CONSTRAINT_CRDS,
-    TEMPLATES,
-    constraints,
-    labels_of,
-    name_of,
-    template_constraint_kind,
-    uid_of,
-)
+from celkeeper.kube.resources import ALL_CRDS, labels_of, name_of, uid_of
 from celkeeper.kube.writes import NotOurs, delete_if_present, write_desired
 
-log = logging.getLogger("celkeeper.kube")
+log = logging.getLogger("celkeeper.incluster")
 
 REGISTRAR = "constraint-crds"
 

@@ -20,7 +20,7 @@ from celkeeper.kube.discovery import ApiResource
 from celkeeper.policy import TemplateCompiler, build_policy_set
 from tests.audit.support import configmaps, constraint, labels_template
 from tests.incluster.support import etcd_compact
-from tests.incluster.test_watch_expiry import etcd_put
+from tests.kube.test_reflector_expiry import etcd_put
 from tests.support.apiserver import ControlPlane
 from tests.support.binaries import KubeBinaries
 from tests.support.bulk import create_many

@@ -14,7 +14,7 @@ from celkeeper.audit.status import Audited, with_audit_status, write_results
 from celkeeper.incluster.resources import constraints
 from celkeeper.kube import ApiError, Resource, discover, pages
 from celkeeper.kube.jsondeep import depth, loads_deep
-from tests.incluster.fakes import FakeClient
+from tests.kube.fakes import FakeClient
 
 PODS = Resource("", "v1", "pods", "Pod")
 GONE = ApiError(410, "Expired", "The provided continue parameter is too old")

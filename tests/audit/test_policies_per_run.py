@@ -9,7 +9,7 @@ from typing import Any
 from celkeeper.audit import AuditProcess, ProcessOptions
 from celkeeper.incluster import PolicyView
 from tests.audit.support import constraint, labels_template
-from tests.incluster.fakes import FakeClient
+from tests.kube.fakes import FakeClient
 
 
 def view(*objects: dict[str, Any]) -> PolicyView:

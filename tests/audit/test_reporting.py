@@ -16,7 +16,7 @@ from celkeeper.audit.logs import JsonFormatter, constraint_line, go_duration, ru
 from celkeeper.audit.metrics import AuditMetrics, HealthServer
 from celkeeper.audit.results import ObjectRef, RunResults, Violation
 from celkeeper.kube import ApiError
-from tests.incluster.fakes import FakeClient
+from tests.kube.fakes import FakeClient
 from tests.support.waiting import wait_for
 
 REF = ObjectRef("apps", "v1", "Deployment", "shop", "web", uid="u-1", resource_version="42")

@@ -9,7 +9,7 @@ from typing import Any
 from celkeeper.audit import AuditOptions, Evaluator, Silent, audit_cluster
 from celkeeper.kube import ApiError, Resource
 from tests.audit.test_evaluate import LABELS, labels, namespace, policies
-from tests.incluster.fakes import FakeClient
+from tests.kube.fakes import FakeClient
 from tests.policy.helpers import constraint_data, template_data
 
 CORE = [

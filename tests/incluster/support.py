@@ -219,6 +219,13 @@ def required_labels(
     }
 
 
+def with_meta(obj: dict[str, Any], uid: str, generation: int = 1) -> dict[str, Any]:
+    """`obj` as the API server would hand it to a watch: uid, generation and what changes without it."""
+    obj["metadata"].update(uid=uid, generation=generation, resourceVersion="99", managedFields=[{}])
+    obj["status"] = {"byPod": []}
+    return obj
+
+
 def get(cluster: ControlPlane, *args: str) -> dict[str, Any] | None:
     """kubectl get -o json; None when not found."""
     proc = cluster.kubectl("get", *args, "-o", "json", check=False)

@@ -18,7 +18,7 @@ from celkeeper.kube import Resource
 from celkeeper.kube.resources import VAP_BINDINGS, VAPS
 from celkeeper.policy import TemplateCompiler, build_policy_set
 from celkeeper.vap.plan import VapOptions, VapPlan, plan_vap
-from tests.incluster.fakes import FakeClient
+from tests.kube.fakes import FakeClient
 from tests.policy.helpers import constraint_data, template_data
 
 KIND = "K8sWriter"

@@ -19,8 +19,8 @@ from celkeeper.informer import Informer, KubernetesOptions, KubernetesSource, Li
 from celkeeper.kube import NAMESPACES, WatchEvent
 from celkeeper.settings import Settings
 from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir
-from tests.incluster.fakes import FakeClient
 from tests.incluster.support import required_labels, required_labels_template
+from tests.kube.fakes import FakeClient
 from tests.support.waiting import wait_for
 
 

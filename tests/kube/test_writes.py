@@ -17,7 +17,7 @@ from celkeeper.kube import (
     with_resource_version,
     write_desired,
 )
-from tests.incluster.fakes import FakeClient
+from tests.kube.fakes import FakeClient
 
 THINGS = Resource("example.io", "v1", "things", "Thing")
 

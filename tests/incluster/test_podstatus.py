@@ -1,0 +1,93 @@
+"""Per-pod status (pure): what each pod observes of templates and constraints, and the status objects it
+reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celkeeper.cel import get_engine
+from celkeeper.crds import names
+from celkeeper.documents import Document
+from celkeeper.incluster import (
+    Observation,
+    ObservationTracker,
+    Pod,
+    observe,
+    pod_status,
+    pod_status_current,
+)
+from celkeeper.incluster.objects import item_name, policy_object
+from celkeeper.policy import TemplateCompiler, build_policy_set
+from tests.incluster.support import required_labels, required_labels_template, with_meta
+
+POD = Pod("pod-a", "celkeeper-system")
+
+
+def observe_objects(*objects: dict[str, Any]) -> dict[tuple[str, str], Observation]:
+    """What a pod observes of these API objects: built the way the informer builds it."""
+    items = {}
+    for obj in objects:
+        name = item_name(obj)
+        assert name is not None
+        items[name] = policy_object(obj)
+    documents = [Document.from_object(o, file=n) for n, o in items.items()]
+    policies = build_policy_set(documents, TemplateCompiler(get_engine("cel-python")))
+    return observe(items, policies, policies.errors)
+
+
+def test_observations_say_what_is_enforced_and_where_errors_are() -> None:
+    template = with_meta(required_labels_template("Obs"), "t1", generation=3)
+    template["spec"]["targets"][0]["code"][0]["source"]["validations"].append(
+        {"expression": "object.metadata.name == 'a' &&\n  object.nope(1)"}
+    )
+    good = with_meta(required_labels("Obs", "good", ["owner"], ["ns"]), "c1", generation=2)
+    bad = with_meta(required_labels("Obs", "bad", ["owner"], ["ns"]), "c2")
+    bad["spec"]["parameters"] = {"labels": "not-a-list"}
+    found = observe_objects(template, good, bad)
+    t = found[("ConstraintTemplate", "obs")]
+    assert (t.uid, t.generation, t.enforced) == ("t1", 3, True)
+    assert [(e.code, e.location) for e in t.errors] == [
+        ("compile_error", "spec.targets[0].code[0].source.validations[1].expression:2:14")  # the call's `(`
+    ]
+    assert t.errors[0].message.startswith("validation does not compile: ")
+    assert found[("Obs", "good")] == Observation("Obs", "good", "c1", 2, True)
+    b = found[("Obs", "bad")]
+    assert not b.enforced
+    assert [(e.code, e.location) for e in b.errors] == [("invalid_constraint", "spec.parameters.labels")]
+
+
+def test_pod_status_objects_and_their_names() -> None:
+    obs = Observation("Obs", "good", "c1", 2, True)
+    resource, obj = pod_status(POD, obs, 17)
+    assert resource.plural == "constraintpodstatuses" and resource.namespace == "celkeeper-system"
+    assert obj["metadata"]["name"] == "pod--a-obs-good"
+    assert obj["metadata"]["labels"] == {
+        names.CONSTRAINT_NAME_LABEL: "good",
+        names.CONSTRAINT_KIND_LABEL: "Obs",
+        names.TEMPLATE_NAME_LABEL: "obs",
+        names.POD_LABEL: "pod-a",
+    }
+    assert obj["status"] == {
+        "id": "pod-a",
+        "operations": ["webhook"],
+        "observedGeneration": 2,
+        "snapshotGeneration": 17,
+        "constraintUID": "c1",
+        "enforced": True,
+    }
+    stored = {**obj, "metadata": {**obj["metadata"], "uid": "x", "resourceVersion": "5"}}
+    assert pod_status_current(stored, obj)
+    assert not pod_status_current(stored, pod_status(POD, obs, 18)[1])
+
+
+def test_snapshot_generation_stays_while_an_object_does_not_change() -> None:
+    tracker = ObservationTracker()
+    a, b = Observation("K", "a", "u1", 1, True), Observation("K", "b", "u2", 1, True)
+    tracker.advance(5, {a.key: a})
+    tracker.advance(6, {a.key: a, b.key: b})  # another object arrived
+    assert tracker.current[a.key] == (a, 5)
+    assert tracker.current[b.key] == (b, 6)
+    a2 = Observation("K", "a", "u1", 2, True)
+    tracker.advance(9, {a2.key: a2, b.key: b})
+    assert tracker.current[a2.key] == (a2, 9)
+    assert tracker.current[b.key] == (b, 6)

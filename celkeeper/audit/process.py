@@ -40,9 +40,7 @@ from celkeeper.audit.status import Audited, audit_id, write_results
 from celkeeper.cel import get_engine
 from celkeeper.crds import names
 from celkeeper.documents import Document
-from celkeeper.incluster import PolicyView, PolicyWatch
-from celkeeper.incluster.objects import item_name, policy_object
-from celkeeper.incluster.resources import constraints
+from celkeeper.incluster import PolicyView, PolicyWatch, constraints, item_name, policy_object
 from celkeeper.kube import NAMESPACES, ApiError, Client, Timing, WatchManager
 from celkeeper.kube.discovery import ApiResource
 from celkeeper.kube.resources import generation_of, uid_of

@@ -25,24 +25,21 @@ CONSTRAINT_CRDS = Resource(
 )
 
 
+def _pod_statuses(plural: str, kind: str, namespace: str) -> Resource:
+    """One kind of celkeeper's per-pod status objects (status.celkeeper.io), in the pods' namespace."""
+    return Resource(names.STATUS_GROUP, names.STATUS_VERSION, plural, kind, namespace=namespace)
+
+
 def template_pod_statuses(namespace: str) -> Resource:
-    return Resource(
-        names.STATUS_GROUP,
-        names.STATUS_VERSION,
-        "constrainttemplatepodstatuses",
-        names.TEMPLATE_POD_STATUS_KIND,
-        namespace=namespace,
-    )
+    return _pod_statuses("constrainttemplatepodstatuses", names.TEMPLATE_POD_STATUS_KIND, namespace)
 
 
 def constraint_pod_statuses(namespace: str) -> Resource:
-    return Resource(
-        names.STATUS_GROUP,
-        names.STATUS_VERSION,
-        "constraintpodstatuses",
-        names.CONSTRAINT_POD_STATUS_KIND,
-        namespace=namespace,
-    )
+    return _pod_statuses("constraintpodstatuses", names.CONSTRAINT_POD_STATUS_KIND, namespace)
+
+
+def sync_pod_statuses(namespace: str) -> Resource:
+    return _pod_statuses("syncpodstatuses", names.SYNC_POD_STATUS_KIND, namespace)
 
 
 def constraints(kind: str) -> Resource:

@@ -28,10 +28,11 @@ from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError
 from celkeeper.incluster.datasync import DataSync, KindState
 from celkeeper.incluster.podstatus import Pod
+from celkeeper.incluster.resources import sync_pod_statuses
 from celkeeper.kube.client import ApiError, Client
 from celkeeper.kube.compare import with_resource_version
 from celkeeper.kube.manager import Event, WatchManager
-from celkeeper.kube.resources import Resource, labels_of, name_of
+from celkeeper.kube.resources import labels_of, name_of
 from celkeeper.kube.writes import write_desired
 from celkeeper.localfiles import write_atomic
 
@@ -39,16 +40,6 @@ log = logging.getLogger("celkeeper.incluster")
 
 REGISTRAR = "sync-status"
 VOLATILE = ("objects", "resourceVersion", "listedAt", "observedAt")
-
-
-def sync_pod_statuses(namespace: str) -> Resource:
-    return Resource(
-        names.STATUS_GROUP,
-        names.STATUS_VERSION,
-        "syncpodstatuses",
-        names.SYNC_POD_STATUS_KIND,
-        namespace=namespace,
-    )
 
 
 def _time(t: float) -> str:

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
-
-from celkeeper.cel import ENGINES, get_engine
 from celkeeper.cel.api import Engine
 from celkeeper.incluster.objects import item_name
 from celkeeper.incluster.podstatus import observe
-from tests.support.celgo import require_celgo
 from tests.support.syncdata import (
     INGRESS,
     NO_OTHER,
     REQUIRES_INGRESS,
+    engine_fixture,  # noqa: F401 (the fixture `engine`)
     policies,
     template_yaml,
 )
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Engine:
-    if request.param == "cel-go":
-        require_celgo()
-    return get_engine(request.param)
 
 
 def test_the_pod_status_says_a_constraint_waits_for_its_data(engine: Engine) -> None:

@@ -203,8 +203,8 @@ def test_a_syncset_naming_a_kind_already_synced_is_reported_at_once(
 ) -> None:
     """The SyncPodStatus follows the synced data as it changes, not at the next resync (a minute): a kind
     listed, then a SyncSet that only adds a source to it (no list starts: nothing keeps the writer busy)."""
+    from celkeeper.incluster.resources import sync_pod_statuses
     from celkeeper.incluster.syncconfig import GATEKEEPER_SYNCSETS, SYNCSETS
-    from celkeeper.incluster.syncstatus import sync_pod_statuses
     from celkeeper.kube.resources import Resource
 
     def syncset(api_version: str, name: str) -> dict[str, Any]:

@@ -6,26 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from celkeeper.cel import ENGINES, get_engine
 from celkeeper.cel.api import Engine
 from celkeeper.review import SyncedData
 from celkeeper.snapshot.datastore import write_inventory
-from tests.support.celgo import require_celgo
 from tests.support.syncdata import (
     INGRESS,
     REQUIRES_INGRESS,
+    engine_fixture,  # noqa: F401 (the fixture `engine`)
     ingress,
     messages,
     policies,
     template_yaml,
 )
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Engine:
-    if request.param == "cel-go":
-        require_celgo()
-    return get_engine(request.param)
 
 
 @pytest.mark.parametrize("failure_policy", ["Fail", "Ignore"])

@@ -7,27 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from celkeeper.cel import ENGINES, InventoryError, get_engine
+from celkeeper.cel import InventoryError
 from celkeeper.cel.api import Engine
 from celkeeper.review import SyncedData
 from celkeeper.snapshot.datastore import DataStore, Delete, Put
-from tests.support.celgo import require_celgo
 from tests.support.syncdata import (
     INGRESS,
     NO_OTHER,
     REQUIRES_INGRESS,
+    engine_fixture,  # noqa: F401 (the fixture `engine`)
     ingress,
     messages,
     policies,
     template_yaml,
 )
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Engine:
-    if request.param == "cel-go":
-        require_celgo()
-    return get_engine(request.param)
 
 
 def test_both_engines_read_what_the_writer_wrote(engine: Engine, tmp_path: Path) -> None:

@@ -3,26 +3,16 @@ a malformed annotation is reported and the template loads without data."""
 
 from __future__ import annotations
 
-import pytest
-
-from celkeeper.cel import ENGINES, get_engine
 from celkeeper.cel.api import Engine
-from tests.support.celgo import require_celgo
 from tests.support.syncdata import (
     ANNOTATION,
     INGRESS,
     NO_OTHER,
     REQUIRES_INGRESS,
+    engine_fixture,  # noqa: F401 (the fixture `engine`)
     policies,
     template_yaml,
 )
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Engine:
-    if request.param == "cel-go":
-        require_celgo()
-    return get_engine(request.param)
 
 
 def test_only_a_template_that_declares_data_reads_it(engine: Engine) -> None:

@@ -77,9 +77,9 @@ def run(name: str, out_path: Path | None) -> None:
         constraints[handle] = {"template": handles[of], "object": json.loads(document)}
         return handle, reply
 
-    def record_validate(*args: Any) -> Any:
+    def record_validate(*args: Any, **options: Any) -> Any:
         calls.append(args)
-        return validate(*args)
+        return validate(*args, **options)
 
     library.template, library.constraint, library.validate = (
         record_template,
@@ -110,10 +110,10 @@ def run(name: str, out_path: Path | None) -> None:
         print(f"{len(templates)} templates, {len(selected)} constraints -> {out_path}")
     spent = [0.0]
 
-    def timed_validate(*args: Any) -> Any:
+    def timed_validate(*args: Any, **options: Any) -> Any:
         started = time.process_time()
         try:
-            return validate(*args)
+            return validate(*args, **options)
         finally:
             spent[0] += time.process_time() - started
 

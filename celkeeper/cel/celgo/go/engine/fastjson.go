@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -14,8 +15,14 @@ import (
 // invalid JSON, nesting deeper than encoding/json's limit) is errFallback: the caller then uses
 // Kubernetes' decoder, which gives the result or the error Kubernetes gives. fastjson_test.go
 // compares both on generated and hand-written documents.
+//
+// What it allocates is what it returns: the maps (made at their size), the lists (made at their
+// length: items and members are gathered on scratch stacks that decoders reuse), the strings and the
+// numbers; a key the decoder has seen before is not copied again (jsonDecoder.keys).
 func decodeObject(data []byte) (map[string]any, error) {
-	d := jsonDecoder{data: data}
+	d := decoders.Get().(*jsonDecoder)
+	defer d.release()
+	d.data, d.pos = data, 0
 	d.space()
 	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
 		return nil, errFallback
@@ -37,8 +44,41 @@ var errFallback = errors.New("not decoded by the fast path")
 const maxDepth = 10000
 
 type jsonDecoder struct {
-	data []byte
-	pos  int
+	data    []byte
+	pos     int
+	items   []any    // the items of the arrays being read (each array's are copied out at its end)
+	members []member // the members of the objects being read (likewise)
+	// the keys this decoder has read (kept across documents, up to maxKeys): the objects of a
+	// webhook's requests have the same few hundred field names, each then made once
+	keys map[string]string
+}
+
+// Bounds of a decoder's keys: how many, and the longest kept.
+const (
+	maxKeys      = 2048
+	maxKeyLength = 64
+)
+
+type member struct {
+	key   string
+	value any
+}
+
+var decoders = sync.Pool{New: func() any { return &jsonDecoder{} }}
+
+// maxKeptScratch bounds the scratch a pooled decoder keeps (a huge document's is dropped).
+const maxKeptScratch = 4096
+
+// release empties the decoder (it holds nothing of what it decoded) and returns it to the pool.
+func (d *jsonDecoder) release() {
+	d.data = nil
+	if cap(d.items) > maxKeptScratch || cap(d.members) > maxKeptScratch {
+		d.items, d.members = nil, nil
+	}
+	clear(d.items[:cap(d.items)])
+	clear(d.members[:cap(d.members)])
+	d.items, d.members = d.items[:0], d.members[:0]
+	decoders.Put(d)
 }
 
 func (d *jsonDecoder) space() {
@@ -89,18 +129,18 @@ func (d *jsonDecoder) object(depth int) (map[string]any, error) {
 		return nil, errFallback
 	}
 	d.pos++ // {
-	m := map[string]any{}
 	d.space()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
-		return m, nil
+		return map[string]any{}, nil
 	}
+	base := len(d.members)
 	for {
 		d.space()
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
 			return nil, errFallback
 		}
-		key, err := d.str()
+		key, err := d.key()
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +153,7 @@ func (d *jsonDecoder) object(depth int) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		m[key] = v
+		d.members = append(d.members, member{key, v})
 		d.space()
 		if d.pos >= len(d.data) {
 			return nil, errFallback
@@ -123,6 +163,12 @@ func (d *jsonDecoder) object(depth int) (map[string]any, error) {
 			d.pos++
 		case '}':
 			d.pos++
+			m := make(map[string]any, len(d.members)-base)
+			for _, mb := range d.members[base:] { // in order: a key given twice keeps its last value
+				m[mb.key] = mb.value
+			}
+			clear(d.members[base:])
+			d.members = d.members[:base]
 			return m, nil
 		default:
 			return nil, errFallback
@@ -135,18 +181,18 @@ func (d *jsonDecoder) array(depth int) ([]any, error) {
 		return nil, errFallback
 	}
 	d.pos++ // [
-	out := []any{}
 	d.space()
 	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
-		return out, nil
+		return []any{}, nil
 	}
+	base := len(d.items)
 	for {
 		v, err := d.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, v)
+		d.items = append(d.items, v)
 		d.space()
 		if d.pos >= len(d.data) {
 			return nil, errFallback
@@ -156,6 +202,10 @@ func (d *jsonDecoder) array(depth int) ([]any, error) {
 			d.pos++
 		case ']':
 			d.pos++
+			out := make([]any, len(d.items)-base)
+			copy(out, d.items[base:])
+			clear(d.items[base:])
+			d.items = d.items[:base]
 			return out, nil
 		default:
 			return nil, errFallback
@@ -165,7 +215,35 @@ func (d *jsonDecoder) array(depth int) ([]any, error) {
 
 // str reads a string without escapes whose bytes are valid UTF-8 and hold no control characters;
 // any other string is errFallback.
-func (d *jsonDecoder) str() (string, error) {
+func (d *jsonDecoder) str() (any, error) {
+	s, err := d.span()
+	if err != nil {
+		return nil, err
+	}
+	return string(s), nil
+}
+
+// key reads an object's key as str does; one read before is not copied again (d.keys).
+func (d *jsonDecoder) key() (string, error) {
+	s, err := d.span()
+	if err != nil {
+		return "", err
+	}
+	if known, ok := d.keys[string(s)]; ok {
+		return known, nil
+	}
+	key := string(s)
+	if len(d.keys) < maxKeys && len(key) <= maxKeyLength {
+		if d.keys == nil {
+			d.keys = make(map[string]string, 256)
+		}
+		d.keys[key] = key
+	}
+	return key, nil
+}
+
+// span reads a string (see str) and returns its bytes.
+func (d *jsonDecoder) span() ([]byte, error) {
 	start := d.pos + 1
 	ascii := true
 	for i := start; i < len(d.data); i++ {
@@ -173,18 +251,21 @@ func (d *jsonDecoder) str() (string, error) {
 		case c == '"':
 			s := d.data[start:i]
 			if !ascii && !utf8.Valid(s) {
-				return "", errFallback
+				return nil, errFallback
 			}
 			d.pos = i + 1
-			return string(s), nil
+			return s, nil
 		case c == '\\' || c < 0x20:
-			return "", errFallback
+			return nil, errFallback
 		case c >= utf8.RuneSelf:
 			ascii = false
 		}
 	}
-	return "", errFallback
+	return nil, errFallback
 }
+
+// maxSafeDigits: an integer of at most this many characters (a sign included) is an int64.
+const maxSafeDigits = 18
 
 // number reads a JSON number (RFC 8259 grammar) and converts it as sigs.k8s.io/json's
 // convertNumber does with PreserveInts.
@@ -205,7 +286,8 @@ func (d *jsonDecoder) number() (any, error) {
 	default:
 		return nil, errFallback
 	}
-	dot := false
+	digits := i - start
+	dot, exp := false, false
 	if i < n && d.data[i] == '.' {
 		dot = true
 		i++
@@ -217,6 +299,7 @@ func (d *jsonDecoder) number() (any, error) {
 		}
 	}
 	if i < n && (d.data[i] == 'e' || d.data[i] == 'E') {
+		exp = true
 		i++
 		if i < n && (d.data[i] == '+' || d.data[i] == '-') {
 			i++
@@ -229,6 +312,21 @@ func (d *jsonDecoder) number() (any, error) {
 		}
 	}
 	d.pos = i
+	if !dot && !exp && digits <= maxSafeDigits { // an int64 for sure: read without a copy
+		var v int64
+		neg := d.data[start] == '-'
+		from := start
+		if neg {
+			from++
+		}
+		for _, c := range d.data[from:i] {
+			v = v*10 + int64(c-'0')
+		}
+		if neg {
+			v = -v
+		}
+		return v, nil
+	}
 	s := string(d.data[start:i])
 	if !dot { // convertNumber: no '.' -> an int64 when it parses as one
 		if v, err := strconv.ParseInt(s, 10, 64); err == nil {

@@ -25,6 +25,12 @@ Python client (threads, keep-alive connections), which on 2 cores is itself the 
 
     .venv/bin/python bench/webhook.py [--duration 10] [--connections 8] [--threads 1] [--repeat N]
                                       [--open-rate R] [--workers 1 2] [--engine NAME] [--ceiling-only]
+                                      [--baseline DIR [--rounds N]]
+
+`--baseline DIR` (another checkout, e.g. `git archive main | tar -x -C DIR`; its cel-go library must be
+built) measures the same workload served by that tree's celkeeper too, alternating with this one's
+(this, baseline, `--rounds` times per server configuration), and ends with the ratio of the server
+CPU per review of each mode (this / baseline): before/after figures from one run.
 
 `--engine cel-python --ceiling-only` against the default measures the serving stack without and with
 the Go runtime in the workers (no constraint matches: nothing is evaluated either way).
@@ -309,7 +315,17 @@ def main() -> int:
     parser.add_argument(
         "--python-client", action="store_true", help="use the Python client even if wrk exists"
     )
+    parser.add_argument(
+        "--baseline", metavar="DIR", default=None, help="also measure the celkeeper of this checkout"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, metavar="N", help="with --baseline: alternations (default 1)"
+    )
     args = parser.parse_args()
+    trees = [("this", ROOT)]
+    if args.baseline:
+        trees.append(("baseline", Path(args.baseline).resolve()))
+    figures: dict[tuple[int, str, str], list[float]] = {}  # (workers, mode, tree) -> CPU per review
 
     wrk = None if args.python_client else shutil.which("wrk")
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
@@ -358,7 +374,9 @@ def main() -> int:
         runs = [] if args.ceiling_only else [(w, "policies") for w in args.workers]
         runs.append((max(args.workers), "policies-retargeted"))
         engine = ["--engine", args.engine] if args.engine else []
-        for workers, policies in runs:
+        rounds = range(args.rounds if args.baseline else 1)
+        plan = [(workers, policies, tree) for workers, policies in runs for _ in rounds for tree in trees]
+        for workers, policies, (tree_name, tree) in plan:
             ceiling = policies != "policies"
             server = ServeProcess(
                 work / f"w{workers}-{policies}",
@@ -373,6 +391,7 @@ def main() -> int:
                     str(args.max_requests),
                     *engine,
                 ],
+                root=tree,
             )
             server.start()
             try:
@@ -415,8 +434,12 @@ def main() -> int:
                 rss_growth = (rss_mib(pids) - rss_before, served)
                 for mode, res in rows:
                     per = res.requests or 1
+                    figures.setdefault((workers, mode.split(" at ")[0], tree_name), []).append(
+                        res.server_cpu / per
+                    )
+                    label = f"{mode} [{tree_name}]" if len(trees) > 1 else mode
                     print(
-                        f"{workers:>7} {mode:<22} {res.rate:>10.0f} {res.p50 * 1e3:>8.2f} "
+                        f"{workers:>7} {label:<22} {res.rate:>10.0f} {res.p50 * 1e3:>8.2f} "
                         f"{res.p99 * 1e3:>8.2f} {res.errors:>6} {res.server_cpu / per * 1e6:>15.0f} µs "
                         f"{res.client_cpu / per * 1e6:>15.0f} µs  {worker_split(res.worker_cpu)}"
                     )
@@ -428,6 +451,17 @@ def main() -> int:
                 )
             finally:
                 server.stop()
+        if len(trees) > 1:
+            print()
+            base_dir = trees[1][1]
+            print(f"server CPU per review, this tree / baseline ({base_dir}), mean of {len(rounds)} round(s)")
+            for (workers, mode, tree_name), ours in figures.items():
+                base = figures.get((workers, mode, "baseline"))
+                if tree_name != "this" or not base:
+                    continue
+                mine, theirs = sum(ours) / len(ours), sum(base) / len(base)
+                both = f"{mine * 1e6:>8.0f} µs / {theirs * 1e6:>6.0f} µs"
+                print(f"{workers:>7} {mode:<22} {both} = {mine / theirs:.2f}")
         print()
         print("targets (2 cores): >= 2000 reviews/s with 2 workers; p99 <= 10 ms at half that rate")
         print(

@@ -99,3 +99,31 @@ func genValue(rng *rand.Rand, depth int) string {
 		return fmt.Sprint(rng.Intn(100))
 	}
 }
+
+// A decoder keeps the keys it read (up to maxKeys of at most maxKeyLength bytes): documents read
+// after it is full, or with longer keys, decode as before; kept keys are the same strings.
+func TestDecodeObjectKeysKept(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := 0; i < maxKeys+500; i++ {
+		fmt.Fprintf(&b, `"key%d":%d,`, i, i)
+	}
+	fmt.Fprintf(&b, `%q:"long"}`, strings.Repeat("k", maxKeyLength+1))
+	doc := b.String()
+	for i := 0; i < 3; i++ { // pooled decoders: the first fills its keys, later ones reuse them
+		checkDecode(t, doc)
+	}
+	d := &jsonDecoder{}
+	for i := 0; i < 2; i++ {
+		d.data, d.pos = []byte(doc), 0
+		if _, err := d.object(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(d.keys) != maxKeys {
+		t.Fatalf("the decoder kept %d keys, want %d", len(d.keys), maxKeys)
+	}
+	if _, ok := d.keys[strings.Repeat("k", maxKeyLength+1)]; ok {
+		t.Fatal("a key longer than maxKeyLength was kept")
+	}
+}

@@ -30,7 +30,10 @@ Python client (threads, keep-alive connections), which on 2 cores is itself the 
 `--baseline DIR` (another checkout, e.g. `git archive main | tar -x -C DIR`; its cel-go library must be
 built) measures the same workload served by that tree's celkeeper too, alternating with this one's
 (this, baseline, `--rounds` times per server configuration), and ends with the ratio of the server
-CPU per review of each mode (this / baseline): before/after figures from one run.
+CPU per review of each mode (this / baseline): before/after figures from one run. Put both trees in
+the same kind of place (e.g. both `git archive` copies under /tmp, running this script from one of
+them): on the shared machine a worktree under /work measured ~1.2x a copy under /tmp of nearly the
+same code, the serving stack alone included.
 
 `--engine cel-python --ceiling-only` against the default measures the serving stack without and with
 the Go runtime in the workers (no constraint matches: nothing is evaluated either way).

@@ -22,6 +22,7 @@ from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError
 from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
 from celkeeper.gator.suite import GROUP, Suite
+from celkeeper.localfiles import walk
 
 EXAMPLES = """examples:
   celkeeper verify examples/                      run every suite under examples/
@@ -121,7 +122,7 @@ def _suite_files(path: str) -> list[str]:
     if path.endswith("/...") or path == "...":
         path = path[: -len("...")] or "."
     if os.path.isdir(path):
-        return files.walk(path, files.SUITE_SUFFIXES)
+        return walk(path, files.SUITE_SUFFIXES)
     if not os.path.exists(path):
         raise files.PathError(f"{path}: no such file or directory")
     if not path.endswith(files.SUITE_SUFFIXES):

@@ -109,7 +109,7 @@ class Reflector:
         self._kick.clear()
 
     def _backoff(self, attempt: int) -> float:
-        base = min(self.timing.max_backoff, self.timing.min_backoff * (2 ** min(attempt, 20)))
+        base = min(self.timing.max_backoff, self.timing.min_backoff * (2.0 ** min(attempt, 20)))
         return base * (0.5 + self._rng() / 2)
 
     # -- the loop -----------------------------------------------------------------------------------------

@@ -57,10 +57,10 @@ class _Evaluator(Evaluator):
 
     state: Any = None
 
-    def sub_evaluator(self, ast: lark.Tree) -> Evaluator:
+    def sub_evaluator(self, ast: lark.Tree[Any]) -> Evaluator:
         return type(self)(ast, activation=self.activation)
 
-    def expr(self, tree: lark.Tree) -> Any:
+    def expr(self, tree: lark.Tree[Any]) -> Any:
         """`c ? a : b`: an error condition is the result (cel-go), before either branch is looked at."""
         if len(tree.children) == 3:
             condition = self.visit(tree.children[0])
@@ -71,19 +71,19 @@ class _Evaluator(Evaluator):
             return CELEvalError("no such overload")
         return super().expr(tree)
 
-    def member_dot(self, tree: lark.Tree) -> Any:
+    def member_dot(self, tree: lark.Tree[Any]) -> Any:
         """`e.f`: a map's entry, else cel-go's error (dispatch.select)."""
         member = self.visit(tree.children[0])
         if isinstance(member, NameContainer):  # a dotted name celpy resolves itself
             return super().member_dot(tree)
         return dispatch.select(member, str(tree.children[1]))
 
-    def member_dot_arg(self, tree: lark.Tree) -> Any:
+    def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
         if tree.children[1] == "__ck_fold":
             return self._fold(tree)
         return super().member_dot_arg(tree)
 
-    def _eval(self, tree: lark.Tree, bindings: dict[str, Any]) -> Any:
+    def _eval(self, tree: lark.Tree[Any], bindings: dict[str, Any]) -> Any:
         sub = type(self)(tree, activation=self.activation)
         sub.set_activation(bindings)
         try:
@@ -95,7 +95,7 @@ class _Evaluator(Evaluator):
     def _name(tree: Any) -> str:
         return str(next(tree.find_data("ident")).children[0])
 
-    def _fold(self, tree: lark.Tree) -> Any:
+    def _fold(self, tree: lark.Tree[Any]) -> Any:
         args = tree.children[2].children
         iter_var, iter_var2, accu_var = (self._name(a) for a in args[:3])
         init, cond, step, result = args[3:]

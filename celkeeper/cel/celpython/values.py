@@ -161,7 +161,7 @@ def equal(a: Any, b: Any) -> bool:
             return False
         return _num(a) == _num(b)
     if isinstance(a, Optional) or isinstance(b, Optional):
-        return a == b
+        return bool(a == b)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
@@ -212,7 +212,7 @@ def compare(a: Any, b: Any) -> int:
     if is_bool(a) and is_bool(b):
         return (bool(a) > bool(b)) - (bool(a) < bool(b))
     if _same_kind(a, b) and not isinstance(a, list | dict):
-        return (a > b) - (a < b)
+        return int((a > b) - (a < b))
     raise TypeError(f"no such overload: {type(a).__name__} < {type(b).__name__}")
 
 

@@ -96,10 +96,10 @@ def compare(a: object, b: object) -> int:
         return _cmp(a, b)  # type: ignore[arg-type]
     if ka != kb or ka not in COMPARABLE:
         raise LibraryError(NO_SUCH_OVERLOAD)
-    if ka == "string":
-        ab, bb = a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass")  # type: ignore[attr-defined]
+    if isinstance(a, str) and isinstance(b, str):  # ka == kb == "string"
+        ab, bb = a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass")
         return (ab > bb) - (ab < bb)
-    return (a > b) - (a < b)  # type: ignore[operator]
+    return int((a > b) - (a < b))  # type: ignore[operator]
 
 
 def equal(a: object, b: object) -> bool:

@@ -189,7 +189,7 @@ _DIRECT_DIGITS = 2_000  # at most this many digits go through int()/str() in one
 @lru_cache(maxsize=64)
 def go_pow10_int(n: int) -> int:
     """10**n, the last few cached."""
-    return 10**n
+    return int(10**n)  # int ** int is Any to mypy (a negative power is a float); n >= 0 here
 
 
 def decimal_to_int(digits: str) -> int:

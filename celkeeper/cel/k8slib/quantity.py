@@ -99,7 +99,7 @@ def _ndigits(v: int) -> int:
 def _pow10(n: int) -> int:
     if n > MAX_DIGITS:
         raise LibraryError(ERR_TOO_LARGE)
-    return 10**n
+    return int(10**n)  # int ** int is Any to mypy (a negative power is a float); n >= 0 here
 
 
 # ---------------------------------------------------------------- parsing (ParseQuantity)
@@ -271,9 +271,9 @@ def _cmp(u1: int, e1: int, u2: int, e2: int) -> int:
     if m1 != m2:
         return s1 if m1 > m2 else -s1
     if e1 >= e2:
-        a, b = u1 * 10 ** (e1 - e2), u2
+        a, b = u1 * int(10 ** (e1 - e2)), u2
     else:
-        a, b = u1, u2 * 10 ** (e2 - e1)
+        a, b = u1, u2 * int(10 ** (e2 - e1))
     return (a > b) - (a < b)
 
 

@@ -6,6 +6,7 @@ Nothing here imports anything of celkeeper's; every layer may raise these.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Self
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,35 @@ class CelkeeperError(Exception):
         self.message = message
         self.location = location or Location()
 
-    def at(self, **where: object) -> CelkeeperError:
-        """The same error with more of its location filled in (fields already known are kept)."""
-        known = {k: v for k, v in where.items() if getattr(self.location, k) is None}
-        err = type(self).__new__(type(self))
-        err.__dict__.update(self.__dict__)
-        Exception.__init__(err, self.message)
-        err.location = replace(self.location, **known)  # type: ignore[arg-type]
-        return err
+    def at(
+        self,
+        *,
+        file: str | None = None,
+        document: int | None = None,
+        path: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> Self:
+        """A copy of this error with more of its location filled in (fields already known are kept).
+
+        The copy keeps what tells how the error came about: its cause (`__cause__`), context
+        (`__context__`, `__suppress_context__`), traceback and notes. Re-raise it in the handler with
+        `raise err.at(...) from err.__cause__`: a bare `raise` there would set the copy's context to
+        `err`, the same error without the location."""
+        err = type(self).__new__(type(self), *self.args)  # no __init__: subclasses take other arguments
+        err.__dict__.update(self.__dict__)  # message, location, notes and a subclass's own fields
+        err.location = replace(
+            self.location,
+            file=self.location.file if self.location.file is not None else file,
+            document=self.location.document if self.location.document is not None else document,
+            path=self.location.path if self.location.path is not None else path,
+            line=self.location.line if self.location.line is not None else line,
+            column=self.location.column if self.location.column is not None else column,
+        )
+        err.__cause__ = self.__cause__
+        err.__context__ = self.__context__
+        err.__suppress_context__ = self.__suppress_context__
+        return err.with_traceback(self.__traceback__)
 
     def __str__(self) -> str:
         where = str(self.location)

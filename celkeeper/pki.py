@@ -137,8 +137,8 @@ def new_serving_certificate(
     for ip in ips:
         try:
             alt_names.append(x509.IPAddress(ipaddress.ip_address(ip)))
-        except ValueError:
-            raise TLSConfigError(f"not an IP address: {ip!r}") from None
+        except ValueError as err:
+            raise TLSConfigError(f"not an IP address: {ip!r}") from err
     now = now or datetime.datetime.now(datetime.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value

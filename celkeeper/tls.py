@@ -70,7 +70,7 @@ def _load_ca(cert_path: Path, key_path: Path) -> tuple[ec.EllipticCurvePrivateKe
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
     except (OSError, ValueError) as err:
-        raise TLSConfigError(f"cannot reuse the CA: {err}", Location(file=str(cert_path))) from None
+        raise TLSConfigError(f"cannot reuse the CA: {err}", Location(file=str(cert_path))) from err
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise TLSConfigError("the CA key is not an ECDSA key", Location(file=str(key_path)))
     cert_key = cert.public_key()
@@ -122,16 +122,16 @@ def build_server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     try:
         ctx.load_cert_chain(cert_file, key_file)
     except FileNotFoundError as err:
-        raise TLSConfigError(f"no such file: {err.filename}") from None
+        raise TLSConfigError(f"no such file: {err.filename}") from err
     except ssl.SSLError as err:  # (a subclass of OSError)
         raise TLSConfigError(
             f"certificate and key {key_file} do not load as a pair ({err.reason or err})",
             Location(file=cert_file),
-        ) from None
+        ) from err
     except OSError as err:
         raise TLSConfigError(
             f"cannot read the certificate or key: {err.strerror or err}", Location(file=cert_file)
-        ) from None
+        ) from err
     return ctx
 
 

@@ -89,7 +89,7 @@ def get_engine(name: str = DEFAULT_ENGINE, limits: CelLimits | None = None) -> E
         try:
             return CelGoEngine()
         except LibraryUnavailable as err:
-            raise EngineUnavailable(str(err)) from None
+            raise EngineUnavailable(str(err)) from err
     if name == "cel-python":
         from celkeeper.cel.celpython.engine import CelPythonEngine
 

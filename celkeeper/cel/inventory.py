@@ -84,7 +84,7 @@ def parse_requirements(text: str) -> tuple[Requirement, ...]:
     try:
         doc = json.loads(trimmed)
     except ValueError as err:
-        raise RequirementsError(f"not JSON: {err}") from None
+        raise RequirementsError(f"not JSON: {err}") from err
     if not isinstance(doc, list):
         raise RequirementsError("must be a list of requirements (each a list of clauses)")
     out: list[Requirement] = []

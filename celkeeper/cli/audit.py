@@ -193,7 +193,7 @@ def _cluster(args: argparse.Namespace) -> int:
                 (host or "0.0.0.0", int(port)), metrics, ready=lambda: process.ready, alive=looping.is_set
             )
         except (OSError, ValueError) as err:
-            raise CelkeeperError(f"cannot serve metrics on {args.metrics_bind!r}: {err}") from None
+            raise CelkeeperError(f"cannot serve metrics on {args.metrics_bind!r}: {err}") from err
         server.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

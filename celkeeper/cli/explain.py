@@ -195,7 +195,7 @@ def _request(
         )
         return parse_admission_review(review), True
     except CelkeeperError as err:
-        raise err.at(file=document.file, document=document.index) from None
+        raise err.at(file=document.file, document=document.index) from err.__cause__
 
 
 def _namespace(args: argparse.Namespace, obj: Mapping[str, Any]) -> str | None:

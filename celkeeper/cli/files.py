@@ -67,10 +67,10 @@ def read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
-    except UnicodeDecodeError:
-        raise DocumentError("cannot read: not UTF-8 text", Location(file=path)) from None
+    except UnicodeDecodeError as err:
+        raise DocumentError("cannot read: not UTF-8 text", Location(file=path)) from err
     except OSError as err:
-        raise DocumentError(f"cannot read: {err.strerror or err}", Location(file=path)) from None
+        raise DocumentError(f"cannot read: {err.strerror or err}", Location(file=path)) from err
 
 
 def read(path: str) -> ParsedText:

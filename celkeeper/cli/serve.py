@@ -446,7 +446,7 @@ def _state_dir(given: Path | None) -> Any:
             raise CelkeeperError(
                 f"no writable temporary folder for the server's state ({err.strerror or err}): give "
                 "--state-dir DIR, a writable folder (with a read-only root filesystem: an emptyDir volume)"
-            ) from None
+            ) from err
     state = StateDir(given)
     try:
         state.reset()
@@ -458,7 +458,7 @@ def _state_dir(given: Path | None) -> Any:
             f"the state folder {given} is not writable ({err.strerror or err}): celkeeper writes its "
             "snapshots, worker statuses and metrics there; give --state-dir a writable folder (with a "
             "read-only root filesystem: an emptyDir volume)"
-        ) from None
+        ) from err
     return state
 
 
@@ -547,7 +547,7 @@ def _bootstrap_certificates(kubeconfig: str | None, config: Any, timeout: float 
                     raise CelkeeperError(
                         f"cannot set up the webhook certificate in {config.namespace}/"
                         f"{config.secret_name}: {err}"
-                    ) from None
+                    ) from err
                 log.warning("setting up the webhook certificate failed, retrying in %.1fs: %s", delay, err)
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)

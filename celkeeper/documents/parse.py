@@ -212,8 +212,7 @@ def _collect(
     try:
         data = _convert(node, "", spans, line_offset, None, budget=budget)
     except DocumentError as err:
-        located = err.at(file=name, document=index)
-        errors.append(located if isinstance(located, DocumentError) else DocumentError(str(err)))
+        errors.append(err.at(file=name, document=index))
         return
     if not isinstance(data, dict):
         line, column = node.start_mark.line + 1 + line_offset, node.start_mark.column + 1

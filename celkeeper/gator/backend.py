@@ -159,7 +159,7 @@ class PolicyBackend:
                     as_v1_review(checked_request(document)), operation_required=False
                 )
         except ReviewError as err:
-            raise err.at(file=document.file, document=document.index) from None
+            raise err.at(file=document.file, document=document.index) from err.__cause__
         return request, not is_admission_review(document)
 
     def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[Violation]:

@@ -31,7 +31,7 @@ def _compile(pattern: str) -> re2._Regexp:
     try:
         return compile_regex(pattern)
     except re2.error as err:
-        raise FilterError(f"invalid test filter {pattern!r}: {_re2_message(err)}") from None
+        raise FilterError(f"invalid test filter {pattern!r}: {_re2_message(err)}") from err
 
 
 def _re2_message(err: Exception) -> str:

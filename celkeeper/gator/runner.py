@@ -200,7 +200,7 @@ def check_assertion(assertion: Assertion, messages: Sequence[str]) -> None:
             regex = compile_regex(assertion.message)
         except re2.error as err:
             detail = err.args[0].decode() if err.args and isinstance(err.args[0], bytes) else str(err)
-            raise CaseFailure(f"message contains invalid regular expression: {detail}") from None
+            raise CaseFailure(f"message contains invalid regular expression: {detail}") from err
     matching = sum(1 for m in messages if regex is None or regex.search(m))
     want = assertion.violations
     containing = f" containing {go_quote(assertion.message)}" if assertion.message is not None else ""

@@ -210,7 +210,7 @@ class CertRotator:
                         f"the Secret {self.config.namespace}/{name} does not "
                         f"exist and this pod may not create it: apply the manifests "
                         f"(deploy/celkeeper.yaml) that create it ({err})",
-                    ) from None
+                    ) from err
                 if not err.conflict:
                     raise
             # another pod wrote first: keep what it wrote when it is good

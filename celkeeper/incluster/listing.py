@@ -23,7 +23,7 @@ def policy_objects(kubeconfig: str | None = None) -> list[tuple[str, dict[str, A
             if err.not_found:
                 raise CelkeeperError(
                     "the ConstraintTemplate CRD (constrainttemplates.templates.celkeeper.io) is not installed"
-                ) from None
+                ) from err
             raise
         objects = [policy_object(t) for t in templates]
         for kind in sorted(set(constraint_kinds(templates).values())):

@@ -175,7 +175,7 @@ class SyncStatusWriter:
                 self.writes += 1
                 self._written_at = now
         except ApiError as err:
-            raise ApiError(0, "Partial", f"cannot write the SyncPodStatus: {err}") from None
+            raise ApiError(0, "Partial", f"cannot write the SyncPodStatus: {err}") from err
 
     def _publish(self, status: Mapping[str, Any]) -> None:
         try:

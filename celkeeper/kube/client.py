@@ -188,14 +188,14 @@ class _HttpWatch:
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
             if self._closed.is_set():
                 return
-            raise ApiError(0, "Unavailable", f"watch of {self._what} broken: {err}") from None
+            raise ApiError(0, "Unavailable", f"watch of {self._what} broken: {err}") from err
 
 
 def _event(line: bytes, what: str) -> WatchEvent:
     try:
         doc = json.loads(line)
-    except ValueError:
-        raise ApiError(0, "BadResponse", f"watch of {what}: not a JSON event") from None
+    except ValueError as err:
+        raise ApiError(0, "BadResponse", f"watch of {what}: not a JSON event") from err
     if not isinstance(doc, dict) or not isinstance(doc.get("object"), dict):
         raise ApiError(0, "BadResponse", f"watch of {what}: malformed event")
     return WatchEvent(str(doc.get("type", "")), doc["object"])
@@ -243,7 +243,7 @@ class KubeClient:
                 k8s_config.load_incluster_config(client_configuration=configuration)
         except (k8s_config.ConfigException, OSError, ValueError, TypeError) as err:
             where = kubeconfig or "in-cluster service account"
-            raise ApiError(0, "Config", f"cannot use the Kubernetes configuration ({where}): {err}") from None
+            raise ApiError(0, "Config", f"cannot use the Kubernetes configuration ({where}): {err}") from err
         configuration.connection_pool_maxsize = POOL_SIZE
         configuration.retries = False
         api = k8s_client.ApiClient(configuration)
@@ -285,10 +285,10 @@ class KubeClient:
                 _request_timeout=timeout,
             ).response
         except (urllib3.exceptions.HTTPError, OSError) as err:
-            raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from None
+            raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from err
         except OpenApiException as err:  # TLS failures and credential trouble, as the client reports them
             text = " ".join(str(err).split())
-            raise ApiError(0, "Unavailable", f"{method} {path}: {text}") from None
+            raise ApiError(0, "Unavailable", f"{method} {path}: {text}") from err
 
     def _json(
         self,
@@ -304,7 +304,7 @@ class KubeClient:
         try:
             data = response.data
         except (urllib3.exceptions.HTTPError, OSError) as err:
-            raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from None
+            raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from err
         finally:
             response.release_conn()
         try:

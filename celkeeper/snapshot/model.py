@@ -126,7 +126,7 @@ class Snapshot:
                 synced_kinds=tuple(str(k) for k in doc.get("syncedKinds") or ()),
             )
         except (KeyError, TypeError) as err:
-            raise ValueError(f"malformed snapshot: {err!r}") from None
+            raise ValueError(f"malformed snapshot: {err!r}") from err
 
 
 def _item_json(item: SnapshotItem) -> dict[str, str]:

@@ -82,11 +82,11 @@ class SnapshotStore:
                 st = os.fstat(f.fileno())
                 data = f.read()
         except OSError as err:
-            raise SnapshotReadError(f"cannot read {self.path}: {err.strerror or err}") from None
+            raise SnapshotReadError(f"cannot read {self.path}: {err.strerror or err}") from err
         try:
             snapshot = Snapshot.from_json(data)
         except ValueError as err:
-            raise SnapshotReadError(f"{self.path} is not a valid snapshot: {err}") from None
+            raise SnapshotReadError(f"{self.path} is not a valid snapshot: {err}") from err
         return stamp_of(st), snapshot
 
     def latest(self) -> Snapshot | None:

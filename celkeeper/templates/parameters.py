@@ -79,7 +79,7 @@ class ParameterSchema:
             try:
                 Draft4Validator.check_schema(converted)
             except jsonschema_errors.SchemaError as err:
-                raise SchemaProblem(_schema_path(err.absolute_path), err.message) from None
+                raise SchemaProblem(_schema_path(err.absolute_path), err.message) from err
             self._validator = Draft4Validator(converted)
 
     def errors(self, value: Any, path: str = "spec.parameters") -> list[tuple[str, str]]:

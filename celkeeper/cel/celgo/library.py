@@ -47,7 +47,7 @@ class Library:
         try:
             dll = ctypes.CDLL(str(path))
         except OSError as err:
-            raise LibraryUnavailable(f"cannot load the cel-go library {path}: {err}") from None
+            raise LibraryUnavailable(f"cannot load the cel-go library {path}: {err}") from err
         self.path = path
         self.pid = os.getpid()
         self._dll = dll

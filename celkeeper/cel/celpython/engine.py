@@ -269,7 +269,7 @@ class CelPythonEngine:
         except Exception as exc:  # a lowering bug: report it as a compile error, not a crash
             raise CelCompileError(
                 f"cel-python cannot run this expression (internal lowering error: {exc})"
-            ) from None
+            ) from exc
 
     def compile(
         self, source: str, variables: Mapping[str, str] | None = None, *, data: bool = False

@@ -33,7 +33,7 @@ class PyInventory:
         try:
             found = self._connection().execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         except sqlite3.Error as err:
-            raise InventoryError(f"cannot read the synced data store {path}: {err}") from None
+            raise InventoryError(f"cannot read the synced data store {path}: {err}") from err
         if found is None or found[0] != FORMAT:
             raise InventoryError(
                 f"the synced data store {path} has format {found[0] if found else None!r}; "
@@ -108,7 +108,7 @@ def read_data(view: PyView | None, kinds: Sequence[Gvk]) -> dict[str, Any]:
         try:
             rows = view.rows(kinds)
         except sqlite3.Error as err:
-            raise InventoryError(str(err)) from None
+            raise InventoryError(str(err)) from err
         for api_version, kind, namespace, name, body in rows:
             top = namespaced.setdefault(namespace, {}) if namespace else cluster
             top.setdefault(api_version, {}).setdefault(kind, {})[name] = orjson.loads(body)

@@ -40,7 +40,7 @@ from celkeeper.cel.api import (
     VariableCompileError,
 )
 from celkeeper.errors import CelCompileError, CelkeeperError
-from celkeeper.settings import DEFAULT_ENGINE, ENGINES, CelLimits
+from celkeeper.settings import DEFAULT_ENGINE, ENGINES, CelLimits, EngineName
 
 __all__ = [
     "DEFAULT_ENGINE",
@@ -71,7 +71,7 @@ class EngineUnavailable(CelkeeperError):
     """The engine cannot run here (the cel-go library is not built or cannot be loaded)."""
 
 
-def engine_available(name: str) -> tuple[bool, str]:
+def engine_available(name: EngineName) -> tuple[bool, str]:
     """Whether `get_engine(name)` can work in this installation, and why not (without loading)."""
     if name == "cel-go":
         from celkeeper.cel.celgo.library import available
@@ -80,7 +80,7 @@ def engine_available(name: str) -> tuple[bool, str]:
     return name in ENGINES, "" if name in ENGINES else f"unknown CEL engine {name!r}"
 
 
-def get_engine(name: str = DEFAULT_ENGINE, limits: CelLimits | None = None) -> Engine:
+def get_engine(name: EngineName = DEFAULT_ENGINE, limits: CelLimits | None = None) -> Engine:
     """A new engine by name ('cel-go' or 'cel-python'); EngineUnavailable when it cannot run here."""
     if name == "cel-go":
         from celkeeper.cel.celgo.engine import CelGoEngine

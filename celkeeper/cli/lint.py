@@ -26,6 +26,7 @@ from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, DocumentError, is_warning
 from celkeeper.gator import SuiteError, is_suite, parse_suite
 from celkeeper.gator.kinds import is_constraint_document, is_policy_document, is_template_document
+from celkeeper.settings import EngineName
 
 KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
 
@@ -42,7 +43,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def lint(paths: list[str], engine: str) -> tuple[list[CelkeeperError], dict[str, int]]:
+def lint(paths: list[str], engine: EngineName) -> tuple[list[CelkeeperError], dict[str, int]]:
     """Every problem under `paths`, and counts of what was checked."""
     file_list = [f for f in files.expand(paths) if not files.is_kustomization_file(f)]
     problems: list[CelkeeperError] = []

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from celkeeper.cel import engine_available
-from celkeeper.settings import DEFAULT_ENGINE, ENGINES, FALLBACK_ENGINE
+from celkeeper.settings import DEFAULT_ENGINE, ENGINES, FALLBACK_ENGINE, EngineName, parse_engine
 
 
 def add_engine_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -27,11 +27,11 @@ def add_filename_option(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     )
 
 
-def engine_name(args: argparse.Namespace) -> str:
+def engine_name(args: argparse.Namespace) -> EngineName:
     """The engine the options ask for; without --engine, the default when this installation has it,
     else the fallback (with a warning on stderr). Loads nothing."""
     if args.engine:
-        return str(args.engine)
+        return parse_engine(args.engine)  # one of argparse's choices
     ok, why = engine_available(DEFAULT_ENGINE)
     if ok:
         return DEFAULT_ENGINE

@@ -38,7 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from celkeeper.cli.options import add_engine_option, engine_name
-from celkeeper.settings import POLICY_VALIDATION
+from celkeeper.settings import (
+    FAILURE_MODES,
+    POLICY_VALIDATION,
+    Settings,
+    parse_failure_mode,
+    parse_policy_validation,
+)
 
 SOURCES = ("folder", "kubernetes")
 DEFAULT_NAMESPACE = "celkeeper-system"
@@ -136,7 +142,7 @@ def register(subparsers: Any) -> None:
     pol = parser.add_argument_group("admission")
     pol.add_argument(
         "--failure-mode",
-        choices=("allow", "deny"),
+        choices=FAILURE_MODES,
         default="allow",
         help="answer when evaluation fails internally (default allow, like Gatekeeper)",
     )
@@ -301,17 +307,15 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _settings(args: argparse.Namespace) -> Any:
-    from celkeeper.settings import Settings
-
+def _settings(args: argparse.Namespace) -> Settings:
     settings = Settings(
         engine=engine_name(args),
-        failure_mode=args.failure_mode,
+        failure_mode=parse_failure_mode(args.failure_mode),  # argparse's choices: these only narrow
         exempt_namespaces=frozenset(args.exempt_namespace),
         ignore_label_namespaces=frozenset(args.ignore_label_namespace),
         exempt_namespace_deletes=args.exempt_namespace_deletes,
         eval_deadline=args.eval_deadline,
-        policy_validation=args.policy_validation,
+        policy_validation=parse_policy_validation(args.policy_validation),
     )
     if args.max_request_bytes is not None:
         settings = settings.with_(max_request_bytes=args.max_request_bytes)

@@ -40,6 +40,7 @@ from celkeeper.review import (
     request_for_object,
 )
 from celkeeper.review.decide import ExpansionNamespace, Tracer
+from celkeeper.settings import EngineName
 from celkeeper.templates import TemplateCompiler
 
 #: seconds a review may spend in the engine: none, as gator has none (the webhook's deadline is for
@@ -54,7 +55,7 @@ class Loaded:
 
 
 class PolicyBackend:
-    def __init__(self, engine: str, point: EnforcementPoint = EnforcementPoint.CLI) -> None:
+    def __init__(self, engine: EngineName, point: EnforcementPoint = EnforcementPoint.CLI) -> None:
         self.engine_name = engine
         self.point = point
         self.compiler = TemplateCompiler(get_engine(engine))

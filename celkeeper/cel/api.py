@@ -148,7 +148,7 @@ class RequestInput:
     object: Any
     old_object: Any
     namespace: Mapping[str, Any] | None = None
-    inventory: Any = None  # an Inventory of this engine (Engine.open_inventory), or None: no data
+    inventory: Inventory | None = None  # opened by this engine (Engine.open_inventory); None: no data
 
 
 @dataclass(frozen=True)

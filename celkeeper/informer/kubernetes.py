@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celkeeper.cel.inventory import Gvk
 from celkeeper.crds import names
@@ -65,6 +65,9 @@ from celkeeper.kube import Client, KubeClient, Timing, WatchManager
 from celkeeper.snapshot import ORIGIN_OBJECT, Snapshot, SnapshotItem, StateDir, WorkerBoard
 from celkeeper.snapshot.datastore import DataStore
 from celkeeper.vap.plan import VapOptions, plan_vap
+
+if TYPE_CHECKING:
+    from celkeeper.policy import PolicySet
 
 log = logging.getLogger("celkeeper.informer")
 
@@ -240,7 +243,9 @@ class KubernetesSource:
         )
 
     # -- what the workers are given (PublicationListener) -----------------------------------------
-    def published(self, snapshot: Snapshot, policies: Any, errors: Sequence[CelkeeperError]) -> None:
+    def published(
+        self, snapshot: Snapshot, policies: PolicySet | None, errors: Sequence[CelkeeperError]
+    ) -> None:
         objects: dict[str, dict[str, Any]] = {}
         for item in snapshot.items:
             if item.origin != ORIGIN_OBJECT:

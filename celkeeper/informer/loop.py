@@ -38,10 +38,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, NamedTuple
 
 from celkeeper.errors import CelkeeperError, DocumentError, Location
-from celkeeper.informer.source import Listing, Source
+from celkeeper.informer.source import Listing, PublicationListener, Source
 from celkeeper.settings import Settings
 from celkeeper.snapshot import (
     InformerRecord,
@@ -53,13 +53,23 @@ from celkeeper.snapshot import (
 )
 from celkeeper.snapshot.documents import DocumentCache
 
+if TYPE_CHECKING:  # imported when checking: the engine loads only then
+    from celkeeper.policy import PolicySet, TemplateCompiler
+
 log = logging.getLogger("celkeeper.informer")
 
 _DELETE_HINT = "to remove its policies, delete the file"
 
-# what checking a snapshot found: every problem as a line, the policy set (None when it could not be
-# built), and the errors behind the problems (each located in its item by `location.file`)
-Checked = tuple[tuple[str, ...], Any, tuple[CelkeeperError, ...]]
+
+class Checked(NamedTuple):
+    """What checking a snapshot found."""
+
+    problems: tuple[str, ...]
+    """Every problem, one line each."""
+    policies: PolicySet | None
+    """The policy set; None when it could not be built (or checking is off)."""
+    errors: tuple[CelkeeperError, ...]
+    """The errors behind the problems, each located in its item by `location.file`."""
 
 
 class Informer:
@@ -80,7 +90,7 @@ class Informer:
         self.clock = clock
         self._validate_enabled = validate
         self._documents = DocumentCache()
-        self._compiler: Any = None
+        self._compiler: TemplateCompiler | None = None
         previous = self.record.read()  # after a restart: problems already reported are not repeated
         self._problems: tuple[str, ...] = previous.problems if previous else ()
         self.last: Snapshot | None = self.store.latest()
@@ -148,19 +158,20 @@ class Informer:
                 why = known
                 if why is None:
                     alone = {**trial_items, **{n: self._good[n] for n in suspects if n != name}}
-                    why = _by_item(self._checked(listing, alone, held, unusable, generation)[1][2]).get(name)
+                    _, alone_checked = self._checked(listing, alone, held, unusable, generation)
+                    why = _by_item(alone_checked.errors).get(name)
                 if why:
                     held[name] = why
                     items[name] = self._good[name]
             snapshot, checked = self._checked(listing, items, held, unusable, generation)
-        located = _by_item(checked[2])
+        located = _by_item(checked.errors)
         for item in snapshot.items:
             if item.name not in held and item.name not in located:
                 self._good[item.name] = item
         names = {i.name for i in snapshot.items} | set(items)
         self._good = {n: i for n, i in self._good.items() if n in names}  # deleted: forgotten
         held_back = tuple(HeldBack(err) for name in snapshot.held for err in held.get(name, ()))
-        return snapshot, (checked[0], checked[1], (*checked[2], *held_back))
+        return snapshot, checked._replace(errors=(*checked.errors, *held_back))
 
     def _checked(
         self,
@@ -179,7 +190,7 @@ class Informer:
             tuple(sorted(held)),
         )
         checked = self._check(snapshot)
-        located = _by_item(checked[2])
+        located = _by_item(checked.errors)
         unproven = tuple(i.name for i in snapshot.items if i.name in located and i.name not in self._good)
         if unproven:
             snapshot = replace(snapshot, unproven=unproven)
@@ -190,7 +201,7 @@ class Informer:
     ) -> dict[str, list[CelkeeperError] | None]:
         """Items changed from a good version into one that has problems (None: to be checked on its
         own) or holds no policy any more (why)."""
-        located = _by_item(checked[2])
+        located = _by_item(checked.errors)
         published = {i.name for i in snapshot.items}
         broken: dict[str, list[CelkeeperError] | None] = {}
         for name, item in items.items():
@@ -204,9 +215,8 @@ class Informer:
                 broken[name] = [DocumentError(why, Location(file=name))]
         return broken
 
-    def _listener(self) -> Callable[..., None] | None:
-        found = getattr(self.source, "published", None)
-        return found if callable(found) else None
+    def _listener(self) -> PublicationListener | None:
+        return self.source if isinstance(self.source, PublicationListener) else None
 
     def _announce(self, snapshot: Snapshot, checked: Checked) -> None:
         self._announced = True
@@ -214,7 +224,7 @@ class Informer:
         if listener is None:
             return
         try:
-            listener(snapshot, checked[1], checked[2])
+            listener.published(snapshot, checked.policies, checked.errors)
         except Exception:  # the listener's trouble must not stop publication
             log.exception("the source could not take note of snapshot generation %d", snapshot.generation)
 
@@ -247,7 +257,7 @@ class Informer:
         parsed = self._documents.policy_documents(snapshot.items)
         problems = list(snapshot.problems) + [str(e) for e in parsed.errors]
         if not self._validate_enabled:
-            return tuple(problems), None, tuple(parsed.errors)
+            return Checked(tuple(problems), None, tuple(parsed.errors))
         try:
             from celkeeper.cel import get_engine
             from celkeeper.policy import TemplateCompiler, build_policy_set
@@ -258,9 +268,9 @@ class Informer:
         except Exception as err:  # a bug must not stop publication: report it and go on
             log.exception("could not check the policies of generation %d", snapshot.generation)
             problems.append(f"internal error while checking policies: {err}")
-            return tuple(problems), None, tuple(parsed.errors)
+            return Checked(tuple(problems), None, tuple(parsed.errors))
         problems.extend(str(e) for e in policies.errors)
-        return tuple(problems), policies, (*parsed.errors, *policies.errors)
+        return Checked(tuple(problems), policies, (*parsed.errors, *policies.errors))
 
     def _report(
         self, snapshot: Snapshot, problems: tuple[str, ...], templates: int, constraints: int

@@ -7,11 +7,15 @@ changed (a folder source polls; an API source returns on a watch event) or after
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from celkeeper.snapshot import SnapshotItem
+from celkeeper.errors import CelkeeperError
+from celkeeper.snapshot import Snapshot, SnapshotItem
+
+if TYPE_CHECKING:
+    from celkeeper.policy import PolicySet
 
 
 @dataclass(frozen=True)
@@ -43,3 +47,14 @@ class Source(Protocol):
         """Return when the content may have changed, or after `timeout` seconds at the latest."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class PublicationListener(Protocol):
+    """A Source that is told about every snapshot the workers are to load (informer/loop.py)."""
+
+    def published(
+        self, snapshot: Snapshot, policies: PolicySet | None, errors: Sequence[CelkeeperError]
+    ) -> None:
+        """`policies`: the policy set built from the snapshot (None when it could not be built);
+        `errors`: every problem found, each located in its item by `location.file`."""

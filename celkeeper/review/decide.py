@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from celkeeper.cel.api import Explained, Outcome, RequestInput
+from celkeeper.cel.api import Explained, Inventory, Outcome, RequestInput
 from celkeeper.cel.inventory import Gvk, describe, unmet
 from celkeeper.expansion import SOURCE_GENERATED, Expansions, Resultant, prefix
 from celkeeper.match import MatchError, targets_of
@@ -34,7 +34,7 @@ class SyncedData:
     inventory), and the kinds whose first list completed (None: every kind, e.g. an offline
     inventory, which is complete by definition)."""
 
-    inventory: Any = None
+    inventory: Inventory | None = None
     synced: frozenset[Gvk] | None = None
 
 

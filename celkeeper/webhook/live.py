@@ -20,16 +20,17 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from celkeeper.review import inventory_lookup
+from celkeeper.review import NamespaceLookup, inventory_lookup
 from celkeeper.settings import Settings
 from celkeeper.snapshot import SnapshotReadError, SnapshotStore, StateDir, WorkerBoard, WorkerStatus
 from celkeeper.snapshot.documents import DocumentCache
 
 if TYPE_CHECKING:
-    from celkeeper.policy import PolicySet
+    from celkeeper.cel import Inventory
+    from celkeeper.policy import PolicySet, TemplateCompiler
     from celkeeper.review import SyncedData
 
 log = logging.getLogger("celkeeper.webhook")
@@ -50,6 +51,7 @@ class Loaded:
     # kinds synced (None when no template reads synced data)
     data: SyncedData | None = None
     synced_kinds: tuple[str, ...] = ()
+    _lookup: NamespaceLookup = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_lookup", inventory_lookup(self.namespaces, self.namespaces_complete))
@@ -57,8 +59,7 @@ class Loaded:
     def namespace(self, name: str) -> Mapping[str, Any] | None:
         """The Namespace object by name. Without a complete inventory (a policy folder), a namespace
         not listed is one with no labels but the one Kubernetes sets on every namespace."""
-        found: Mapping[str, Any] | None = self._lookup(name)  # type: ignore[attr-defined]
-        return found
+        return self._lookup(name)
 
 
 class LivePolicies:
@@ -76,12 +77,13 @@ class LivePolicies:
         self.store = SnapshotStore(state.snapshot)
         self.board = WorkerBoard(state.workers)
         self.data_path = state.data
-        self._inventory: Any = None  # the data store, opened by the engine when a template reads it
+        # the data store, opened by the engine when a template reads it
+        self._inventory: Inventory | None = None
         self.clock = clock
         self.on_load = on_load
         self.pid = os.getpid()
         self._documents = DocumentCache()
-        self._compiler: Any = None
+        self._compiler: TemplateCompiler | None = None
         self._lock = threading.Lock()
         self._stamp: object = None
         self._failed_stamp: object = None
@@ -100,11 +102,11 @@ class LivePolicies:
     def ready(self) -> bool:
         return self._ready
 
-    def compiler(self) -> Any:
+    def compiler(self) -> TemplateCompiler:
         """This worker's TemplateCompiler (made on first use; shared with the policy loads)."""
         return self._compiler_instance()
 
-    def _compiler_instance(self) -> Any:
+    def _compiler_instance(self) -> TemplateCompiler:
         if self._compiler is None:
             from celkeeper.cel import get_engine
             from celkeeper.policy import TemplateCompiler

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from celkeeper.documents import Document, index_path, key_path
 from celkeeper.errors import ConstraintError, ConstraintSchemaError
-from celkeeper.model import Action, EnforcementPoint
+from celkeeper.model import Action, EnforcementPoint, JsonValue
 
 GATEKEEPER_GROUP = "constraints.gatekeeper.sh"
 CELKEEPER_GROUP = "constraints.celkeeper.io"
@@ -38,7 +38,7 @@ _ORDER = {Action.DENY: 0, Action.WARN: 1, Action.DRYRUN: 2}
 class ParameterValidator(Protocol):
     """What a template offers to check parameters (celkeeper.templates.ParameterSchema)."""
 
-    def errors(self, value: Any, path: str = "spec.parameters") -> list[tuple[str, str]]: ...
+    def errors(self, value: JsonValue, path: str = "spec.parameters") -> list[tuple[str, str]]: ...
 
 
 def is_constraint(document: Document) -> bool:
@@ -51,8 +51,8 @@ class Constraint:
     kind: str
     name: str
     document: Document
-    parameters: Any  # spec.parameters; None when absent (variables.params is then null)
-    match: Mapping[str, Any]  # spec.match as written ({} when absent)
+    parameters: JsonValue  # spec.parameters; None when absent (variables.params is then null)
+    match: Mapping[str, JsonValue]  # spec.match as written ({} when absent)
     enforcement_action: Action
     # for scoped: enforcement point name -> actions (points lower-cased, as frameworks compares them)
     scoped_actions: Mapping[str, tuple[Action, ...]] = field(default_factory=dict)

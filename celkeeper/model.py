@@ -4,6 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any, TypeAlias
+
+JsonValue: TypeAlias = Any
+"""A decoded JSON or YAML value: None, bool, int, float, str, a list of values, or an object with
+string keys. Deliberately `Any`, not a recursive union: these values come from orjson and the YAML
+parser and are read by checking their shape where they are used (an object's metadata, a
+constraint's parameters, a CEL activation), and the engines take them as they are; a union would put
+a cast or an isinstance before each of hundreds of reads without making one of them safer."""
+
+JsonObject: TypeAlias = dict[str, JsonValue]
+"""A JSON object as decoded: a Kubernetes object, an AdmissionReview, a spec."""
 
 
 class Action(StrEnum):

@@ -51,13 +51,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, TypeAlias
 
 from celkeeper.cel.inventory import Gvk
 from celkeeper.errors import CelCompileError, CelkeeperError
+from celkeeper.model import JsonValue
 
 #: the parts of a K8sNativeValidation source that hold CEL
 Part = Literal["variable", "validation", "messageExpression", "matchCondition"]
+
+CelValue: TypeAlias = Any
+"""A value as `Engine.evaluate` gives it: a JSON value (model.JsonValue), or one of CEL's own (bytes,
+a `Uint`, datetime for timestamps, timedelta for durations, the Kubernetes libraries' quantities,
+IPs, CIDRs, URLs, semvers, optionals). `Any`: callers show it, compare it or convert it to JSON
+(review.explain.jsonable), they never read it as one type."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ class TemplateSource:
     `code[].source`, which the cel-go engine reads as Gatekeeper does) and its parts as celkeeper
     reads them (which the cel-python engine compiles)."""
 
-    raw: Mapping[str, Any]
+    raw: Mapping[str, JsonValue]
     validations: tuple[ValidationSource, ...]
     variables: tuple[NamedSource, ...] = ()
     match_conditions: tuple[NamedSource, ...] = ()
@@ -144,10 +151,10 @@ class RequestInput:
     ignored); `object`/`old_object`: the objects (None: absent; the engine unsets object on DELETE,
     as Gatekeeper does); `namespace`: the request's Namespace object as stored, or None."""
 
-    request: Mapping[str, Any]
-    object: Any
-    old_object: Any
-    namespace: Mapping[str, Any] | None = None
+    request: Mapping[str, JsonValue]
+    object: JsonValue
+    old_object: JsonValue
+    namespace: Mapping[str, JsonValue] | None = None
     inventory: Inventory | None = None  # opened by this engine (Engine.open_inventory); None: no data
 
 
@@ -197,7 +204,7 @@ class PartTrace:
     part: Part
     index: int
     name: str = ""
-    value: Any = None
+    value: CelValue = None
     error: str | None = None
     evaluated: bool = True
     scope: str = "validations"
@@ -261,7 +268,7 @@ class Engine(Protocol):
 
     def compile_template(self, source: TemplateSource) -> TemplateProgram: ...
 
-    def bind(self, program: TemplateProgram, constraint: Mapping[str, Any]) -> Binding: ...
+    def bind(self, program: TemplateProgram, constraint: Mapping[str, JsonValue]) -> Binding: ...
 
     def open_inventory(self, path: str) -> Inventory: ...
 
@@ -278,12 +285,16 @@ class Engine(Protocol):
     def activation(
         self,
         *,
-        object: Any,
-        old_object: Any,
-        request: Mapping[str, Any] | None,
-        namespace_object: Any = None,
+        object: JsonValue,
+        old_object: JsonValue,
+        request: Mapping[str, JsonValue] | None,
+        namespace_object: JsonValue = None,
     ) -> Activation: ...
 
     def evaluate(
-        self, program: Program, activation: Activation, params: Any = None, constraint: Any = None
-    ) -> Any: ...
+        self,
+        program: Program,
+        activation: Activation,
+        params: JsonValue = None,
+        constraint: JsonValue = None,
+    ) -> CelValue: ...

@@ -20,10 +20,17 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
+
+if TYPE_CHECKING:  # imported where they are used (the audit's modules load only for `celkeeper audit`)
+    from celkeeper.audit import ObjectRef, RunResults, Violation
+    from celkeeper.audit.results import ConstraintKey
+    from celkeeper.constraints import Constraint
+    from celkeeper.kube.discovery import ApiResource
 
 DEFAULT_NAMESPACE = "celkeeper-system"
 EXAMPLES = """examples:
@@ -33,7 +40,7 @@ EXAMPLES = """examples:
 """
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "audit",
         help="check existing objects against the constraints (the cluster, or files for CI)",
@@ -218,7 +225,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
 # -- files ----------------------------------------------------------------------------------------------
 def _offline(args: argparse.Namespace) -> int:
-    from celkeeper.audit import Evaluator, RunResults, Violation, audit_objects
+    from celkeeper.audit import Evaluator, RunResults, audit_objects
     from celkeeper.documents import Document
     from celkeeper.gator.admission import is_admission_review
     from celkeeper.gator.backend import PolicyBackend
@@ -258,10 +265,10 @@ def _offline(args: argparse.Namespace) -> int:
         def violation(self, violation: Violation) -> None:
             self.violations.append(violation)
 
-        def error(self, constraint: tuple[str, str], ref: Any, message: str) -> None:
+        def error(self, constraint: ConstraintKey, ref: ObjectRef, message: str) -> None:
             problems.append(f"{ref}: not evaluated for {constraint[0]}/{constraint[1]}: {message}")
 
-        def page(self, resource: Any, objects: int) -> None:
+        def page(self, resource: ApiResource, objects: int) -> None:
             del resource, objects
 
     collected = Collect()
@@ -316,7 +323,7 @@ def _expanded(data: Any) -> list[dict[str, Any]]:
     return [data] if data.get("apiVersion") and kind else []
 
 
-def _row_order(violation: Any) -> tuple[str, ...]:
+def _row_order(violation: Violation) -> tuple[str, ...]:
     ref = violation.ref
     return (
         *violation.constraint,
@@ -329,13 +336,15 @@ def _row_order(violation: Any) -> tuple[str, ...]:
     )
 
 
-def _action(violation: Any) -> str:
+def _action(violation: Violation) -> str:
     if violation.enforcement_actions:
         return f"{violation.enforcement_action}({','.join(violation.enforcement_actions)})"
     return str(violation.enforcement_action)
 
 
-def _table(constraints: Any, results: Any, violations: list[Any], audited: int) -> None:
+def _table(
+    constraints: Sequence[Constraint], results: RunResults, violations: list[Violation], audited: int
+) -> None:
     rows: list[tuple[str, ...]] = [("CONSTRAINT", "ACTION", "OBJECT", "MESSAGE")]
     rows += [(f"{v.constraint[0]}/{v.constraint[1]}", _action(v), str(v.ref), v.message) for v in violations]
     if violations:
@@ -365,7 +374,9 @@ def _print_rows(rows: list[tuple[str, ...]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
 
 
-def _json(constraints: Any, results: Any, violations: list[Any], audited: int) -> dict[str, Any]:
+def _json(
+    constraints: Sequence[Constraint], results: RunResults, violations: list[Violation], audited: int
+) -> dict[str, Any]:
     from celkeeper.audit.results import status_violation
 
     out = []

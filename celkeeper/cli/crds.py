@@ -18,7 +18,7 @@ from celkeeper.documents import Document, parse_documents
 from celkeeper.errors import CelkeeperError, DocumentError, Location, TemplateError
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "crds",
         help="print or write celkeeper's CRDs (or the constraint CRDs of templates) as YAML",

@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celkeeper.cli import files
 from celkeeper.cli.cluster import add_cluster_options, read_cluster
@@ -30,6 +30,10 @@ from celkeeper.errors import CelkeeperError
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import is_namespace, is_policy_document
 from celkeeper.model import EnforcementPoint
+
+if TYPE_CHECKING:  # imported where they are used: the engine loads only when needed
+    from celkeeper.gator.backend import PolicyBackend
+    from celkeeper.review import AdmissionRequest
 
 POINTS = {
     "webhook": EnforcementPoint.WEBHOOK,
@@ -44,7 +48,7 @@ EXAMPLES = """examples:
 """
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "explain",
         help="explain, constraint by constraint, what the webhook decides about an object",
@@ -175,8 +179,8 @@ def _request(
     document: Document,
     old: Mapping[str, Any] | None,
     point: EnforcementPoint,
-    backend: Any,
-) -> tuple[Any, bool]:
+    backend: PolicyBackend,
+) -> tuple[AdmissionRequest, bool]:
     """The request explained for one document, and whether it is expanded."""
     from celkeeper.review import admission_review_for, parse_admission_review, request_for_object
 

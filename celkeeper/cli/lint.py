@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, engine_name
@@ -31,7 +30,7 @@ from celkeeper.settings import EngineName
 KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "lint",
         help="check templates, constraints and suites; report every problem",

@@ -35,7 +35,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.settings import (
@@ -46,6 +46,11 @@ from celkeeper.settings import (
     parse_policy_validation,
 )
 
+if TYPE_CHECKING:  # imported where they are used: `celkeeper --help` does not load the server
+    from flask import Flask
+
+    from celkeeper.snapshot import StateDir, WorkerBoard
+
 SOURCES = ("folder", "kubernetes")
 DEFAULT_NAMESPACE = "celkeeper-system"
 DEFAULT_CERT_SECRET = "celkeeper-webhook-server-cert"
@@ -55,7 +60,7 @@ BOOTSTRAP_TIMEOUT = 120.0  # seconds a pod tries to get its first certificate be
 LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="run the admission webhook (HTTPS) on a folder of policies or the Kubernetes API",
@@ -394,7 +399,7 @@ def run(args: argparse.Namespace) -> int:
             interval=poll,
         )
 
-    def app_factory(heartbeat: Callable[[], None]) -> Any:
+    def app_factory(heartbeat: Callable[[], None]) -> Flask:
         from celkeeper.webhook.app import WebhookConfig, create_app
 
         config = WebhookConfig(
@@ -438,7 +443,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _state_dir(given: Path | None) -> Any:
+def _state_dir(given: Path | None) -> StateDir:
     """The state folder, reset; a one-line error naming what is needed when it cannot be written."""
     from celkeeper.errors import CelkeeperError
     from celkeeper.snapshot import StateDir
@@ -466,14 +471,14 @@ def _state_dir(given: Path | None) -> Any:
     return state
 
 
-def _heartbeat_dir(state: Any) -> str:
+def _heartbeat_dir(state: StateDir) -> str:
     """Where Gunicorn's workers keep their heartbeat files: /dev/shm (memory) when writable, else the
     state folder (never the root filesystem's /tmp)."""
     shm = "/dev/shm"
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else str(state.tmp)
 
 
-def _takes_over(board: Any, pid: int) -> bool:
+def _takes_over(board: WorkerBoard, pid: int) -> bool:
     """A successor takes over from a worker once it enforces what the others do: it has loaded a
     complete snapshot, or no worker has."""
     statuses = board.read_all()

@@ -32,7 +32,7 @@ import copy
 import json
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
@@ -51,6 +51,9 @@ from celkeeper.gator.kinds import (
 from celkeeper.gator.results import Violation
 from celkeeper.model import Result
 
+if TYPE_CHECKING:
+    from celkeeper.review import AdmissionRequest
+
 TARGET = "admission.k8s.gatekeeper.sh"
 EXAMPLES = """examples:
   celkeeper test -f examples/required-labels/                 policies and objects from one folder
@@ -61,7 +64,7 @@ EXAMPLES = """examples:
 """
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "test",
         help="review objects against the templates and constraints among the given files (gator test)",
@@ -200,7 +203,7 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 def _cluster_request(
     reader: Any, document: Document, namespaces: dict[str, Any], against_live: bool
-) -> tuple[Any, str]:
+) -> tuple[AdmissionRequest, str]:
     """The request the API server would send the webhook for applying one manifest, and a problem to
     report ("" when none). Raises CelkeeperError when the manifest is not checked at all."""
     from celkeeper.review import admission_review_for, parse_admission_review

@@ -35,7 +35,7 @@ WEBHOOK_NAME = (
 )
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "vap",
         help="generate ValidatingAdmissionPolicies and bindings from templates and constraints",

@@ -14,7 +14,6 @@ import argparse
 import functools
 import os
 import sys
-from typing import Any
 
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, engine_name
@@ -32,7 +31,7 @@ EXAMPLES = """examples:
 """
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "verify",
         help="run Gatekeeper Suite files (gator verify)",

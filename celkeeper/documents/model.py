@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from celkeeper.errors import CelkeeperError, Location
+from celkeeper.model import JsonValue
 
 _IDENT = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$-]*$")
 
@@ -65,7 +66,7 @@ class Document:
 
     file: str
     index: int  # 1-based position of the document in its file
-    data: Any
+    data: JsonValue
     spans: Mapping[str, Span] = field(default_factory=dict, repr=False)
     lines: tuple[str, ...] = field(default=(), repr=False)
 
@@ -73,7 +74,7 @@ class Document:
         return f"Document({self.file!r}, {self.index}, {self.api_version}/{self.kind} {self.name!r})"
 
     @classmethod
-    def from_object(cls, data: Any, file: str = "<object>", index: int = 1) -> Document:
+    def from_object(cls, data: JsonValue, file: str = "<object>", index: int = 1) -> Document:
         """A document built from data that was never text (e.g. an object read from the cluster)."""
         return cls(file=file, index=index, data=data)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import re2
 
@@ -25,6 +25,9 @@ from celkeeper.gator.filter import Filter, compile_regex
 from celkeeper.gator.results import CaseResult, SuiteResult, TestResult, Violation
 from celkeeper.gator.suite import Assertion, Case, Suite, Test
 
+if TYPE_CHECKING:  # the runner does not load the engine itself: its backend does
+    from celkeeper.policy import PolicySet
+
 Reader = Callable[[str], ParsedText]  # reads a file into documents (raises CelkeeperError if unreadable)
 
 
@@ -33,11 +36,11 @@ class Backend(Protocol):
 
     def load(
         self, template: Document, constraint: Document, expansions: Sequence[Document] = ()
-    ) -> tuple[Any, Sequence[CelkeeperError]]:
+    ) -> tuple[PolicySet, Sequence[CelkeeperError]]:
         """A policy set of one template, one constraint and the ExpansionTemplates of the test's
         `expansion:` file, and every problem found loading them."""
 
-    def review(self, policies: Any, obj: Document, inventory: Sequence[Document]) -> list[Violation]:
+    def review(self, policies: PolicySet, obj: Document, inventory: Sequence[Document]) -> list[Violation]:
         """All results (every action) of reviewing obj (an object or AdmissionReview), and of the
         objects the test's ExpansionTemplates generate from a plain object."""
 
@@ -102,7 +105,7 @@ class Runner:
                 cases.append(self._run_case(directory, policies, case))
         return TestResult(name=test.name, runtime=self.clock() - start, cases=tuple(cases))
 
-    def _load(self, directory: str, test: Test) -> tuple[Any, Sequence[CelkeeperError]]:
+    def _load(self, directory: str, test: Test) -> tuple[PolicySet, Sequence[CelkeeperError]]:
         if not test.template:
             raise CelkeeperError("invalid Suite: missing template")
         template = self._one_document(os.path.join(directory, test.template), "template")
@@ -134,7 +137,7 @@ class Runner:
         return parsed.documents
 
     # -- cases ------------------------------------------------------------------------------------
-    def _run_case(self, directory: str, policies: Any, case: Case) -> CaseResult:
+    def _run_case(self, directory: str, policies: PolicySet, case: Case) -> CaseResult:
         start = self.clock()
         found: list[tuple[Violation, ...]] = []  # what the review found, once it has run
         try:
@@ -151,7 +154,7 @@ class Runner:
     def _check_case(
         self,
         directory: str,
-        policies: Any,
+        policies: PolicySet,
         case: Case,
         found: list[tuple[Violation, ...]],
     ) -> None:

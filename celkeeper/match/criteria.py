@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from celkeeper.model import JsonValue
+
 WILDCARD = "*"
 #: the criteria of a match, in the order Gatekeeper checks them (Match.mismatch names the one that failed)
 CRITERIA = (
@@ -113,7 +115,7 @@ class Target:
         )
 
 
-def targets_of(objects: tuple[Any, ...]) -> tuple[Target, ...]:
+def targets_of(objects: tuple[JsonValue, ...]) -> tuple[Target, ...]:
     """The targets of the objects that are present (object and oldObject; None when absent)."""
     return tuple(Target.of(obj) for obj in objects if isinstance(obj, dict))
 

@@ -30,11 +30,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from celkeeper.cel.api import CelError, EngineDecision, Explained, LibraryValue, Part, PartTrace, TypeValue
+from celkeeper.cel.api import (
+    CelError,
+    CelValue,
+    EngineDecision,
+    Explained,
+    LibraryValue,
+    Part,
+    PartTrace,
+    TypeValue,
+)
 from celkeeper.errors import Location, TemplateError
 from celkeeper.expansion import SOURCE_GENERATED, Resultant
 from celkeeper.match import Target
-from celkeeper.model import Action, Decision, EnforcementPoint, Result
+from celkeeper.model import Action, Decision, EnforcementPoint, JsonValue, Result
 from celkeeper.policy import Candidate, PolicySet
 from celkeeper.review.decide import (
     DEFAULT_DEADLINE,
@@ -66,7 +75,7 @@ class PartExplanation:
     expression: str
     location: Location  # where the expression is in the template file
     evaluated: bool  # False: the decision did not evaluate it (see `note`)
-    value: Any = None
+    value: CelValue = None
     error: str | None = None
     cost: int | None = None
     note: str = ""  # why it was not evaluated
@@ -81,7 +90,7 @@ class ConstraintExplanation:
     enforcement_action: str
     actions: tuple[str, ...]  # the actions that apply at this enforcement point
     location: Location  # the constraint document
-    parameters: Any
+    parameters: JsonValue
     status: str = NOT_SELECTED
     reason: str = ""  # why it was not evaluated (see the module docstring)
     detail: str = ""  # the reason in words
@@ -100,7 +109,7 @@ class ObjectExplanation:
     source: str  # Original, or Generated (an ExpansionTemplate made it)
     implied_by: str = ""  # the ExpansionTemplate
     enforcement_override: str = ""  # its enforcementAction ("": the constraints' own)
-    object: Any = None
+    object: JsonValue = None
     constraints: list[ConstraintExplanation] = field(default_factory=list)
     results: tuple[Result, ...] = ()
 

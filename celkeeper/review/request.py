@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from celkeeper.errors import ReviewError
+from celkeeper.model import JsonValue
 
 API_VERSION = "admission.k8s.io/v1"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -23,9 +24,9 @@ class AdmissionRequest:
     operation: str  # CREATE, UPDATE, DELETE, CONNECT; "" for a plain object reviewed as gator does
     name: str
     namespace: str
-    object: Any  # None on DELETE
-    old_object: Any
-    cel_request: Mapping[str, Any] = field(repr=False)
+    object: JsonValue  # None on DELETE
+    old_object: JsonValue
+    cel_request: Mapping[str, JsonValue] = field(repr=False)
     from_review: bool = True  # False: built from a plain object (audit, CLI)
     source: str = "Original"  # "Generated": an object an ExpansionTemplate made (spec.match.source)
 
@@ -39,7 +40,7 @@ class AdmissionRequest:
         return found
 
 
-def parse_admission_review(body: Any, *, operation_required: bool = True) -> AdmissionRequest:
+def parse_admission_review(body: JsonValue, *, operation_required: bool = True) -> AdmissionRequest:
     """Validate an admission.k8s.io/v1 AdmissionReview (as decoded JSON) and return its request.
 
     `operation_required=False` (gator's offline reviews): a request without an operation is reviewed

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from wsgiref.types import WSGIApplication
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
@@ -54,6 +55,9 @@ from gunicorn.arbiter import Arbiter
 from celkeeper.tls import ServerTLS
 from celkeeper.webhook.balance import LoadBoard
 from celkeeper.webhook.worker import DrainFlag, EventWorker
+
+#: `app_factory(heartbeat)`: the WSGI application of one worker, made after the fork
+AppFactory = Callable[[Callable[[], None]], WSGIApplication]
 
 log = logging.getLogger("celkeeper.server")
 
@@ -390,7 +394,7 @@ class WebhookServer(BaseApplication):
         self,
         options: ServerOptions,
         tls: ServerTLS,
-        app_factory: Callable[[Callable[[], None]], Any],
+        app_factory: AppFactory,
         informer: Callable[[], int] | None = None,
         on_worker_gone: Callable[[int], None] | None = None,
         *,
@@ -479,7 +483,7 @@ class WebhookServer(BaseApplication):
             if key in self.cfg.settings:
                 self.cfg.set(key, value)
 
-    def load(self) -> Any:
+    def load(self) -> WSGIApplication:
         worker = self._worker
 
         def heartbeat() -> None:
@@ -499,7 +503,7 @@ class WebhookServer(BaseApplication):
 def serve(
     options: ServerOptions,
     tls: ServerTLS,
-    app_factory: Callable[[Callable[[], None]], Any],
+    app_factory: AppFactory,
     informer: Callable[[], int] | None = None,
     on_worker_gone: Callable[[int], None] | None = None,
     *,

@@ -35,7 +35,7 @@ from celkeeper.audit.results import ConstraintKey, ObjectRef, Violation
 from celkeeper.errors import CelkeeperError, ReviewError
 from celkeeper.model import Action, EnforcementPoint, Result
 from celkeeper.policy import Candidate, PolicySet
-from celkeeper.review import SyncedData, decide, request_for_object
+from celkeeper.review import NamespaceLookup, SyncedData, decide, request_for_object
 
 log = logging.getLogger("celkeeper.audit")
 
@@ -99,7 +99,7 @@ class Evaluator:
             )
         )
 
-    def _one_by_one(self, obj: Mapping[str, Any], lookup: Any, first: Exception) -> Outcome:
+    def _one_by_one(self, obj: Mapping[str, Any], lookup: NamespaceLookup, first: Exception) -> Outcome:
         ref = ObjectRef.of(obj)
         log.warning(
             "evaluating %s failed (%s: %s); evaluating it one constraint at a time",

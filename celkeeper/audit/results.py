@@ -21,10 +21,11 @@ Memory is bounded by the number of constraints times `limit`, whatever the numbe
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, NotRequired, TypedDict, TypeVar
 
-from celkeeper.model import Action
+from celkeeper.model import Action, JsonValue
 
 MESSAGE_BYTES = 256  # Gatekeeper's msgSize
 DEFAULT_LIMIT = 20  # --constraint-violations-limit
@@ -58,7 +59,7 @@ class ObjectRef:
     resource_version: str = ""
 
     @classmethod
-    def of(cls, obj: Any) -> ObjectRef:
+    def of(cls, obj: JsonValue) -> ObjectRef:
         api_version = str(obj.get("apiVersion") or "")
         group, _, version = api_version.rpartition("/")
         meta = obj.get("metadata")
@@ -99,7 +100,44 @@ class Violation:
         return Action.DENY.value in (self.enforcement_action, *self.enforcement_actions)
 
 
-def _order(entry: dict[str, Any]) -> tuple[str, ...]:
+class AuditError(TypedDict):
+    """One entry of status.auditErrors: an object a constraint could not be evaluated on."""
+
+    group: str
+    version: str
+    kind: str
+    name: str
+    namespace: NotRequired[str]  # left out when empty (omitempty)
+    message: str
+
+
+class StatusViolation(TypedDict):
+    """One entry of status.violations (Gatekeeper's StatusViolation)."""
+
+    group: str
+    version: str
+    kind: str
+    name: str
+    namespace: NotRequired[str]  # left out when empty (omitempty)
+    message: str
+    enforcementAction: str
+    enforcementActions: NotRequired[list[str]]  # scoped: the actions at the audit point
+
+
+class AuditStatus(TypedDict):
+    """The audit's fields of a constraint's status for one run (those absent are removed)."""
+
+    totalViolations: int
+    violations: NotRequired[list[StatusViolation]]
+    totalAuditErrors: NotRequired[int]
+    auditErrors: NotRequired[list[AuditError]]
+
+
+def _violation_order(entry: StatusViolation) -> tuple[str, ...]:
+    return (*_error_order(entry), entry["enforcementAction"])
+
+
+def _error_order(entry: AuditError | StatusViolation) -> tuple[str, ...]:
     return (
         entry["group"],
         entry["version"],
@@ -107,18 +145,22 @@ def _order(entry: dict[str, Any]) -> tuple[str, ...]:
         entry.get("namespace", ""),
         entry["name"],
         entry["message"],
-        entry.get("enforcementAction", ""),
     )
 
 
-class Capped:
-    """The `limit` smallest entries (status violations), with amortised O(log limit) insertion."""
+_Entry = TypeVar("_Entry", AuditError, StatusViolation)
 
-    def __init__(self, limit: int) -> None:
+
+class Capped(Generic[_Entry]):
+    """The `limit` smallest entries in `order` (status violations or audit errors), with amortised
+    O(log limit) insertion."""
+
+    def __init__(self, limit: int, order: Callable[[_Entry], tuple[str, ...]]) -> None:
         self.limit = max(0, limit)
-        self._entries: list[dict[str, Any]] = []
+        self._order: Callable[[_Entry], tuple[str, ...]] = order
+        self._entries: list[_Entry] = []
 
-    def push(self, entry: dict[str, Any]) -> None:
+    def push(self, entry: _Entry) -> None:
         if not self.limit:
             return
         self._entries.append(entry)
@@ -126,43 +168,52 @@ class Capped:
             self._trim()
 
     def _trim(self) -> None:
-        self._entries.sort(key=_order)
+        self._entries.sort(key=self._order)
         del self._entries[self.limit :]
 
-    def largest_first(self) -> list[dict[str, Any]]:
+    def largest_first(self) -> list[_Entry]:
         self._trim()
         return list(reversed(self._entries))
 
 
-def status_violation(violation: Violation) -> dict[str, Any]:
+def status_violation(violation: Violation) -> StatusViolation:
     """One entry of status.violations (Gatekeeper's StatusViolation; namespace and enforcementActions
     left out when empty, as `omitempty` does)."""
     ref = violation.ref
-    entry: dict[str, Any] = {"group": ref.group, "version": ref.version, "kind": ref.kind}
-    entry["name"] = ref.name
+    entry: StatusViolation = {
+        "group": ref.group,
+        "version": ref.version,
+        "kind": ref.kind,
+        "name": ref.name,
+        "message": truncate(violation.message),
+        "enforcementAction": violation.enforcement_action,
+    }
     if ref.namespace:
         entry["namespace"] = ref.namespace
-    entry["message"] = truncate(violation.message)
-    entry["enforcementAction"] = violation.enforcement_action
     if violation.enforcement_actions:
         entry["enforcementActions"] = list(violation.enforcement_actions)
     return entry
 
 
-def error_entry(ref: ObjectRef, message: str) -> dict[str, Any]:
-    entry: dict[str, Any] = {"group": ref.group, "version": ref.version, "kind": ref.kind, "name": ref.name}
+def error_entry(ref: ObjectRef, message: str) -> AuditError:
+    entry: AuditError = {
+        "group": ref.group,
+        "version": ref.version,
+        "kind": ref.kind,
+        "name": ref.name,
+        "message": truncate(message),
+    }
     if ref.namespace:
         entry["namespace"] = ref.namespace
-    entry["message"] = truncate(message)
     return entry
 
 
 class ConstraintResults:
     def __init__(self, limit: int) -> None:
         self.total = 0
-        self.violations = Capped(limit)
+        self.violations = Capped[StatusViolation](limit, _violation_order)
         self.errors = 0
-        self.error_entries = Capped(limit)
+        self.error_entries = Capped[AuditError](limit, _error_order)
         self.action = ""  # the enforcement action of its violations
 
 
@@ -209,11 +260,11 @@ class RunResults:
     def errors(self) -> int:
         return sum(r.errors for r in self.constraints.values())
 
-    def status_fields(self, key: ConstraintKey) -> dict[str, Any]:
+    def status_fields(self, key: ConstraintKey) -> AuditStatus:
         """The audit's fields of a constraint's status for this run (absent ones are to be removed):
         totalViolations always, violations when there are any, auditErrors/totalAuditErrors likewise."""
         results = self.constraints.get(key)
-        fields: dict[str, Any] = {"totalViolations": results.total if results else 0}
+        fields: AuditStatus = {"totalViolations": results.total if results else 0}
         if results is None:
             return fields
         violations = results.violations.largest_first()

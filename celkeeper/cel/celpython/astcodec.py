@@ -22,7 +22,16 @@ from celkeeper.cel.celpython.ast import (
     StructExpr,
     walk,
 )
-from celkeeper.cel.celpython.protowire import LENGTH, Writer, as_double, as_int64, fields, read_varint
+from celkeeper.cel.celpython.protowire import (
+    LENGTH,
+    Writer,
+    as_bytes,
+    as_double,
+    as_int64,
+    as_uint,
+    fields,
+    read_varint,
+)
 
 _PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
 _WELL_KNOWN = {1: "any", 2: "google.protobuf.Timestamp", 3: "google.protobuf.Duration"}
@@ -42,36 +51,36 @@ def decode_type(data: bytes) -> CelType:
             return CelType(_WELL_KNOWN.get(int(value), "dyn"))
         if number == 6:
             elem = DYN
-            for n, _w, v in fields(value):  # type: ignore[arg-type]
+            for n, _w, v in fields(as_bytes(value)):
                 if n == 1:
-                    elem = decode_type(v)  # type: ignore[arg-type]
+                    elem = decode_type(as_bytes(v))
             return CelType("list", (elem,))
         if number == 7:
             key = val = DYN
-            for n, _w, v in fields(value):  # type: ignore[arg-type]
+            for n, _w, v in fields(as_bytes(value)):
                 if n == 1:
-                    key = decode_type(v)  # type: ignore[arg-type]
+                    key = decode_type(as_bytes(v))
                 elif n == 2:
-                    val = decode_type(v)  # type: ignore[arg-type]
+                    val = decode_type(as_bytes(v))
             return CelType("map", (key, val))
         if number == 8:
             return CelType("function")
         if number == 9:
-            return CelType(value.decode())  # type: ignore[union-attr]
+            return CelType(as_bytes(value).decode())
         if number == 10:
-            return CelType(value.decode())  # type: ignore[union-attr]
+            return CelType(as_bytes(value).decode())
         if number == 11:
-            return CelType("type", (decode_type(value),) if value else ())  # type: ignore[arg-type]
+            return CelType("type", (decode_type(as_bytes(value)),) if value else ())
         if number == 12:
             return CelType("error")
         if number == 14:
             name = ""
             params: list[CelType] = []
-            for n, _w, v in fields(value):  # type: ignore[arg-type]
+            for n, _w, v in fields(as_bytes(value)):
                 if n == 1:
-                    name = v.decode()  # type: ignore[union-attr]
+                    name = as_bytes(v).decode()
                 elif n == 2:
-                    params.append(decode_type(v))  # type: ignore[arg-type]
+                    params.append(decode_type(as_bytes(v)))
             return CelType(name, tuple(params))
     return DYN
 
@@ -86,23 +95,23 @@ def _const(node_id: int, data: bytes) -> Const:
         if number == 2:
             return Const(node_id, "bool", bool(value))
         if number == 3:
-            return Const(node_id, "int", as_int64(value))  # type: ignore[arg-type]
+            return Const(node_id, "int", as_int64(as_uint(value)))
         if number == 4:
-            return Const(node_id, "uint", value)
+            return Const(node_id, "uint", as_uint(value))
         if number == 5:
-            return Const(node_id, "double", as_double(value))  # type: ignore[arg-type]
+            return Const(node_id, "double", as_double(as_uint(value)))
         if number == 6:
-            return Const(node_id, "string", value.decode("utf-8"))  # type: ignore[union-attr]
+            return Const(node_id, "string", as_bytes(value).decode("utf-8"))
         if number == 7:
-            return Const(node_id, "bytes", bytes(value))
+            return Const(node_id, "bytes", as_bytes(value))
     return Const(node_id, "null", None)
 
 
 def _packed(wire: int, value: int | bytes) -> list[int]:
     if wire != LENGTH:
-        return [as_int64(value)]  # type: ignore[arg-type]
+        return [as_int64(as_uint(value))]
     out: list[int] = []
-    data: bytes = value  # type: ignore[assignment]
+    data = as_bytes(value)
     pos = 0
     while pos < len(data):
         v, pos = read_varint(data, pos)
@@ -115,9 +124,9 @@ def decode_expr(data: bytes) -> Expr:
     kind: tuple[int, bytes] | None = None
     for number, _wire, value in fields(data):
         if number == 2:
-            node_id = as_int64(value)  # type: ignore[arg-type]
+            node_id = as_int64(as_uint(value))
         elif 3 <= number <= 9:
-            kind = (number, value)  # type: ignore[assignment]
+            kind = (number, as_bytes(value))
     if kind is None:
         return Const(node_id, "null", None)  # an unset expression
     number, body = kind
@@ -127,7 +136,7 @@ def decode_expr(data: bytes) -> Expr:
         name = ""
         for n, _w, v in fields(body):
             if n == 1:
-                name = v.decode()  # type: ignore[union-attr]
+                name = as_bytes(v).decode()
         return Ident(node_id, name)
     if number == 5:
         operand: Expr | None = None
@@ -135,9 +144,9 @@ def decode_expr(data: bytes) -> Expr:
         test_only = False
         for n, _w, v in fields(body):
             if n == 1:
-                operand = decode_expr(v)  # type: ignore[arg-type]
+                operand = decode_expr(as_bytes(v))
             elif n == 2:
-                fld = v.decode()  # type: ignore[union-attr]
+                fld = as_bytes(v).decode()
             elif n == 3:
                 test_only = bool(v)
         return Select(node_id, operand or Const(0, "null", None), fld, test_only)
@@ -147,18 +156,18 @@ def decode_expr(data: bytes) -> Expr:
         args: list[Expr] = []
         for n, _w, v in fields(body):
             if n == 1:
-                target = decode_expr(v)  # type: ignore[arg-type]
+                target = decode_expr(as_bytes(v))
             elif n == 2:
-                function = v.decode()  # type: ignore[union-attr]
+                function = as_bytes(v).decode()
             elif n == 3:
-                args.append(decode_expr(v))  # type: ignore[arg-type]
+                args.append(decode_expr(as_bytes(v)))
         return Call(node_id, function, args, target)
     if number == 7:
         elements: list[Expr] = []
         optional: list[int] = []
         for n, w, v in fields(body):
             if n == 1:
-                elements.append(decode_expr(v))  # type: ignore[arg-type]
+                elements.append(decode_expr(as_bytes(v)))
             elif n == 2:
                 optional.extend(_packed(w, v))
         return ListExpr(node_id, elements, optional)
@@ -167,24 +176,28 @@ def decode_expr(data: bytes) -> Expr:
         entries: list[Entry] = []
         for n, _w, v in fields(body):
             if n == 1:
-                message_name = v.decode()  # type: ignore[union-attr]
+                message_name = as_bytes(v).decode()
             elif n == 2:
-                entries.append(_entry(v))  # type: ignore[arg-type]
+                entries.append(_entry(as_bytes(v)))
         return StructExpr(node_id, message_name, entries)
-    parts: dict[int, object] = {}
+    names: dict[int, str] = {}  # iter_var, accu_var, iter_var2
+    exprs: dict[int, Expr] = {}
     for n, _w, v in fields(body):
-        parts[n] = v.decode() if n in (1, 3, 8) else decode_expr(v)  # type: ignore[union-attr,arg-type]
+        if n in (1, 3, 8):
+            names[n] = as_bytes(v).decode()
+        else:
+            exprs[n] = decode_expr(as_bytes(v))
     unset = Const(0, "null", None)
     return Comprehension(
         node_id,
-        iter_var=str(parts.get(1, "")),
-        iter_range=parts.get(2, unset),  # type: ignore[arg-type]
-        accu_var=str(parts.get(3, "")),
-        accu_init=parts.get(4, unset),  # type: ignore[arg-type]
-        loop_condition=parts.get(5, unset),  # type: ignore[arg-type]
-        loop_step=parts.get(6, unset),  # type: ignore[arg-type]
-        result=parts.get(7, unset),  # type: ignore[arg-type]
-        iter_var2=str(parts.get(8, "")),
+        iter_var=names.get(1, ""),
+        iter_range=exprs.get(2, unset),
+        accu_var=names.get(3, ""),
+        accu_init=exprs.get(4, unset),
+        loop_condition=exprs.get(5, unset),
+        loop_step=exprs.get(6, unset),
+        result=exprs.get(7, unset),
+        iter_var2=names.get(8, ""),
     )
 
 
@@ -195,13 +208,13 @@ def _entry(data: bytes) -> Entry:
     optional = False
     for n, _w, v in fields(data):
         if n == 1:
-            entry_id = as_int64(v)  # type: ignore[arg-type]
+            entry_id = as_int64(as_uint(v))
         elif n == 2:
-            key = v.decode()  # type: ignore[union-attr]
+            key = as_bytes(v).decode()
         elif n == 3:
-            key = decode_expr(v)  # type: ignore[arg-type]
+            key = decode_expr(as_bytes(v))
         elif n == 4:
-            value = decode_expr(v)  # type: ignore[arg-type]
+            value = decode_expr(as_bytes(v))
         elif n == 5:
             optional = bool(v)
     return Entry(entry_id, key, value, optional)
@@ -211,11 +224,11 @@ def _reference(data: bytes) -> Reference:
     ref = Reference()
     for n, _w, v in fields(data):
         if n == 1:
-            ref.name = v.decode()  # type: ignore[union-attr]
+            ref.name = as_bytes(v).decode()
         elif n == 3:
-            ref.overload_ids.append(v.decode())  # type: ignore[union-attr]
+            ref.overload_ids.append(as_bytes(v).decode())
         elif n == 4:
-            ref.value = _const(0, v)  # type: ignore[arg-type]
+            ref.value = _const(0, as_bytes(v))
     return ref
 
 
@@ -228,14 +241,14 @@ def decode_checked(serialized: bytes) -> Checked:
     if first is not None and first[0] == 1 and first[1] == LENGTH:  # google.protobuf.Any
         for n, _w, v in fields(data):
             if n == 1:
-                parsed_only = bytes(v).endswith(b".ParsedExpr")
+                parsed_only = as_bytes(v).endswith(b".ParsedExpr")
             elif n == 2:
-                data = v  # type: ignore[assignment]
+                data = as_bytes(v)
     if parsed_only:  # a ParsedExpr: expr = 2, source_info = 3
         renumbered = Writer()
         for n, _w, v in fields(data):
             if n in (2, 3):
-                renumbered.bytes_(n + 2, v)  # type: ignore[arg-type]
+                renumbered.bytes_(n + 2, as_bytes(v))
         data = renumbered.getvalue()
     expr: Expr = Const(0, "null", None)
     types: dict[int, CelType] = {}
@@ -245,31 +258,31 @@ def decode_checked(serialized: bytes) -> Checked:
     line_offsets: list[int] = []
     for number, _wire, value in fields(data):
         if number == 4:
-            expr = decode_expr(value)  # type: ignore[arg-type]
+            expr = decode_expr(as_bytes(value))
         elif number in (2, 3):
             key = 0
             body = b""
-            for n, _w, v in fields(value):  # type: ignore[arg-type]
+            for n, _w, v in fields(as_bytes(value)):
                 if n == 1:
-                    key = as_int64(v)  # type: ignore[arg-type]
+                    key = as_int64(as_uint(v))
                 elif n == 2:
-                    body = v  # type: ignore[assignment]
+                    body = as_bytes(v)
             if number == 3:
                 types[key] = decode_type(body)
                 raw_types[key] = body
             else:
                 refs[key] = _reference(body)
         elif number == 5:
-            for n, w, v in fields(value):  # type: ignore[arg-type]
+            for n, w, v in fields(as_bytes(value)):
                 if n == 3:
                     line_offsets.extend(_packed(w, v))
                 elif n == 4:
                     k = p = 0
-                    for n2, _w2, v2 in fields(v):  # type: ignore[arg-type]
+                    for n2, _w2, v2 in fields(as_bytes(v)):
                         if n2 == 1:
-                            k = as_int64(v2)  # type: ignore[arg-type]
+                            k = as_int64(as_uint(v2))
                         elif n2 == 2:
-                            p = as_int64(v2)  # type: ignore[arg-type]
+                            p = as_int64(as_uint(v2))
                     positions[k] = p
     return Checked(expr, types, refs, positions, line_offsets, raw_types)
 

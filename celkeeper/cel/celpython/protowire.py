@@ -67,6 +67,20 @@ def fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
         yield number, wire, value
 
 
+def as_bytes(value: int | bytes) -> bytes:
+    """A length-delimited field's value; WireError when the field holds a number."""
+    if isinstance(value, bytes):
+        return value
+    raise WireError("a length-delimited field was expected, not a number")
+
+
+def as_uint(value: int | bytes) -> int:
+    """A varint or fixed field's value; WireError when the field is length-delimited."""
+    if isinstance(value, int):
+        return value
+    raise WireError("a number was expected, not a length-delimited field")
+
+
 def as_int64(value: int) -> int:
     """A varint read as a signed 64-bit integer (two's complement)."""
     value &= _MASK64

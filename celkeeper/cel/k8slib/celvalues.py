@@ -111,20 +111,20 @@ def equal(a: object, b: object) -> bool:
     if ka in ("int", "uint", "double"):
         if kb not in ("int", "uint", "double"):
             return False
-        if (ka == "double" and math.isnan(a)) or (kb == "double" and math.isnan(b)):  # type: ignore[arg-type]
+        if (isinstance(a, float) and math.isnan(a)) or (isinstance(b, float) and math.isnan(b)):
             return False
         return compare(a, b) == 0
     if ka in ("bool", "string", "bytes", "timestamp", "duration"):
         return ka == kb and a == b
-    if ka == "list":
-        if kb != "list" or len(a) != len(b):  # type: ignore[arg-type]
+    if isinstance(a, list | tuple):  # ka == "list"
+        if not isinstance(b, list | tuple) or len(a) != len(b):
             return False
-        return all(_not_false(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[call-overload]
-    if ka == "map":
-        if kb != "map" or len(a) != len(b):  # type: ignore[arg-type]
+        return all(_not_false(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping):  # ka == "map"
+        if not isinstance(b, Mapping) or len(a) != len(b):
             return False
-        for k, v in a.items():  # type: ignore[attr-defined]
-            found, other = _find(b, k)  # type: ignore[arg-type]
+        for k, v in a.items():
+            found, other = _find(b, k)
             if not found or not _not_false(v, other):
                 return False
         return True
@@ -158,12 +158,12 @@ def _library_equal(a: object, b: object) -> bool:
     if isinstance(a, Addr | Prefix | URL | sv_lib.Semver | fmt_lib.Format):
         if type(a) is not type(b):
             raise LibraryError(NO_SUCH_OVERLOAD)
-        if isinstance(a, URL):
-            return to_string(a) == to_string(b)  # type: ignore[arg-type]
-        if isinstance(a, sv_lib.Semver):
-            return sv_lib.equals(a, b)  # type: ignore[arg-type]
-        if isinstance(a, fmt_lib.Format):
-            return fmt_lib.equals(a, b)  # type: ignore[arg-type]
+        if isinstance(a, URL) and isinstance(b, URL):
+            return to_string(a) == to_string(b)
+        if isinstance(a, sv_lib.Semver) and isinstance(b, sv_lib.Semver):
+            return sv_lib.equals(a, b)
+        if isinstance(a, fmt_lib.Format) and isinstance(b, fmt_lib.Format):
+            return fmt_lib.equals(a, b)
         return a == b
     return a == b
 

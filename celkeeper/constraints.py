@@ -15,11 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from celkeeper.documents import Document, index_path, key_path
 from celkeeper.errors import ConstraintError, ConstraintSchemaError
-from celkeeper.model import Action, EnforcementPoint, JsonValue
+from celkeeper.model import Action, EnforcementPoint, JsonObject, JsonValue
 
 GATEKEEPER_GROUP = "constraints.gatekeeper.sh"
 CELKEEPER_GROUP = "constraints.celkeeper.io"
@@ -163,8 +163,15 @@ def parse_constraint(
     ), []
 
 
+class _Problem(Protocol):
+    """Records a problem of the constraint at `path` (`key`: the key itself; `schema`: its CRD's schema
+    forbids it)."""
+
+    def __call__(self, message: str, path: str, *, key: bool = False, schema: bool = False) -> None: ...
+
+
 def _enforcement(
-    spec: dict[str, Any], label: str, add: Any
+    spec: JsonObject, label: str, add: _Problem
 ) -> tuple[Action | None, dict[str, tuple[Action, ...]]]:
     value = spec.get("enforcementAction")
     if value is None or value == "":

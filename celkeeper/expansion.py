@@ -22,12 +22,13 @@ mutators to generated objects; celkeeper has no mutation, so none are applied.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from celkeeper.documents import Document, index_path, key_path
 from celkeeper.errors import CelkeeperError
+from celkeeper.model import JsonObject, JsonValue
 
 GROUP = "expansion.gatekeeper.sh"
 KIND = "ExpansionTemplate"
@@ -77,7 +78,7 @@ class ExpansionTemplate:
 class Resultant:
     """An object a generator generates: the object, the template that made it and its action."""
 
-    object: dict[str, Any]
+    object: JsonObject
     template: str
     enforcement_action: str
 
@@ -164,7 +165,7 @@ def parse_expansion_template(document: Document) -> tuple[ExpansionTemplate | No
     )
 
 
-def _generated(spec: Mapping[str, Any], add: Any) -> GVK:
+def _generated(spec: Mapping[str, JsonValue], add: Callable[[str, str], None]) -> GVK:
     generated = spec.get("generatedGVK")
     if generated is None:
         return ("", "", "")
@@ -181,7 +182,7 @@ def _generated(spec: Mapping[str, Any], add: Any) -> GVK:
     return (parts[0], parts[1], parts[2])
 
 
-def _apply_to(spec: Mapping[str, Any], add: Any) -> frozenset[GVK]:
+def _apply_to(spec: Mapping[str, JsonValue], add: Callable[[str, str], None]) -> frozenset[GVK]:
     items = spec.get("applyTo")
     if items is None:
         return frozenset()
@@ -254,7 +255,7 @@ class Expansions:
                         todo.append(made)
         return found
 
-    def expand(self, obj: Mapping[str, Any], namespace: str | None = None) -> list[Resultant]:
+    def expand(self, obj: Mapping[str, JsonValue], namespace: str | None = None) -> list[Resultant]:
         """Every object `obj` generates, recursively, children before their parents (Expand).
 
         `namespace`: the name of the Namespace Gatekeeper knows for the object (its resultants are put
@@ -265,7 +266,7 @@ class Expansions:
         return out
 
     def _expand(
-        self, obj: Mapping[str, Any], namespace: str | None, out: list[Resultant], depth: int
+        self, obj: Mapping[str, JsonValue], namespace: str | None, out: list[Resultant], depth: int
     ) -> None:
         if depth >= MAX_DEPTH:
             raise ExpansionError(f"maximum recursion depth of {MAX_DEPTH} reached")
@@ -281,7 +282,7 @@ class Expansions:
         out.extend(made)
 
 
-def generate(obj: Mapping[str, Any], namespace: str | None, template: ExpansionTemplate) -> dict[str, Any]:
+def generate(obj: Mapping[str, JsonValue], namespace: str | None, template: ExpansionTemplate) -> JsonObject:
     """The object `template` makes of `obj` (system.go expandResource)."""
     source = _source(obj, template.source)
     resource = copy.deepcopy(source)
@@ -302,7 +303,7 @@ def generate(obj: Mapping[str, Any], namespace: str | None, template: ExpansionT
     return resource
 
 
-def _source(obj: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+def _source(obj: Mapping[str, JsonValue], path: tuple[str, ...]) -> JsonObject:
     """unstructured.NestedMap(obj, path...): the map at `path`."""
     value: Any = obj
     for i, key in enumerate(path):
@@ -326,7 +327,7 @@ def _accessor_error(path: tuple[str, ...], value: Any) -> ExpansionError:
     )
 
 
-def _own(meta: dict[str, Any], parent: Mapping[str, Any], parent_meta: Mapping[str, Any]) -> None:
+def _own(meta: JsonObject, parent: Mapping[str, JsonValue], parent_meta: Mapping[str, JsonValue]) -> None:
     """ensureOwnerReference: the parent appended to ownerReferences unless it is there already."""
     owner = (
         str(parent.get("apiVersion") or ""),
@@ -345,15 +346,15 @@ def _own(meta: dict[str, Any], parent: Mapping[str, Any], parent_meta: Mapping[s
     ]
 
 
-def _owner_reference(ref: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: str(ref.get(k) or "") for k in ("apiVersion", "kind", "name", "uid")}
+def _owner_reference(ref: Mapping[str, JsonValue]) -> JsonObject:
+    out: JsonObject = {k: str(ref.get(k) or "") for k in ("apiVersion", "kind", "name", "uid")}
     for key in ("controller", "blockOwnerDeletion"):
         if isinstance(ref.get(key), bool):
             out[key] = ref[key]
     return out
 
 
-def _set(meta: dict[str, Any], key: str, value: str) -> None:
+def _set(meta: JsonObject, key: str, value: str) -> None:
     """unstructured's SetNamespace/SetName: an empty value removes the field."""
     if value:
         meta[key] = value
@@ -419,7 +420,7 @@ def _components(edges: Mapping[str, set[str]]) -> list[set[str]]:
     return out
 
 
-def gvk_of(obj: Mapping[str, Any]) -> GVK:
+def gvk_of(obj: Mapping[str, JsonValue]) -> GVK:
     group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
     return (group, version, str(obj.get("kind") or ""))
 
@@ -430,7 +431,7 @@ def _gvk_text(gvk: GVK) -> str:
     return f"{group}/{version}, Kind={kind}"
 
 
-def _name(obj: Mapping[str, Any]) -> str:
+def _name(obj: Mapping[str, JsonValue]) -> str:
     meta = obj.get("metadata")
     return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
 

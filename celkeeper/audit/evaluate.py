@@ -29,11 +29,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from celkeeper.audit.results import ConstraintKey, ObjectRef, Violation
 from celkeeper.errors import CelkeeperError, ReviewError
-from celkeeper.model import Action, EnforcementPoint, Result
+from celkeeper.model import Action, EnforcementPoint, JsonValue, Result
 from celkeeper.policy import Candidate, PolicySet
 from celkeeper.review import NamespaceLookup, SyncedData, decide, request_for_object
 
@@ -73,13 +72,13 @@ class Evaluator:
             )
         return tuple(found.values())
 
-    def evaluate(self, obj: Mapping[str, Any], namespace: Mapping[str, Any] | None) -> Outcome:
+    def evaluate(self, obj: Mapping[str, JsonValue], namespace: Mapping[str, JsonValue] | None) -> Outcome:
         try:
             request = request_for_object(obj)
         except ReviewError as err:  # not a Kubernetes object (no apiVersion or kind): files only
             return self.unevaluable(obj, f"cannot be reviewed: {err}")
 
-        def lookup(name: str) -> Mapping[str, Any] | None:
+        def lookup(name: str) -> Mapping[str, JsonValue] | None:
             return namespace if name == request.namespace else None
 
         try:
@@ -90,7 +89,7 @@ class Evaluator:
             return Outcome()
         return Outcome(tuple(self._violations(decision.results, obj)))
 
-    def unevaluable(self, obj: Mapping[str, Any], why: str) -> Outcome:
+    def unevaluable(self, obj: Mapping[str, JsonValue], why: str) -> Outcome:
         """The object is not evaluated: an error of every audited constraint that could match it."""
         ref = ObjectRef.of(obj)
         return Outcome(
@@ -99,7 +98,7 @@ class Evaluator:
             )
         )
 
-    def _one_by_one(self, obj: Mapping[str, Any], lookup: NamespaceLookup, first: Exception) -> Outcome:
+    def _one_by_one(self, obj: Mapping[str, JsonValue], lookup: NamespaceLookup, first: Exception) -> Outcome:
         ref = ObjectRef.of(obj)
         log.warning(
             "evaluating %s failed (%s: %s); evaluating it one constraint at a time",
@@ -128,7 +127,7 @@ class Evaluator:
             violations.extend(self._violations(decision.results, obj))
         return Outcome(tuple(violations), tuple(errors))
 
-    def _violations(self, results: Sequence[Result], obj: Mapping[str, Any]) -> list[Violation]:
+    def _violations(self, results: Sequence[Result], obj: Mapping[str, JsonValue]) -> list[Violation]:
         ref = ObjectRef.of(obj)
         labels = _labels(obj)
         out: list[Violation] = []
@@ -160,7 +159,7 @@ class Evaluator:
         return out
 
 
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+def _labels(obj: Mapping[str, JsonValue]) -> dict[str, str]:
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}

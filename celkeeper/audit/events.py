@@ -25,11 +25,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from celkeeper.audit.logs import constraint_fields, resource_fields
 from celkeeper.audit.results import Violation, truncate
 from celkeeper.kube import ApiError, Client, Resource
+from celkeeper.model import JsonObject, JsonValue
 
 log = logging.getLogger("celkeeper.audit")
 
@@ -50,13 +50,13 @@ def _time(seconds: float) -> str:
 
 def event_body(
     violation: Violation, audit_id: str, own_namespace: str, involved_namespace: bool, now: float
-) -> dict[str, Any]:
+) -> JsonObject:
     """The Event (client-go's makeEvent with Gatekeeper's reference, annotations and message)."""
     ref = violation.ref
     kind, name = violation.constraint
     message = truncate(violation.message)
     namespace = ref.namespace if involved_namespace and ref.namespace else own_namespace
-    involved: dict[str, Any] = {"kind": ref.kind, "name": ref.name, "namespace": namespace}
+    involved: JsonObject = {"kind": ref.kind, "name": ref.name, "namespace": namespace}
     if involved_namespace:
         if ref.uid and ref.resource_version:
             involved["uid"] = ref.uid
@@ -111,7 +111,7 @@ class EventSink:
         self.involved_namespace = involved_namespace
         self.repeat_after = repeat_after
         self.clock = clock
-        self._queue: queue.Queue[Mapping[str, Any] | None] = queue.Queue(queue_size)
+        self._queue: queue.Queue[Mapping[str, JsonValue] | None] = queue.Queue(queue_size)
         self._recent: OrderedDict[tuple[str, ...], float] = OrderedDict()
         self._thread: threading.Thread | None = None
         self.emitted = 0

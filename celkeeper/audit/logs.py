@@ -20,6 +20,7 @@ import orjson
 
 from celkeeper.audit.results import ObjectRef, Violation, truncate
 from celkeeper.crds import names
+from celkeeper.model import JsonObject, JsonValue
 
 FIELDS = "fields"  # the LogRecord attribute holding a line's structured fields
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -28,7 +29,7 @@ _LEVELS = {"WARNING": "warn", "CRITICAL": "error"}
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
+        line: JsonObject = {
             "level": _LEVELS.get(record.levelname, record.levelname.lower()),
             "ts": record.created,
             "logger": record.name,
@@ -42,7 +43,7 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
-def fields(**values: Any) -> dict[str, Any]:
+def fields(**values: Any) -> JsonObject:
     """`extra=` for a logging call: the fields of a structured line."""
     return {FIELDS: values}
 
@@ -76,7 +77,7 @@ def _decimal(value: int, unit: int) -> str:
     return f"{whole}.{str(fraction).rjust(digits, '0').rstrip('0')}"
 
 
-def constraint_annotations(constraint: Mapping[str, Any] | None) -> dict[str, str] | None:
+def constraint_annotations(constraint: Mapping[str, JsonValue] | None) -> dict[str, str] | None:
     """A constraint's annotations without kubectl's last-applied copy (None when it has none)."""
     meta = (constraint or {}).get("metadata")
     found = meta.get("annotations") if isinstance(meta, Mapping) else None
@@ -85,7 +86,7 @@ def constraint_annotations(constraint: Mapping[str, Any] | None) -> dict[str, st
     return {str(k): str(v) for k, v in found.items() if k != LAST_APPLIED}
 
 
-def constraint_fields(kind: str, name: str) -> dict[str, Any]:
+def constraint_fields(kind: str, name: str) -> JsonObject:
     """Gatekeeper's constraint_* keys (constraints are cluster-scoped: no namespace)."""
     return {
         "constraint_group": names.CONSTRAINTS_GROUP,
@@ -109,10 +110,10 @@ def resource_fields(ref: ObjectRef) -> dict[str, str]:
 
 def violation_line(
     violation: Violation, audit_id: str, annotations: Mapping[str, str] | None
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, JsonObject]:
     """The message and fields of a `violation_audited` line (logViolation)."""
     ref = violation.ref
-    values: dict[str, Any] = {
+    values: JsonObject = {
         "process": "audit",
         "audit_id": audit_id,
         "details": None,
@@ -128,12 +129,12 @@ def violation_line(
     return truncate(violation.message), fields(**values)
 
 
-def run_line(event_type: str, audit_id: str, **more: Any) -> dict[str, Any]:
+def run_line(event_type: str, audit_id: str, **more: Any) -> JsonObject:
     """`audit_started` / `audit_finished` (with `duration`) fields."""
     return fields(process="audit", audit_id=audit_id, event_type=event_type, semantic=True, **more)
 
 
-def constraint_line(kind: str, name: str, action: str, total: int, audit_id: str) -> dict[str, Any]:
+def constraint_line(kind: str, name: str, action: str, total: int, audit_id: str) -> JsonObject:
     """`constraint_audited` fields (logConstraint): one per constraint with violations."""
     return fields(
         process="audit",

@@ -111,15 +111,10 @@ class AuditError(TypedDict):
     message: str
 
 
-class StatusViolation(TypedDict):
-    """One entry of status.violations (Gatekeeper's StatusViolation)."""
+class StatusViolation(AuditError):
+    """One entry of status.violations (Gatekeeper's StatusViolation): the object and message, and the
+    action."""
 
-    group: str
-    version: str
-    kind: str
-    name: str
-    namespace: NotRequired[str]  # left out when empty (omitempty)
-    message: str
     enforcementAction: str
     enforcementActions: NotRequired[list[str]]  # scoped: the actions at the audit point
 
@@ -176,36 +171,38 @@ class Capped(Generic[_Entry]):
         return list(reversed(self._entries))
 
 
+class _Namespace(TypedDict, total=False):
+    namespace: str
+
+
+class _Actions(TypedDict, total=False):
+    enforcementActions: list[str]
+
+
 def status_violation(violation: Violation) -> StatusViolation:
     """One entry of status.violations (Gatekeeper's StatusViolation; namespace and enforcementActions
-    left out when empty, as `omitempty` does)."""
-    ref = violation.ref
-    entry: StatusViolation = {
-        "group": ref.group,
-        "version": ref.version,
-        "kind": ref.kind,
-        "name": ref.name,
-        "message": truncate(violation.message),
+    left out when empty, as `omitempty` does), its keys in Gatekeeper's order."""
+    actions: _Actions = (
+        {"enforcementActions": list(violation.enforcement_actions)} if violation.enforcement_actions else {}
+    )
+    return {
+        **error_entry(violation.ref, violation.message),
         "enforcementAction": violation.enforcement_action,
+        **actions,
     }
-    if ref.namespace:
-        entry["namespace"] = ref.namespace
-    if violation.enforcement_actions:
-        entry["enforcementActions"] = list(violation.enforcement_actions)
-    return entry
 
 
 def error_entry(ref: ObjectRef, message: str) -> AuditError:
-    entry: AuditError = {
+    """One entry of status.auditErrors (namespace left out when empty), its keys in Gatekeeper's order."""
+    namespace: _Namespace = {"namespace": ref.namespace} if ref.namespace else {}
+    return {
         "group": ref.group,
         "version": ref.version,
         "kind": ref.kind,
         "name": ref.name,
+        **namespace,
         "message": truncate(message),
     }
-    if ref.namespace:
-        entry["namespace"] = ref.namespace
-    return entry
 
 
 class ConstraintResults:

@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from celkeeper.audit.evaluate import MAX_DEPTH, Evaluator, Outcome
 from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
@@ -43,6 +43,7 @@ from celkeeper.kube import ApiError, Client, discover, pages
 from celkeeper.kube.discovery import ApiResource
 from celkeeper.kube.jsondeep import depth
 from celkeeper.match import wildcard_matches
+from celkeeper.model import JsonValue
 from celkeeper.policy import PolicySet
 from celkeeper.review import SyncedData
 from celkeeper.snapshot.datastore import DataStore
@@ -52,7 +53,7 @@ log = logging.getLogger("celkeeper.audit")
 OWN_GROUPS = frozenset({names.TEMPLATES_GROUP, names.CONSTRAINTS_GROUP, names.STATUS_GROUP})
 DEFAULT_CHUNK_SIZE = 500
 
-NamespaceOf = Callable[[str], Mapping[str, Any] | None]
+NamespaceOf = Callable[[str], Mapping[str, JsonValue] | None]
 
 
 class Reporter(Protocol):
@@ -86,7 +87,7 @@ class AuditOptions:
     excluded_resources: frozenset[str] = frozenset()
 
 
-def excluded_namespace(patterns: Iterable[str], obj: Mapping[str, Any]) -> bool:
+def excluded_namespace(patterns: Iterable[str], obj: Mapping[str, JsonValue]) -> bool:
     """Gatekeeper's process excluder: the namespace (a Namespace's own name) matches a glob."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     assert isinstance(meta, Mapping)
@@ -97,7 +98,7 @@ def excluded_namespace(patterns: Iterable[str], obj: Mapping[str, Any]) -> bool:
 
 def audit_objects(
     evaluator: Evaluator,
-    objects: Iterable[Mapping[str, Any]],
+    objects: Iterable[Mapping[str, JsonValue]],
     namespaces: NamespaceOf,
     results: RunResults,
     report: Reporter,
@@ -131,7 +132,7 @@ def audit_objects(
     return audited
 
 
-def _record(outcome: Outcome, obj: Mapping[str, Any], results: RunResults, report: Reporter) -> None:
+def _record(outcome: Outcome, obj: Mapping[str, JsonValue], results: RunResults, report: Reporter) -> None:
     ref = ObjectRef.of(obj)
     results.counted(ref.group, ref.version, ref.kind)
     for violation in outcome.violations:

@@ -25,6 +25,7 @@ from typing import Any
 from celkeeper.audit.results import ConstraintKey, RunResults
 from celkeeper.kube import ApiError, Client, Resource, update_status
 from celkeeper.kube.resources import name_of, uid_of
+from celkeeper.model import JsonObject, JsonValue
 
 log = logging.getLogger("celkeeper.audit")
 
@@ -36,7 +37,7 @@ def audit_id(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def with_audit_status(stored: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+def with_audit_status(stored: Mapping[str, JsonValue], fields: Mapping[str, JsonValue]) -> JsonObject:
     """The body of the status write: the object as stored (its resourceVersion included), its status's
     audit fields replaced by `fields` (those not in `fields` removed), the others kept."""
     status = stored.get("status")
@@ -57,7 +58,7 @@ class Audited:
         return (self.resource.kind, self.name)
 
     @classmethod
-    def of(cls, resource: Resource, obj: Mapping[str, Any]) -> Audited:
+    def of(cls, resource: Resource, obj: Mapping[str, JsonValue]) -> Audited:
         return cls(resource, name_of(obj), uid_of(obj))
 
 
@@ -70,7 +71,7 @@ class Written:
 
 def write_results(
     client: Client,
-    constraints: Iterable[tuple[Audited, Mapping[str, Any] | None]],
+    constraints: Iterable[tuple[Audited, Mapping[str, JsonValue] | None]],
     results: RunResults,
     timestamp: str,
 ) -> Written:
@@ -80,7 +81,7 @@ def write_results(
     for audited, stored in constraints:
         fields = {"auditTimestamp": timestamp, **results.status_fields(audited.key)}
 
-        def change(current: Mapping[str, Any], audited: Audited = audited, fields: Any = fields) -> Any:
+        def change(current: Mapping[str, JsonValue], audited: Audited = audited, fields: Any = fields) -> Any:
             if audited.uid and uid_of(current) != audited.uid:
                 return None
             return with_audit_status(current, fields)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from celkeeper.model import JsonObject, JsonValue
+
 _NAMESPACE_META = (
     "name",
     "generateName",
@@ -36,9 +38,9 @@ def _strings(value: Any, keys: tuple[str, ...]) -> dict[str, str]:
     return {k: str(value.get(k) or "") for k in keys}
 
 
-def _user_info(value: Any) -> dict[str, Any]:
+def _user_info(value: Any) -> JsonObject:
     value = value if isinstance(value, Mapping) else {}
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key in ("username", "uid"):
         if value.get(key):
             out[key] = str(value[key])
@@ -49,12 +51,12 @@ def _user_info(value: Any) -> dict[str, Any]:
     return out
 
 
-def cel_request(fields: Mapping[str, Any]) -> dict[str, Any]:
+def cel_request(fields: Mapping[str, JsonValue]) -> JsonObject:
     """`request` for an AdmissionRequest given as its JSON fields (see the module docstring)."""
     kind = _strings(fields.get("kind"), ("group", "version", "kind"))
     resource = _strings(fields.get("resource"), ("group", "version", "resource"))
     sub_resource = str(fields.get("subResource") or "")
-    out: dict[str, Any] = {"uid": "", "kind": kind, "resource": resource}
+    out: JsonObject = {"uid": "", "kind": kind, "resource": resource}
     if sub_resource:
         out["subResource"] = sub_resource
     out["requestKind"] = dict(kind)
@@ -74,13 +76,13 @@ def cel_request(fields: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def namespace_object(namespace: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def namespace_object(namespace: Mapping[str, JsonValue] | None) -> JsonObject | None:
     """`namespaceObject` for the request's Namespace (None: null)."""
     if not isinstance(namespace, Mapping):
         return None
     meta = namespace.get("metadata") if isinstance(namespace.get("metadata"), Mapping) else {}
     assert isinstance(meta, Mapping)
-    out: dict[str, Any] = {
+    out: JsonObject = {
         "metadata": {k: meta[k] for k in _NAMESPACE_META if meta.get(k) not in (None, "", {}, [])}
     }
     for key in ("spec", "status"):

@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from celkeeper.model import JsonValue
 
 #: Gatekeeper's annotation naming the kinds a template needs synced (cachemanager/parser)
 SYNC_ANNOTATION = "metadata.gatekeeper.sh/requires-sync-data"
@@ -136,20 +137,20 @@ def describe(requirement: Requirement) -> str:
 class Put:
     """A change to a store: the object is stored (added or replaced)."""
 
-    object: Mapping[str, Any]
+    object: Mapping[str, JsonValue]
 
 
 @dataclass(frozen=True)
 class Delete:
     """A change to a store: the object is removed."""
 
-    object: Mapping[str, Any]
+    object: Mapping[str, JsonValue]
 
 
 Change = Put | Delete
 
 
-def object_row(obj: Mapping[str, Any]) -> tuple[Gvk, str, str] | None:
+def object_row(obj: Mapping[str, JsonValue]) -> tuple[Gvk, str, str] | None:
     """(kind, namespace, name) of an object as the store keys it; None without apiVersion, kind or
     name (Gatekeeper refuses such data)."""
     api_version, kind = obj.get("apiVersion"), obj.get("kind")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
+from celkeeper.model import JsonObject
 
 if TYPE_CHECKING:  # imported where they are used (the audit's modules load only for `celkeeper audit`)
     from celkeeper.audit import ObjectRef, RunResults, Violation
@@ -241,7 +242,7 @@ def _offline(args: argparse.Namespace) -> int:
     backend = PolicyBackend(engine_name(args), EnforcementPoint.AUDIT)
     loaded = backend.build([d for d in policy_docs.documents if is_policy_document(d)])
     problems.extend(str(e) for e in loaded.errors)
-    objects: list[dict[str, Any]] = []
+    objects: list[JsonObject] = []
     reviews = 0
     for document in object_docs.documents:
         if is_policy_document(document) or is_suite(document):
@@ -294,7 +295,7 @@ def _offline(args: argparse.Namespace) -> int:
     return 1 if denied or problems else 0
 
 
-def _is_namespace_object(obj: dict[str, Any]) -> bool:
+def _is_namespace_object(obj: JsonObject) -> bool:
     meta = obj.get("metadata")
     return (
         obj.get("apiVersion") == "v1"
@@ -304,7 +305,7 @@ def _is_namespace_object(obj: dict[str, Any]) -> bool:
     )
 
 
-def _expanded(data: Any) -> list[dict[str, Any]]:
+def _expanded(data: Any) -> list[JsonObject]:
     """An object, or the items of a list (`kind: List`, or `<Kind>List` as the API returns it)."""
     if not isinstance(data, dict):
         return []
@@ -376,7 +377,7 @@ def _print_rows(rows: list[tuple[str, ...]]) -> None:
 
 def _json(
     constraints: Sequence[Constraint], results: RunResults, violations: list[Violation], audited: int
-) -> dict[str, Any]:
+) -> JsonObject:
     from celkeeper.audit.results import status_violation
 
     out = []

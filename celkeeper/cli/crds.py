@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from celkeeper.crds import constraint_crd, static_crd_files, to_yaml
 from celkeeper.crds.render import HEADER
 from celkeeper.documents import Document, parse_documents
 from celkeeper.errors import CelkeeperError, DocumentError, Location, TemplateError
+from celkeeper.model import JsonObject
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _constraint_crds(paths: list[Path]) -> str:
-    manifests: list[dict[str, Any]] = []
+    manifests: list[JsonObject] = []
     for path in paths:
         try:
             text = path.read_text(encoding="utf-8")
@@ -80,7 +80,7 @@ def _constraint_crds(paths: list[Path]) -> str:
     return to_yaml(manifests)
 
 
-def _constraint_crd(document: Document) -> dict[str, Any]:
+def _constraint_crd(document: Document) -> JsonObject:
     try:
         return constraint_crd(document.data)
     except TemplateError as err:

@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from celkeeper.cli import files
 from celkeeper.cli.cluster import add_cluster_options, read_cluster
@@ -29,7 +29,7 @@ from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import is_namespace, is_policy_document
-from celkeeper.model import EnforcementPoint
+from celkeeper.model import EnforcementPoint, JsonValue
 
 if TYPE_CHECKING:  # imported where they are used: the engine loads only when needed
     from celkeeper.gator.backend import PolicyBackend
@@ -164,20 +164,20 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(e.allowed for e in explanations) else 1
 
 
-def _old_object(path: str) -> Mapping[str, Any]:
+def _old_object(path: str) -> Mapping[str, JsonValue]:
     parsed = files.read(path)
     if parsed.errors:
         raise parsed.errors[0]
     if len(parsed.documents) != 1 or not isinstance(parsed.documents[0].data, dict):
         raise CelkeeperError(f"{path}: --old must hold exactly one object")
-    data: Mapping[str, Any] = parsed.documents[0].data
+    data: Mapping[str, JsonValue] = parsed.documents[0].data
     return data
 
 
 def _request(
     args: argparse.Namespace,
     document: Document,
-    old: Mapping[str, Any] | None,
+    old: Mapping[str, JsonValue] | None,
     point: EnforcementPoint,
     backend: PolicyBackend,
 ) -> tuple[AdmissionRequest, bool]:
@@ -202,7 +202,7 @@ def _request(
         raise err.at(file=document.file, document=document.index) from err.__cause__
 
 
-def _namespace(args: argparse.Namespace, obj: Mapping[str, Any]) -> str | None:
+def _namespace(args: argparse.Namespace, obj: Mapping[str, JsonValue]) -> str | None:
     meta = obj.get("metadata")
     given = meta.get("namespace") if isinstance(meta, Mapping) else None
     return str(given) if given else args.namespace

@@ -49,7 +49,7 @@ from celkeeper.gator.kinds import (
     is_template_document,
 )
 from celkeeper.gator.results import Violation
-from celkeeper.model import Result
+from celkeeper.model import JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:
     from celkeeper.review import AdmissionRequest
@@ -93,7 +93,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-Row = tuple[Document, Mapping[str, Any] | None, Violation]  # reviewed document, its constraint, result
+Row = tuple[Document, Mapping[str, JsonValue] | None, Violation]  # reviewed document, its constraint, result
 
 
 def run(args: argparse.Namespace) -> int:
@@ -202,7 +202,7 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 def _cluster_request(
-    reader: Any, document: Document, namespaces: dict[str, Any], against_live: bool
+    reader: Any, document: Document, namespaces: JsonObject, against_live: bool
 ) -> tuple[AdmissionRequest, str]:
     """The request the API server would send the webhook for applying one manifest, and a problem to
     report ("" when none). Raises CelkeeperError when the manifest is not checked at all."""
@@ -216,7 +216,7 @@ def _cluster_request(
     group, _, version = str(obj["apiVersion"]).rpartition("/")
     kind = str(obj["kind"])
     found = obj.get("metadata")
-    meta: dict[str, Any] = found if isinstance(found, dict) else {}
+    meta: JsonObject = found if isinstance(found, dict) else {}
     served = reader.resource_for(group, kind)
     note = ""
     if served is None:
@@ -249,11 +249,11 @@ def denies(violation: Violation) -> bool:
     return violation.enforcement_action == "deny" or "deny" in violation.scoped_actions
 
 
-def gator_test_namespaces(known: Mapping[str, Mapping[str, Any]]) -> Any:
+def gator_test_namespaces(known: Mapping[str, Mapping[str, JsonValue]]) -> Any:
     """gator test's Namespace of an object (pkg/gator/expand NamespaceForResource): the Namespace
     among the inputs; an empty one for a cluster-scoped object; `default` always exists."""
 
-    def lookup(name: str) -> Mapping[str, Any] | None:
+    def lookup(name: str) -> Mapping[str, JsonValue] | None:
         if not name:
             return {}
         found = known.get(name)
@@ -264,14 +264,14 @@ def gator_test_namespaces(known: Mapping[str, Mapping[str, Any]]) -> Any:
     return lookup
 
 
-def _namespace_name(obj: Mapping[str, Any], known: Mapping[str, Mapping[str, Any]]) -> str | None:
+def _namespace_name(obj: Mapping[str, JsonValue], known: Mapping[str, Mapping[str, JsonValue]]) -> str | None:
     namespace = str(_meta(obj).get("namespace") or "")
     if namespace in {"", "default"} or namespace in known:
         return namespace
     return None
 
 
-def _reviewed(document: Document) -> Mapping[str, Any]:
+def _reviewed(document: Document) -> Mapping[str, JsonValue]:
     """The object a row is about: the object itself, or an AdmissionReview's object/oldObject."""
     if is_admission_review(document):
         request = document.data.get("request") or {}
@@ -280,12 +280,12 @@ def _reviewed(document: Document) -> Mapping[str, Any]:
     return document.data if isinstance(document.data, dict) else {}
 
 
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def _meta(obj: Mapping[str, JsonValue] | None) -> Mapping[str, JsonValue]:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _object_id(obj: Mapping[str, Any]) -> str:
+def _object_id(obj: Mapping[str, JsonValue]) -> str:
     meta = _meta(obj)
     head = f"{obj.get('apiVersion', '')}/{obj.get('kind', '')}"
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -293,9 +293,9 @@ def _object_id(obj: Mapping[str, Any]) -> str:
 
 
 def _json_row(
-    document: Document, constraint: Mapping[str, Any] | None, violation: Violation
-) -> dict[str, Any]:
-    row: dict[str, Any] = {"target": TARGET, "msg": violation.message}
+    document: Document, constraint: Mapping[str, JsonValue] | None, violation: Violation
+) -> JsonObject:
+    row: JsonObject = {"target": TARGET, "msg": violation.message}
     if constraint is not None:
         shown = copy.deepcopy(dict(constraint))
         spec = shown.setdefault("spec", {})
@@ -310,7 +310,7 @@ def _json_row(
     return row
 
 
-def _cluster_row(document: Document, result: Result, operation: str) -> dict[str, Any]:
+def _cluster_row(document: Document, result: Result, operation: str) -> JsonObject:
     """One result of `test --cluster -o json`."""
     obj = _reviewed(document)
     meta = _meta(obj)

@@ -26,6 +26,7 @@ from celkeeper.crds.schema import (
 from celkeeper.crds.static import Manifest, crd, enforcement_point_status, version
 from celkeeper.crds.structural import add_preserve_unknown_fields, fill_missing_types, structural_errors
 from celkeeper.errors import Location, TemplateError
+from celkeeper.model import JsonObject
 
 SCHEMA_PATH = "spec.crd.spec.validation.openAPIV3Schema"
 # Gatekeeper's constraint names are at most 63 characters (they become label values in status objects)
@@ -36,7 +37,7 @@ def _error(message: str, path: str) -> TemplateError:
     return TemplateError(message, Location(path=path))
 
 
-def _mapping(value: Any, path: str) -> dict[str, Any]:
+def _mapping(value: Any, path: str) -> JsonObject:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -44,7 +45,7 @@ def _mapping(value: Any, path: str) -> dict[str, Any]:
     return value
 
 
-def template_kind(template: dict[str, Any]) -> str:
+def template_kind(template: JsonObject) -> str:
     """The constraint kind a template defines (spec.crd.spec.names.kind), checked as a CRD kind."""
     spec = _mapping(template.get("spec"), "spec")
     crd_spec = _mapping(_mapping(spec.get("crd"), "spec.crd").get("spec"), "spec.crd.spec")
@@ -61,7 +62,7 @@ def template_kind(template: dict[str, Any]) -> str:
     return kind
 
 
-def _short_names(template: dict[str, Any]) -> list[str]:
+def _short_names(template: JsonObject) -> list[str]:
     path = "spec.crd.spec.names.shortNames"
     value = template["spec"]["crd"]["spec"]["names"].get("shortNames")
     if value is None:
@@ -74,7 +75,7 @@ def _short_names(template: dict[str, Any]) -> list[str]:
     return list(value)
 
 
-def legacy_schema(template: dict[str, Any]) -> bool:
+def legacy_schema(template: JsonObject) -> bool:
     """Whether the parameter schema is legacy (made fully open): spec.crd.spec.validation.legacySchema, which
     defaults to false for v1 templates and true for Gatekeeper's v1beta1 and v1alpha1.
     """
@@ -89,7 +90,7 @@ def legacy_schema(template: dict[str, Any]) -> bool:
     return value
 
 
-def parameters_schema(template: dict[str, Any]) -> Schema | None:
+def parameters_schema(template: JsonObject) -> Schema | None:
     """The schema of spec.parameters in the template's constraints, made structural; None when the template
     has no schema and is not legacy (then, as in Gatekeeper, parameters are not kept).
 
@@ -125,7 +126,7 @@ def _object_ref() -> dict[str, Schema]:
     }
 
 
-def constraint_schema(template: dict[str, Any]) -> Schema:
+def constraint_schema(template: JsonObject) -> Schema:
     """The openAPIV3Schema of the template's constraints."""
     spec_properties: dict[str, Schema] = {
         "match": match_schema(),
@@ -205,7 +206,7 @@ def constraint_schema(template: dict[str, Any]) -> Schema:
     )
 
 
-def constraint_crd(template: dict[str, Any]) -> Manifest:
+def constraint_crd(template: JsonObject) -> Manifest:
     """The CRD `<lowerkind>.constraints.celkeeper.io` for a template given as a plain dict.
 
     Labels: the template's own, plus celkeeper.io/constraint=yes and celkeeper.io/template=<name>.

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-Schema = dict[str, Any]
+from celkeeper.model import JsonObject
+
+Schema = JsonObject
 
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
 

@@ -8,7 +8,6 @@ in celkeeper's API groups, plus the fields celkeeper reports (the snapshot gener
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from celkeeper.crds import names
 from celkeeper.crds.schema import (
@@ -24,8 +23,9 @@ from celkeeper.crds.schema import (
     status_error,
     string,
 )
+from celkeeper.model import JsonObject
 
-Manifest = dict[str, Any]
+Manifest = JsonObject
 
 OPERATIONS = ["*", "CREATE", "DELETE", "UPDATE", "CONNECT"]
 
@@ -42,7 +42,7 @@ def crd(
     labels: dict[str, str] | None = None,
 ) -> Manifest:
     """A CustomResourceDefinition (apiextensions.k8s.io/v1) as a plain dict."""
-    crd_names: dict[str, Any] = {
+    crd_names: JsonObject = {
         "kind": kind,
         "listKind": f"{kind}List",
         "plural": plural,
@@ -52,7 +52,7 @@ def crd(
         crd_names["shortNames"] = list(short_names)
     if categories:
         crd_names["categories"] = list(categories)
-    metadata: dict[str, Any] = {"name": f"{plural}.{group}"}
+    metadata: JsonObject = {"name": f"{plural}.{group}"}
     if labels:
         metadata["labels"] = dict(labels)
     return {

@@ -12,13 +12,16 @@ whose schema the API server would refuse is reported with a clear path before an
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import re2
 
 from celkeeper.crds.schema import PRESERVE, Schema
 from celkeeper.documents import index_path, key_path
+from celkeeper.model import JsonObject
+
+_Report = Callable[[str, str], None]  # error(path, message)
 
 INT_OR_STRING = "x-kubernetes-int-or-string"
 EMBEDDED = "x-kubernetes-embedded-resource"
@@ -239,7 +242,7 @@ def _check(node: Any, path: str, level: str, errors: list[tuple[str, str]]) -> N
         _check_nested(node["not"], _join(path, "not"), node, error, complete)
 
 
-def _check_list_and_map_types(node: Schema, kind: str | None, path: str, error: Any) -> None:
+def _check_list_and_map_types(node: Schema, kind: str | None, path: str, error: _Report) -> None:
     list_type = node.get(LIST_TYPE)
     if list_type is not None:
         if kind != "array":
@@ -278,7 +281,7 @@ def _check_list_and_map_types(node: Schema, kind: str | None, path: str, error: 
             error(_join(path, MAP_TYPE), f"unsupported value {map_type!r}: atomic or granular")
 
 
-def _check_root_metadata(metadata: Schema, path: str, error: Any) -> None:
+def _check_root_metadata(metadata: Schema, path: str, error: _Report) -> None:
     """At the root, a metadata schema may only restrict name and generateName."""
     allowed_keys = {"type", "properties"}
     extra = sorted(set(metadata) - allowed_keys)
@@ -298,7 +301,7 @@ def _is_int_or_string_pattern(node: Schema, junctor: str) -> bool:
     return False
 
 
-def _check_nested(nested: Any, path: str, structural: Schema | None, error: Any, complete: bool) -> None:
+def _check_nested(nested: Any, path: str, structural: Schema | None, error: _Report, complete: bool) -> None:
     """A schema under a junctor: only value validations; with `complete`, only on fields the structural part
     specifies."""
     if not isinstance(nested, dict):
@@ -314,7 +317,7 @@ def _check_nested(nested: Any, path: str, structural: Schema | None, error: Any,
     properties = nested.get("properties")
     if isinstance(properties, dict):
         found = structural.get("properties")
-        known: dict[str, Any] = found if isinstance(found, dict) else {}
+        known: JsonObject = found if isinstance(found, dict) else {}
         for name, child in properties.items():
             if name == "metadata":
                 error(_join(path, "properties", "metadata"), "must not be specified in a nested context")

@@ -31,6 +31,7 @@ from yaml import YAMLError as LibyamlError
 
 from celkeeper.documents.model import Document, Span, index_path, key_path
 from celkeeper.errors import DocumentError, Location
+from celkeeper.model import JsonObject
 
 # the node classes of either composer (they share attribute names: tag, value, style, marks)
 _Node = Node | yaml.nodes.Node
@@ -261,8 +262,8 @@ def _convert(
 
 def _convert_mapping(
     node: Any, path: str, spans: dict[str, Span], offset: int, budget: _Budget
-) -> dict[str, Any]:
-    result: dict[str, Any] = {}
+) -> JsonObject:
+    result: JsonObject = {}
     seen: dict[str, int] = {}
     merged: list[tuple[Any, Any]] = []
     for key_node, value_node in node.value:

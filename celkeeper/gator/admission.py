@@ -8,10 +8,10 @@ oldObject, and requires oldObject on DELETE. The request it reviews needs no uid
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from celkeeper.documents import Document
 from celkeeper.errors import ReviewError
+from celkeeper.model import JsonObject, JsonValue
 
 GROUP = "admission.k8s.io"
 KIND = "AdmissionReview"
@@ -44,7 +44,7 @@ def is_admission_review(document: Document) -> bool:
     return document.group == GROUP and document.kind == KIND
 
 
-def checked_request(document: Document) -> dict[str, Any]:
+def checked_request(document: Document) -> JsonObject:
     """The request of an AdmissionReview document, validated as gator does; raises ReviewError."""
     data = document.data
     unknown = sorted(set(data) - _REVIEW_FIELDS)
@@ -94,7 +94,7 @@ def checked_request(document: Document) -> dict[str, Any]:
     return dict(request)
 
 
-def as_v1_review(request: Mapping[str, Any]) -> dict[str, Any]:
+def as_v1_review(request: Mapping[str, JsonValue]) -> JsonObject:
     """A v1 AdmissionReview around `request`, completed where gator needs nothing: a placeholder uid,
     and request.kind taken from the object (gator matches on the object's own apiVersion/kind)."""
     body = dict(request)

@@ -12,7 +12,6 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from celkeeper.cel import get_engine
 from celkeeper.cel.inventory import object_row
@@ -29,7 +28,7 @@ from celkeeper.expansion import ExpansionError
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import is_constraint_document, is_namespace, is_template_document
 from celkeeper.gator.results import Violation
-from celkeeper.model import Action, Decision, EnforcementPoint
+from celkeeper.model import Action, Decision, EnforcementPoint, JsonValue
 from celkeeper.policy import PolicySet, build_policy_set
 from celkeeper.review import (
     AdmissionRequest,
@@ -209,7 +208,7 @@ def _gvk(document: Document) -> str:
     return f"{document.api_version or '<no apiVersion>'}, kind {document.kind or '<none>'}"
 
 
-def verify_namespace(obj: Mapping[str, Any]) -> str | None:
+def verify_namespace(obj: Mapping[str, JsonValue]) -> str | None:
     """The namespace gator verify's expander knows for an object (it has no Namespaces): "" for a
     cluster-scoped object, `default`, or None (the generated object keeps the parent's)."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}

@@ -31,6 +31,7 @@ from typing import Any
 
 from celkeeper.documents import Document, field_path
 from celkeeper.errors import CelkeeperError
+from celkeeper.model import JsonValue
 
 GROUP = "test.gatekeeper.sh"
 KIND = "Suite"
@@ -151,7 +152,7 @@ def _parse_assertion(document: Document, data: Any, path: str) -> Assertion:
 
 
 def _get(
-    document: Document, data: Mapping[str, Any], key: str, kind: type, path: str, *, default: Any
+    document: Document, data: Mapping[str, JsonValue], key: str, kind: type, path: str, *, default: Any
 ) -> Any:
     value = data.get(key, default)
     if value is None:

@@ -19,12 +19,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError
 from celkeeper.informer.source import Listing
 from celkeeper.localfiles import Stamp, stamp_of, walk
+from celkeeper.model import JsonObject
 from celkeeper.snapshot import SnapshotItem
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -62,8 +62,8 @@ class FolderSource:
         self.deletion_grace = deletion_grace
         self.clock = clock
         self._cache: dict[str, _Entry] = {}  # path -> (stamp, text, problem)
-        self._parsed_ns: dict[tuple[str, Stamp], tuple[dict[str, dict[str, Any]], list[str], bool]] = {}
-        self._good_ns: dict[str, dict[str, dict[str, Any]]] = {}  # namespaces file -> last good parse
+        self._parsed_ns: dict[tuple[str, Stamp], tuple[dict[str, JsonObject], list[str], bool]] = {}
+        self._good_ns: dict[str, dict[str, JsonObject]] = {}  # namespaces file -> last good parse
         self._seen: set[str] = set()  # files listed before
         self._gone_since: dict[str, float] = {}  # files seen before and missing now -> since when
         self._walk_errors: list[str] = []
@@ -150,10 +150,10 @@ class FolderSource:
             return set()
         return set(self._files(self.namespaces_path))
 
-    def _namespaces(self, scan: dict[str, _Entry]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    def _namespaces(self, scan: dict[str, _Entry]) -> tuple[dict[str, JsonObject], list[str]]:
         """The Namespace objects of the inventory; a file that cannot be read or parsed now (or is
         gone with the whole inventory) keeps the objects last read from it."""
-        namespaces: dict[str, dict[str, Any]] = {}
+        namespaces: dict[str, JsonObject] = {}
         problems: list[str] = []
         if self.namespaces_path is None:
             return namespaces, problems
@@ -241,10 +241,10 @@ class FolderSource:
         return frozenset(recent)
 
 
-def _parse_namespaces(text: str, path: str) -> tuple[dict[str, dict[str, Any]], list[str], bool]:
+def _parse_namespaces(text: str, path: str) -> tuple[dict[str, JsonObject], list[str], bool]:
     """(Namespace objects by name, problems, whether the text failed to parse)."""
     parsed = parse_documents(text, path)
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, JsonObject] = {}
     problems = [str(e) for e in parsed.errors]
     for doc in parsed.documents:
         if doc.kind == "Namespace" and doc.api_version == "v1" and doc.name:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from celkeeper.errors import CelkeeperError
+from celkeeper.model import JsonValue
 from celkeeper.snapshot import Snapshot, SnapshotItem
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 class Listing:
     items: tuple[SnapshotItem, ...]  # policy sources (files, API objects as JSON), sorted by name
     synced: bool  # everything that existed when the source started is in `items`
-    namespaces: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    namespaces: Mapping[str, Mapping[str, JsonValue]] = field(default_factory=dict)
     namespaces_complete: bool = False  # see Snapshot.namespaces_complete
     problems: tuple[str, ...] = ()  # the source's own problems (lost watch, missing folder), one line each
     # Fail-static (the informer keeps the last good version of these; see informer/loop.py):

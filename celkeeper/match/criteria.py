@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from celkeeper.model import JsonValue
 
@@ -54,7 +53,7 @@ class Requirement:
     operator: str  # In, NotIn, Exists, DoesNotExist
     values: frozenset[str]
 
-    def matches(self, labels: Mapping[str, Any]) -> bool:
+    def matches(self, labels: Mapping[str, JsonValue]) -> bool:
         present = self.key in labels
         if self.operator == "In":
             return present and labels[self.key] in self.values
@@ -71,7 +70,7 @@ class LabelSelector:
 
     requirements: tuple[Requirement, ...]
 
-    def matches(self, labels: Mapping[str, Any] | None) -> bool:
+    def matches(self, labels: Mapping[str, JsonValue] | None) -> bool:
         labels = labels if isinstance(labels, dict) else {}
         return all(r.matches(labels) for r in self.requirements)
 
@@ -95,11 +94,11 @@ class Target:
     namespace: str  # metadata.namespace ("" when absent)
     name: str
     generate_name: str
-    labels: Mapping[str, Any]
+    labels: Mapping[str, JsonValue]
     is_namespace: bool
 
     @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> Target:
+    def of(cls, obj: Mapping[str, JsonValue]) -> Target:
         group = str(obj.get("apiVersion") or "").rpartition("/")[0]
         kind = str(obj.get("kind") or "")
         meta = _meta(obj)
@@ -156,8 +155,8 @@ class Match:
 
     def matches_any(
         self,
-        objects: tuple[Target | Mapping[str, Any] | None, ...],
-        namespace: Mapping[str, Any] | None,
+        objects: tuple[Target | Mapping[str, JsonValue] | None, ...],
+        namespace: Mapping[str, JsonValue] | None,
         *,
         process: str = "webhook",
         source: str = "Original",
@@ -170,8 +169,8 @@ class Match:
 
     def mismatches_any(
         self,
-        objects: tuple[Target | Mapping[str, Any] | None, ...],
-        namespace: Mapping[str, Any] | None,
+        objects: tuple[Target | Mapping[str, JsonValue] | None, ...],
+        namespace: Mapping[str, JsonValue] | None,
         *,
         process: str = "webhook",
         source: str = "Original",
@@ -201,7 +200,7 @@ class Match:
     def matches(
         self,
         target: Target,
-        namespace: Mapping[str, Any] | None,
+        namespace: Mapping[str, JsonValue] | None,
         *,
         process: str,
         source: str,
@@ -212,7 +211,7 @@ class Match:
     def mismatch(
         self,
         target: Target,
-        namespace: Mapping[str, Any] | None,
+        namespace: Mapping[str, JsonValue] | None,
         *,
         process: str,
         source: str,
@@ -260,7 +259,7 @@ class Match:
         return None if self.source in ("All", source) else "source"
 
     @staticmethod
-    def effective_namespace(target: Target, namespace: Mapping[str, Any] | None) -> str:
+    def effective_namespace(target: Target, namespace: Mapping[str, JsonValue] | None) -> str:
         """The namespace namespaces/excludedNamespaces look at: a Namespace's own name, else the
         looked-up Namespace's name, else the object's metadata.namespace."""
         if target.is_namespace:
@@ -273,6 +272,6 @@ class Match:
         return self.processes is None or WILDCARD in self.processes or process in self.processes
 
 
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def _meta(obj: Mapping[str, JsonValue] | None) -> Mapping[str, JsonValue]:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     return meta if isinstance(meta, dict) else {}

@@ -10,6 +10,7 @@ from typing import Any
 from celkeeper.documents import Document, index_path, key_path
 from celkeeper.errors import ConstraintError, ConstraintSchemaError
 from celkeeper.match.criteria import CRITERIA, WILDCARD, KindSelector, LabelSelector, Match, Requirement
+from celkeeper.model import JsonValue
 
 _GLOB = re.compile(r"^\*?[-:a-z0-9]*\*?$")
 _MATCH_KEYS = frozenset({*CRITERIA, "processes"})
@@ -38,7 +39,7 @@ class _Reader:
             return None
         return value
 
-    def unknown(self, data: Mapping[str, Any], known: frozenset[str], path: str) -> None:
+    def unknown(self, data: Mapping[str, JsonValue], known: frozenset[str], path: str) -> None:
         for key in data:
             if key not in known:
                 self.add(f'unknown field "{key_path(path, key)}"', key_path(path, key), key=True)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from celkeeper.cel.api import Explained, Inventory, Outcome, RequestInput
 from celkeeper.cel.inventory import Gvk, describe, unmet
 from celkeeper.expansion import SOURCE_GENERATED, Expansions, Resultant, prefix
 from celkeeper.match import MatchError, targets_of
-from celkeeper.model import Action, Decision, EnforcementPoint, FailurePolicy, Result
+from celkeeper.model import Action, Decision, EnforcementPoint, FailurePolicy, JsonValue, Result
 from celkeeper.policy import Candidate, PolicySet
 from celkeeper.review.request import AdmissionRequest, request_for_object
 from celkeeper.templates import CompiledTemplate
@@ -22,10 +22,10 @@ from celkeeper.templates import CompiledTemplate
 #: failurePolicy
 DEFAULT_DEADLINE = 3.0
 
-NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
+NamespaceLookup = Callable[[str], Mapping[str, JsonValue] | None]
 #: the name of the Namespace Gatekeeper knows for an object it expands (its generated objects are put
 #: there; "" removes their namespace), or None when it knows none (they keep the parent's)
-ExpansionNamespace = Callable[[Mapping[str, Any]], str | None]
+ExpansionNamespace = Callable[[Mapping[str, JsonValue]], str | None]
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,12 @@ def not_synced(template: CompiledTemplate, data: SyncedData | None) -> str | Non
     )
 
 
-def inventory_lookup(namespaces: Mapping[str, Mapping[str, Any]], complete: bool) -> NamespaceLookup:
+def inventory_lookup(namespaces: Mapping[str, Mapping[str, JsonValue]], complete: bool) -> NamespaceLookup:
     """The Namespace lookup of a known set of Namespaces. Without a complete inventory (a policy
     folder: the webhook's --namespaces, files given to explain), a namespace not listed is one with no
     labels but the one Kubernetes sets on every namespace; with one (a cluster), it does not exist."""
 
-    def lookup(name: str) -> Mapping[str, Any] | None:
+    def lookup(name: str) -> Mapping[str, JsonValue] | None:
         found = namespaces.get(name)
         if found is None and name and not complete:
             found = {
@@ -332,11 +332,11 @@ class _Namespace:
     def __init__(self, request: AdmissionRequest, lookup: NamespaceLookup) -> None:
         self._request = request
         self._lookup = lookup
-        self._found: Mapping[str, Any] | None = None
+        self._found: Mapping[str, JsonValue] | None = None
         self._looked_up = False
 
     @property
-    def namespace(self) -> Mapping[str, Any] | None:
+    def namespace(self) -> Mapping[str, JsonValue] | None:
         if not self._looked_up:
             self._looked_up = True
             # asked for "" too: gator test knows an (empty) Namespace for cluster-scoped objects

@@ -43,7 +43,7 @@ from celkeeper.cel.api import (
 from celkeeper.errors import Location, TemplateError
 from celkeeper.expansion import SOURCE_GENERATED, Resultant
 from celkeeper.match import Target
-from celkeeper.model import Action, Decision, EnforcementPoint, JsonValue, Result
+from celkeeper.model import Action, Decision, EnforcementPoint, JsonObject, JsonValue, Result
 from celkeeper.policy import Candidate, PolicySet
 from celkeeper.review.decide import (
     DEFAULT_DEADLINE,
@@ -124,7 +124,7 @@ class Explanation:
     def allowed(self) -> bool:
         return self.decision.allowed
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "enforcementPoint": self.point,
             "allowed": self.decision.allowed,
@@ -448,7 +448,7 @@ def jsonable(value: Any, items: int = VALUE_ITEMS, chars: int = VALUE_CHARS) -> 
     return str(value)
 
 
-def _location_json(location: Location) -> dict[str, Any]:
+def _location_json(location: Location) -> JsonObject:
     return {
         k: v
         for k, v in (
@@ -461,8 +461,8 @@ def _location_json(location: Location) -> dict[str, Any]:
     }
 
 
-def _result_json(result: Result) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _result_json(result: Result) -> JsonObject:
+    out: JsonObject = {
         "constraint": {"kind": result.constraint_kind, "name": result.constraint_name},
         "template": result.template,
         "enforcementAction": str(result.action),
@@ -473,8 +473,8 @@ def _result_json(result: Result) -> dict[str, Any]:
     return out
 
 
-def _part_json(part: PartExplanation) -> dict[str, Any]:
-    out: dict[str, Any] = {"part": part.part, "index": part.index}
+def _part_json(part: PartExplanation) -> JsonObject:
+    out: JsonObject = {"part": part.part, "index": part.index}
     if part.name:
         out["name"] = part.name
     out["expression"] = part.expression
@@ -495,8 +495,8 @@ def _part_json(part: PartExplanation) -> dict[str, Any]:
     return out
 
 
-def _constraint_json(entry: ConstraintExplanation) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _constraint_json(entry: ConstraintExplanation) -> JsonObject:
+    out: JsonObject = {
         "kind": entry.kind,
         "name": entry.name,
         "template": entry.template,
@@ -518,8 +518,8 @@ def _constraint_json(entry: ConstraintExplanation) -> dict[str, Any]:
     return out
 
 
-def _object_json(obj: ObjectExplanation) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _object_json(obj: ObjectExplanation) -> JsonObject:
+    out: JsonObject = {
         "apiVersion": obj.api_version,
         "kind": obj.kind,
         "namespace": obj.namespace,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from celkeeper.errors import ReviewError
-from celkeeper.model import JsonValue
+from celkeeper.model import JsonObject, JsonValue
 
 API_VERSION = "admission.k8s.io/v1"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -98,11 +98,11 @@ def parse_admission_review(body: JsonValue, *, operation_required: bool = True) 
 
 
 def request_for_object(
-    obj: Mapping[str, Any],
+    obj: Mapping[str, JsonValue],
     *,
     operation: str = "",
-    old_object: Mapping[str, Any] | None = None,
-    user_info: Mapping[str, Any] | None = None,
+    old_object: Mapping[str, JsonValue] | None = None,
+    user_info: Mapping[str, JsonValue] | None = None,
     source: str = "Original",
 ) -> AdmissionRequest:
     """A review of a plain object (audit, CLI), as gator builds one: kind, name and namespace from the
@@ -143,14 +143,14 @@ PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
 
 
 def admission_review_for(
-    obj: Mapping[str, Any],
+    obj: Mapping[str, JsonValue],
     *,
     operation: str = "CREATE",
-    old_object: Mapping[str, Any] | None = None,
+    old_object: Mapping[str, JsonValue] | None = None,
     namespace: str | None = None,
     resource: Mapping[str, str] | None = None,
-    user_info: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    user_info: Mapping[str, JsonValue] | None = None,
+) -> JsonObject:
     """The AdmissionReview the API server would send the webhook for writing `obj` (a CREATE, or an
     UPDATE of `old_object`): kind and name from the object, `namespace` (default: the object's) and the
     resource when known (discovery); a placeholder uid. Parse it with parse_admission_review."""
@@ -163,7 +163,7 @@ def admission_review_for(
         namespace = str(meta.get("namespace") or "")
     if group == "" and kind == "Namespace":
         namespace = ""  # the API server sends a Namespace's name, not a namespace
-    request: dict[str, Any] = {
+    request: JsonObject = {
         "uid": PLACEHOLDER_UID,
         "kind": {"group": group, "version": version, "kind": kind},
         "resource": dict(resource) if resource else {"group": group, "version": version, "resource": ""},
@@ -189,7 +189,7 @@ def _build(
     sub_resource: str,
     obj: Any,
     old: Any,
-    user_info: Mapping[str, Any],
+    user_info: Mapping[str, JsonValue],
     dry_run: bool,
     options: Any,
     from_review: bool,
@@ -197,7 +197,7 @@ def _build(
 ) -> AdmissionRequest:
     # k8s.io/apiserver admission/plugin/cel CreateAdmissionRequest, as Gatekeeper calls it: the
     # request* fields repeat kind/resource/subResource; empty omitempty fields are left out.
-    cel_request: dict[str, Any] = {"kind": dict(kind), "resource": dict(resource)}
+    cel_request: JsonObject = {"kind": dict(kind), "resource": dict(resource)}
     if sub_resource:
         cel_request["subResource"] = sub_resource
     cel_request["requestKind"] = dict(kind)
@@ -228,7 +228,7 @@ def _build(
     )
 
 
-def _optional(request: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+def _optional(request: Mapping[str, JsonValue], key: str, kind: type | tuple[type, ...], what: str) -> Any:
     value = request.get(key)
     if value is not None and not isinstance(value, kind):
         raise ReviewError(f"request.{key} must be {what}")
@@ -261,12 +261,12 @@ def _gvr(value: Any, where: str) -> dict[str, str]:
     return _strings(value, where, ("group", "version", "resource"))
 
 
-def _user_info(value: Any) -> dict[str, Any]:
+def _user_info(value: Any) -> JsonObject:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise ReviewError("request.userInfo must be an object")
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key in ("username", "uid"):
         item = value.get(key)
         if item is not None and not isinstance(item, str):

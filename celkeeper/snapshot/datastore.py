@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from celkeeper.cel.inventory import FORMAT, SCHEMA, Change, Delete, Gvk, Put, object_row
+from celkeeper.model import JsonValue
 
 __all__ = ["DataStore", "Delete", "Put", "write_inventory"]
 
@@ -149,7 +150,7 @@ class DataStore:
         self._db.close()
 
 
-def write_inventory(path: Path, objects: Iterable[Mapping[str, Any]]) -> Path:
+def write_inventory(path: Path, objects: Iterable[Mapping[str, JsonValue]]) -> Path:
     """A new store at `path` holding exactly `objects` (the offline tools' inventory); closed, so
     that an engine can open it."""
     for suffix in ("", "-wal", "-shm"):

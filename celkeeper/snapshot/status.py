@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from celkeeper.localfiles import write_atomic
+from celkeeper.model import JsonObject
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class InformerStatus:
     held: tuple[str, ...] = ()  # items published at their last good version (fail-static)
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: Path) -> JsonObject | None:
     try:
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError):
@@ -52,7 +53,7 @@ def _read(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _build(cls: type, doc: dict[str, Any]) -> Any:
+def _build(cls: type, doc: JsonObject) -> Any:
     names = {f.name for f in fields(cls)}
     values = {k: v for k, v in doc.items() if k in names}
     for key in ("problems", "held"):

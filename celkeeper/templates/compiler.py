@@ -20,7 +20,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
@@ -37,7 +36,7 @@ from celkeeper.cel.api import (
 from celkeeper.cel.inventory import Requirement, requirement_kinds
 from celkeeper.documents import Document, index_path, key_path
 from celkeeper.errors import CelkeeperError, Location, TemplateError, TemplateWarning
-from celkeeper.model import FailurePolicy
+from celkeeper.model import FailurePolicy, JsonValue
 from celkeeper.templates.parameters import ParameterSchema
 from celkeeper.templates.spec import TemplateSpec, parse_template
 
@@ -184,7 +183,7 @@ class TemplateCompiler:
             spec=spec,
         )
 
-    def bind(self, template: CompiledTemplate, constraint: Mapping[str, Any]) -> Binding:
+    def bind(self, template: CompiledTemplate, constraint: Mapping[str, JsonValue]) -> Binding:
         """The constraint object bound to the template's program (cached by content)."""
         content = hashlib.sha256(orjson.dumps(constraint, option=orjson.OPT_SORT_KEYS)).digest()
         key = (id(template.program), content)

@@ -17,13 +17,14 @@ accepts integers and strings, other `x-kubernetes-*` extensions and `format` are
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jsonschema import Draft4Validator
 from jsonschema import exceptions as jsonschema_errors
 
 from celkeeper.documents import index_path, key_path
+from celkeeper.model import JsonObject, JsonValue
 
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
 INT_OR_STRING = "x-kubernetes-int-or-string"
@@ -64,10 +65,10 @@ class SchemaProblem(Exception):
 class ParameterSchema:
     """Validates constraint parameters; immutable once built."""
 
-    def __init__(self, openapi: Mapping[str, Any] | None, *, legacy: bool = False) -> None:
+    def __init__(self, openapi: Mapping[str, JsonValue] | None, *, legacy: bool = False) -> None:
         if openapi is not None and not isinstance(openapi, Mapping):
             raise SchemaProblem("", "openAPIV3Schema must be a map")
-        schema: dict[str, Any] | None = copy.deepcopy(dict(openapi)) if openapi is not None else None
+        schema: JsonObject | None = copy.deepcopy(dict(openapi)) if openapi is not None else None
         if legacy:
             schema = schema if schema is not None else {}
             add_preserve_unknown_fields(schema)
@@ -97,7 +98,7 @@ class ParameterSchema:
         return problems
 
 
-def add_preserve_unknown_fields(schema: dict[str, Any]) -> None:
+def add_preserve_unknown_fields(schema: JsonObject) -> None:
     """frameworks' AddPreserveUnknownFields: preserve unknown fields at every object/untyped level."""
     if schema.get("type", "") in ("", "object") and PRESERVE not in schema:
         schema[PRESERVE] = True
@@ -114,14 +115,14 @@ def add_preserve_unknown_fields(schema: dict[str, Any]) -> None:
         add_preserve_unknown_fields(extra)
 
 
-def unknown_fields(value: Any, schema: Mapping[str, Any] | None, path: str) -> list[str]:
+def unknown_fields(value: Any, schema: Mapping[str, JsonValue] | None, path: str) -> list[str]:
     """The fields Kubernetes' structural pruning would drop (apiextensions pruning/algorithm.go)."""
     found: list[str] = []
     _prune(value, schema, path, found)
     return found
 
 
-def _prune(value: Any, schema: Mapping[str, Any] | None, path: str, found: list[str]) -> None:
+def _prune(value: Any, schema: Mapping[str, JsonValue] | None, path: str, found: list[str]) -> None:
     preserve = schema is not None and schema.get(PRESERVE) is True
     if isinstance(value, dict):
         properties = (schema.get("properties") or {}) if schema is not None else {}
@@ -145,11 +146,11 @@ def _prune(value: Any, schema: Mapping[str, Any] | None, path: str, found: list[
             _prune(child, items if isinstance(items, Mapping) else None, index_path(path, i), found)
 
 
-def to_json_schema(schema: Mapping[str, Any], path: str) -> dict[str, Any]:
+def to_json_schema(schema: Mapping[str, JsonValue], path: str) -> JsonObject:
     """Translate an OpenAPI v3 (Kubernetes structural) schema into a JSON schema (draft 4)."""
     if not isinstance(schema, Mapping):
         raise SchemaProblem(path, "a schema must be a map")
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key, value in schema.items():
         if key in _COPIED:
             out[key] = value
@@ -190,7 +191,7 @@ def to_json_schema(schema: Mapping[str, Any], path: str) -> dict[str, Any]:
     return out
 
 
-def _schema_path(parts: Any) -> str:
+def _schema_path(parts: Iterable[str | int]) -> str:
     path = ""
     for part in parts:
         path = index_path(path, part) if isinstance(part, int) else key_path(path, str(part))

@@ -16,7 +16,7 @@ from typing import Any
 
 from celkeeper.documents import Document, index_path, key_path
 from celkeeper.errors import TemplateError, TemplateWarning
-from celkeeper.model import FailurePolicy
+from celkeeper.model import FailurePolicy, JsonObject
 
 RESERVED_PREFIX = "gatekeeper_internal_"
 PARAMS = "params"
@@ -113,7 +113,7 @@ class Problems:
         self.warnings.append(self.document.error(TemplateWarning, prefix + message, path, key=key))
 
 
-def read_source(source: dict[str, Any], source_path: str, problems: Problems) -> SourceSpec:
+def read_source(source: JsonObject, source_path: str, problems: Problems) -> SourceSpec:
     """Read and check a K8sNativeValidation source (a map); problems are added to `problems`."""
     for key in source:
         if key == "matchConditions":
@@ -145,7 +145,7 @@ def read_source(source: dict[str, Any], source_path: str, problems: Problems) ->
     return SourceSpec(tuple(validations), tuple(variables), tuple(conditions), failure_policy)
 
 
-def _validations(source: dict[str, Any], path: str, problems: Problems) -> list[ValidationSpec]:
+def _validations(source: JsonObject, path: str, problems: Problems) -> list[ValidationSpec]:
     where = key_path(path, "validations")
     items = source.get("validations")
     if items is None or items == []:
@@ -180,7 +180,7 @@ def _validations(source: dict[str, Any], path: str, problems: Problems) -> list[
 
 
 def _expression(
-    item: dict[str, Any], path: str, key: str, problems: Problems, *, required: bool
+    item: JsonObject, path: str, key: str, problems: Problems, *, required: bool
 ) -> Expression | None:
     value = item.get(key)
     where = key_path(path, key)
@@ -195,7 +195,7 @@ def _expression(
     return Expression(value, where)
 
 
-def _named(source: dict[str, Any], path: str, key: str, problems: Problems) -> list[NamedExpression]:
+def _named(source: JsonObject, path: str, key: str, problems: Problems) -> list[NamedExpression]:
     items = source.get(key)
     where = key_path(path, key)
     if items is None:
@@ -264,7 +264,7 @@ def _check_conditions(conditions: list[NamedExpression], problems: Problems) -> 
         seen.add(condition.name)
 
 
-def _failure_policy(source: dict[str, Any], path: str, problems: Problems) -> FailurePolicy | None:
+def _failure_policy(source: JsonObject, path: str, problems: Problems) -> FailurePolicy | None:
     value = source.get("failurePolicy")
     if value is None:
         return FailurePolicy.FAIL

@@ -23,7 +23,7 @@ from typing import Any
 from celkeeper.cel.inventory import SYNC_ANNOTATION, Requirement, RequirementsError, parse_requirements
 from celkeeper.documents import Document, field_path, index_path, key_path
 from celkeeper.errors import TemplateError, TemplateWarning
-from celkeeper.model import FailurePolicy
+from celkeeper.model import FailurePolicy, JsonObject
 from celkeeper.templates.parameters import ParameterSchema, SchemaProblem
 from celkeeper.templates.source import (
     NamedExpression,
@@ -57,7 +57,7 @@ class TemplateSpec:
     kind: str
     document: Document
     source_path: str  # spec.targets[0].code[i].source
-    source: dict[str, Any]  # the K8sNativeValidation source as written
+    source: JsonObject  # the K8sNativeValidation source as written
     validations: tuple[ValidationSpec, ...]
     variables: tuple[NamedExpression, ...]
     match_conditions: tuple[NamedExpression, ...]
@@ -158,7 +158,7 @@ def _requirements(
     return (), (error,)
 
 
-def _kind(spec: dict[str, Any], name: Any, problems: Problems) -> str | None:
+def _kind(spec: JsonObject, name: Any, problems: Problems) -> str | None:
     path = "spec.crd.spec.names.kind"
     crd = spec.get("crd")
     crd_spec = crd.get("spec") if isinstance(crd, dict) else None
@@ -179,7 +179,7 @@ def _kind(spec: dict[str, Any], name: Any, problems: Problems) -> str | None:
     return kind
 
 
-def _parameters(spec: dict[str, Any], version: str, problems: Problems) -> ParameterSchema | None:
+def _parameters(spec: JsonObject, version: str, problems: Problems) -> ParameterSchema | None:
     path = "spec.crd.spec.validation"
     crd = spec.get("crd")
     crd_spec = crd.get("spec") if isinstance(crd, dict) else None
@@ -207,7 +207,7 @@ def _parameters(spec: dict[str, Any], version: str, problems: Problems) -> Param
         return None
 
 
-def _target(spec: dict[str, Any], problems: Problems) -> tuple[str, dict[str, Any] | None]:
+def _target(spec: JsonObject, problems: Problems) -> tuple[str, JsonObject | None]:
     targets = spec.get("targets")
     if targets is None:
         problems.add('field "targets" not specified in ConstraintTemplate spec', "spec.targets")
@@ -233,7 +233,7 @@ def _target(spec: dict[str, Any], problems: Problems) -> tuple[str, dict[str, An
     return path, target
 
 
-def _operations(target: dict[str, Any], path: str, problems: Problems) -> frozenset[str] | None:
+def _operations(target: JsonObject, path: str, problems: Problems) -> frozenset[str] | None:
     operations = target.get("operations")
     if operations is None or operations == []:
         return None
@@ -249,7 +249,7 @@ def _operations(target: dict[str, Any], path: str, problems: Problems) -> frozen
     return None if "*" in operations else frozenset(operations)
 
 
-def _source(target: dict[str, Any], path: str, problems: Problems) -> tuple[str, dict[str, Any] | None]:
+def _source(target: JsonObject, path: str, problems: Problems) -> tuple[str, JsonObject | None]:
     code = target.get("code")
     code_path = key_path(path, "code")
     entries = code if isinstance(code, list) else []

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from celkeeper.crds import names
 from celkeeper.expansion import Expansions
 from celkeeper.match import Match
+from celkeeper.model import JsonValue
 from celkeeper.templates import CompiledTemplate, TemplateSpec
 from celkeeper.vap.transform import ALL_OPERATIONS, Scope
 
@@ -98,7 +98,7 @@ def references_variables(source: str) -> bool:
 
 
 def template_errors(
-    spec: TemplateSpec, compiled: CompiledTemplate, scope: Scope, policy: Mapping[str, Any] | None
+    spec: TemplateSpec, compiled: CompiledTemplate, scope: Scope, policy: Mapping[str, JsonValue] | None
 ) -> list[Finding]:
     """Why the API server would refuse the template's policy (empty: it will take it)."""
     found: list[Finding] = []
@@ -175,7 +175,7 @@ def template_warnings(spec: TemplateSpec, scope: Scope) -> list[Finding]:
     ]
 
 
-def constraint_warnings(match: Match, raw: Mapping[str, Any]) -> list[Finding]:
+def constraint_warnings(match: Match, raw: Mapping[str, JsonValue]) -> list[Finding]:
     """Where the binding of a constraint selects otherwise than celkeeper's webhook (spec.match)."""
     found: list[Finding] = []
     spec = raw.get("spec") if isinstance(raw.get("spec"), Mapping) else {}

@@ -15,10 +15,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, ConstraintError, TemplateError
+from celkeeper.model import JsonObject, JsonValue
 from celkeeper.policy import PolicySet
 from celkeeper.templates import CompiledTemplate, parse_template
 from celkeeper.vap.check import (
@@ -59,7 +59,7 @@ class TemplateVap:
     kind: str
     document: Document
     generate: bool  # generateVAP, else the default, says to make one
-    policy: dict[str, Any] | None  # made: it generates and nothing stands in the way
+    policy: JsonObject | None  # made: it generates and nothing stands in the way
     errors: tuple[CelkeeperError, ...] = ()  # why it is not made (when it should be)
     warnings: tuple[CelkeeperError, ...] = ()  # where the policy decides otherwise than the webhook
 
@@ -70,7 +70,7 @@ class ConstraintVap:
     name: str
     document: Document
     actions: tuple[str, ...]  # the binding's validation actions (Deny, Warn, Audit); empty: no binding
-    binding: dict[str, Any] | None
+    binding: JsonObject | None
     errors: tuple[CelkeeperError, ...] = ()
     warnings: tuple[CelkeeperError, ...] = ()
 
@@ -80,7 +80,7 @@ class VapPlan:
     templates: tuple[TemplateVap, ...]
     constraints: tuple[ConstraintVap, ...]
 
-    def objects(self) -> list[dict[str, Any]]:
+    def objects(self) -> list[JsonObject]:
         policies = [t.policy for t in self.templates if t.policy is not None]
         bindings = [c.binding for c in self.constraints if c.binding is not None]
         return policies + bindings
@@ -145,7 +145,7 @@ def plan_template(template: CompiledTemplate, options: VapOptions) -> TemplateVa
     )
 
 
-def _scoped_to_vap(data: Mapping[str, Any]) -> bool:
+def _scoped_to_vap(data: Mapping[str, JsonValue]) -> bool:
     spec = data.get("spec") if isinstance(data.get("spec"), Mapping) else {}
     return isinstance(spec, Mapping) and spec.get("enforcementAction") == "scoped"
 
@@ -212,7 +212,7 @@ def plan_vap(policies: PolicySet, options: VapOptions | None = None) -> VapPlan:
     return VapPlan(tuple(templates.values()), tuple(constraints))
 
 
-def with_owner(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:
+def with_owner(obj: Mapping[str, JsonValue], owner: Mapping[str, JsonValue]) -> JsonObject:
     """A copy of a generated object whose controller is `owner` (a template or a constraint, as stored:
     apiVersion, kind, name, uid), as controllerutil.SetControllerReference writes it."""
     out = copy.deepcopy(dict(obj))

@@ -22,7 +22,7 @@ from typing import Any
 
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError
-from celkeeper.model import EnforcementPoint
+from celkeeper.model import EnforcementPoint, JsonObject, JsonValue
 from celkeeper.templates import TemplateSpec
 from celkeeper.vap import snippets
 
@@ -58,14 +58,14 @@ class WebhookScope:
     """The fields of the admission webhook that Gatekeeper's VAPs inherit when it synchronises their scope
     with its webhook (--sync-vap-enforcement-scope; webhookconfigcache.WebhookMatchingConfig)."""
 
-    rules: tuple[Mapping[str, Any], ...] = ()
-    namespace_selector: Mapping[str, Any] | None = None
-    object_selector: Mapping[str, Any] | None = None
+    rules: tuple[Mapping[str, JsonValue], ...] = ()
+    namespace_selector: Mapping[str, JsonValue] | None = None
+    object_selector: Mapping[str, JsonValue] | None = None
     match_policy: str | None = None
-    match_conditions: tuple[Mapping[str, Any], ...] = ()
+    match_conditions: tuple[Mapping[str, JsonValue], ...] = ()
 
     @classmethod
-    def from_webhook(cls, webhook: Mapping[str, Any]) -> WebhookScope:
+    def from_webhook(cls, webhook: Mapping[str, JsonValue]) -> WebhookScope:
         """From one entry of a ValidatingWebhookConfiguration's `webhooks` list."""
         return cls(
             rules=tuple(webhook.get("rules") or ()),
@@ -90,7 +90,7 @@ class Scope:
 class Policy:
     """A generated ValidatingAdmissionPolicy, with Gatekeeper's operation-mismatch warning if any."""
 
-    object: dict[str, Any]
+    object: JsonObject
     warning: str = ""
 
 
@@ -111,7 +111,7 @@ def binding_name(kind: str, constraint_name: str) -> str:
     return name[: MAX_NAME - len(digest) - 1].rstrip("-.") + "-" + digest
 
 
-def params_api_version(template: Mapping[str, Any]) -> str:
+def params_api_version(template: Mapping[str, JsonValue]) -> str:
     """paramKind.apiVersion: the constraint group of the template's API group, version v1beta1."""
     group = str(template.get("apiVersion", "")).rpartition("/")[0]
     return f"{_CONSTRAINT_GROUPS.get(group, names.CONSTRAINTS_GROUP)}/{PARAMS_VERSION}"
@@ -126,7 +126,7 @@ def source_generate_vap(spec: TemplateSpec) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def written_generate_vap(template: Mapping[str, Any]) -> bool | None:
+def written_generate_vap(template: Mapping[str, JsonValue]) -> bool | None:
     """`generateVAP` of a template's first K8sNativeValidation source as written (None when absent), read
     without parsing the template (GetSourceFromTemplate takes the first such code entry)."""
     spec = template.get("spec")
@@ -148,7 +148,7 @@ def should_generate_vap(spec: TemplateSpec, default: bool) -> bool:
     return default if value is None else value
 
 
-def binding_actions(constraint: Mapping[str, Any], default_binding: bool = True) -> list[str]:
+def binding_actions(constraint: Mapping[str, JsonValue], default_binding: bool = True) -> list[str]:
     """The enforcement actions a constraint's binding carries (shouldGenerateVAPB), empty for none.
 
     Scoped: the action of every scopedEnforcementActions entry naming vap.k8s.io or `*` (in order,
@@ -181,7 +181,7 @@ def binding_actions(constraint: Mapping[str, Any], default_binding: bool = True)
 # --- the policy ------------------------------------------------------------------------------------
 
 
-def _source(spec: TemplateSpec) -> Mapping[str, Any]:
+def _source(spec: TemplateSpec) -> Mapping[str, JsonValue]:
     """The K8sNativeValidation source as written (spec.source_path, e.g. spec.targets[0].code[1].source)."""
     data: Any = spec.document.data
     for part in spec.source_path.replace("[", ".").replace("]", "").split("."):
@@ -204,8 +204,8 @@ def _expand(operations: Sequence[str]) -> list[str]:
 
 
 def _resource_rules(
-    rules: Sequence[Mapping[str, Any]], template_ops: list[str] | None
-) -> tuple[list[dict[str, Any]], str]:
+    rules: Sequence[Mapping[str, JsonValue]], template_ops: list[str] | None
+) -> tuple[list[JsonObject], str]:
     """convertWebhookRulesToResourceRules: the webhook's rules, with the operations the template also
     has (in Gatekeeper's order); the mismatch warning when a rule lacks some of the template's."""
     out = []
@@ -222,7 +222,7 @@ def _resource_rules(
             if both != wanted:
                 mismatches += 1
             operations = [op for op in ALL_OPERATIONS if op in both]
-        named: dict[str, Any] = {"operations": operations} if operations else {}
+        named: JsonObject = {"operations": operations} if operations else {}
         for key in ("apiGroups", "apiVersions", "resources"):
             if rule.get(key):
                 named[key] = list(rule[key])
@@ -232,12 +232,12 @@ def _resource_rules(
     return out, "\n".join([OPERATION_MISMATCH] * mismatches)
 
 
-def label_selector(value: Any, where: str) -> dict[str, Any]:
+def label_selector(value: Any, where: str) -> JsonObject:
     """A metav1.LabelSelector as Go writes it back: matchLabels and matchExpressions, empty parts left out
     (runtime.DefaultUnstructuredConverter.FromUnstructured, then JSON)."""
     if not isinstance(value, Mapping):
         raise TransformError(f"{where}: a label selector must be a map")
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     labels = value.get("matchLabels")
     if labels:
         if not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values()):
@@ -251,7 +251,7 @@ def label_selector(value: Any, where: str) -> dict[str, Any]:
         for i, item in enumerate(expressions):
             if not isinstance(item, Mapping):
                 raise TransformError(f"{where}.matchExpressions[{i}]: must be a map")
-            requirement: dict[str, Any] = {
+            requirement: JsonObject = {
                 "key": str(item.get("key") or ""),
                 "operator": str(item.get("operator") or ""),
             }
@@ -265,7 +265,7 @@ def label_selector(value: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def _match_constraints(spec: TemplateSpec, webhook: WebhookScope | None) -> tuple[dict[str, Any], str]:
+def _match_constraints(spec: TemplateSpec, webhook: WebhookScope | None) -> tuple[JsonObject, str]:
     if webhook is None:  # buildDefaultMatchConstraints
         return {
             "resourceRules": [
@@ -279,7 +279,7 @@ def _match_constraints(spec: TemplateSpec, webhook: WebhookScope | None) -> tupl
             ]
         }, ""
     rules, warning = _resource_rules(webhook.rules, _template_operations(spec))
-    match: dict[str, Any] = {}
+    match: JsonObject = {}
     if webhook.namespace_selector is not None:
         match["namespaceSelector"] = label_selector(webhook.namespace_selector, "namespaceSelector")
     if webhook.object_selector is not None:
@@ -297,7 +297,7 @@ def validating_admission_policy(spec: TemplateSpec, scope: Scope | None = None) 
     Raises TransformError where Gatekeeper's transform fails (no operation in common with the webhook).
     """
     scope = scope or Scope()
-    conditions: list[dict[str, Any]] = [
+    conditions: list[JsonObject] = [
         {"name": c.name, "expression": c.expression.source} for c in spec.match_conditions
     ]
     conditions += snippets.all_matchers()
@@ -307,7 +307,7 @@ def validating_admission_policy(spec: TemplateSpec, scope: Scope | None = None) 
         conditions.append(snippets.global_exempted_namespaces(list(scope.exempted_namespaces)))
     validations = []
     for v in spec.validations:
-        item: dict[str, Any] = {"expression": v.expression.source}
+        item: JsonObject = {"expression": v.expression.source}
         if v.message:
             item["message"] = v.message
         if v.message_expression is not None and v.message_expression.source:
@@ -321,7 +321,7 @@ def validating_admission_policy(spec: TemplateSpec, scope: Scope | None = None) 
             {"name": str(c.get("name")), "expression": str(c.get("expression"))}
             for c in scope.webhook.match_conditions
         ]
-    policy_spec: dict[str, Any] = {
+    policy_spec: JsonObject = {
         "paramKind": {"apiVersion": params_api_version(spec.document.data), "kind": spec.kind},
         "matchConstraints": match,
     }
@@ -359,14 +359,14 @@ def validation_actions(actions: Sequence[str]) -> list[str]:
     return out
 
 
-def binding(constraint: Mapping[str, Any], actions: Sequence[str]) -> dict[str, Any]:
+def binding(constraint: Mapping[str, JsonValue], actions: Sequence[str]) -> JsonObject:
     """ConstraintToBinding, converted to v1 as the constraint controller writes it: paramRef to the
     constraint (Allow when it is missing), the constraint's labelSelector and namespaceSelector as the
     binding's object and namespace selectors, the validation actions of its enforcement actions."""
     kind = str(constraint.get("kind") or "")
     meta = constraint.get("metadata")
     name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
-    resources: dict[str, Any] = {}
+    resources: JsonObject = {}
     spec = constraint.get("spec")
     match = spec.get("match") if isinstance(spec, Mapping) else None
     if isinstance(match, Mapping):

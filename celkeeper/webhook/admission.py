@@ -36,7 +36,7 @@ import orjson
 
 from celkeeper.errors import CelkeeperError
 from celkeeper.expansion import ExpansionError
-from celkeeper.model import Decision, EnforcementPoint
+from celkeeper.model import Decision, EnforcementPoint, JsonObject, JsonValue
 from celkeeper.review import AdmissionRequest, decide, parse_admission_review
 from celkeeper.review.explain import explain
 from celkeeper.review.explain_text import render_text
@@ -55,7 +55,7 @@ BACKSTOP_GRACE = 0.5
 @dataclass(frozen=True)
 class Answer:
     status: int  # HTTP status
-    body: dict[str, Any]
+    body: JsonObject
 
 
 def review_answer(
@@ -66,10 +66,10 @@ def review_answer(
     reason: str | None = None,
     message: str | None = None,
     warnings: list[str] | None = None,
-) -> dict[str, Any]:
-    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+) -> JsonObject:
+    response: JsonObject = {"uid": uid, "allowed": allowed}
     if code is not None or message:
-        status: dict[str, Any] = {}
+        status: JsonObject = {}
         if code is not None:
             status["code"] = code
         if reason:
@@ -86,7 +86,7 @@ def bad_request(message: str, status: int = 400) -> Answer:
     return Answer(status, {"code": status, "error": message})
 
 
-def review_request(body: bytes) -> tuple[dict[str, Any], str] | Answer:
+def review_request(body: bytes) -> tuple[JsonObject, str] | Answer:
     """An AdmissionReview's request and its uid, or the 400 answer saying why the body is not one (the
     routes that answer reviews without the policies: /v1/admitlabel, /v1/admitpolicy)."""
     try:
@@ -106,7 +106,7 @@ def _namespace_matches(patterns: frozenset[str], namespace: str) -> bool:
     return any(p.endswith("*") and namespace.startswith(p[:-1]) for p in patterns)
 
 
-def _is_namespace(request: Mapping[str, Any]) -> bool:
+def _is_namespace(request: Mapping[str, JsonValue]) -> bool:
     kind = request.get("kind") or {}
     return isinstance(kind, Mapping) and not kind.get("group") and kind.get("kind") == "Namespace"
 
@@ -116,7 +116,7 @@ def may_carry_ignore_label(settings: Settings, namespace: str) -> bool:
     return _namespace_matches(settings.exempt_namespaces | settings.ignore_label_namespaces, namespace)
 
 
-def exemption(request: Mapping[str, Any], loaded: Loaded | None, settings: Settings) -> str | None:
+def exemption(request: Mapping[str, JsonValue], loaded: Loaded | None, settings: Settings) -> str | None:
     """Why this request is not checked at all, or None when it is."""
     is_namespace = _is_namespace(request)
     if is_namespace and request.get("operation") == "DELETE" and not settings.exempt_namespace_deletes:
@@ -231,7 +231,9 @@ class Admission:
         self.metrics.observe_request(decision_label, operation, self.timer() - start)
         return answer
 
-    def _decide(self, uid: str, raw: Mapping[str, Any], request: AdmissionRequest) -> tuple[Answer, str]:
+    def _decide(
+        self, uid: str, raw: Mapping[str, JsonValue], request: AdmissionRequest
+    ) -> tuple[Answer, str]:
         loaded = self.live.current or self.live.wait_loaded(self.first_load_wait)
         reason = exemption(raw, loaded, self.settings)
         if reason is not None:
@@ -271,7 +273,9 @@ class Admission:
         body = review_answer(uid, False, code=403, reason="Forbidden", message=message, warnings=warnings)
         return Answer(200, body), "deny"
 
-    def _explain(self, uid: str, raw: Mapping[str, Any], request: AdmissionRequest, loaded: Loaded) -> None:
+    def _explain(
+        self, uid: str, raw: Mapping[str, JsonValue], request: AdmissionRequest, loaded: Loaded
+    ) -> None:
         """Log why the request was denied (--log-denies=explain): the decision made again with a recorder,
         after the answer was decided, within the same deadline; a failure here (an overrun included) is
         logged and changes nothing."""
@@ -315,7 +319,7 @@ class Admission:
         return Answer(200, body)
 
 
-def _describe(raw: Mapping[str, Any]) -> str:
+def _describe(raw: Mapping[str, JsonValue]) -> str:
     kind = raw.get("kind") if isinstance(raw.get("kind"), Mapping) else {}
     assert isinstance(kind, Mapping)
     name = raw.get("name") or ""

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from wsgiref.types import InputStream, StartResponse, WSGIApplication, WSGIEnvironment
 
 import orjson
 from flask import Flask, Response, request
@@ -36,7 +37,7 @@ DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this size is read (and
 _REASONS = {200: "200 OK", 400: "400 BAD REQUEST", 413: "413 REQUEST ENTITY TOO LARGE"}
 
 
-def _drain(stream: Any, length: int | None) -> None:
+def _drain(stream: InputStream, length: int | None) -> None:
     """Read and drop what is left of a request body, so that a client still sending it gets to read
     the answer (most clients only read once they have sent everything)."""
     left = DRAIN_LIMIT if length is None else min(length, DRAIN_LIMIT)
@@ -55,14 +56,16 @@ class AdmitEndpoint:
     /v1/admit calls the same code, so both paths answer identically.
     """
 
-    def __init__(self, admission: Admission, metrics: WebhookMetrics, limit: int, inner: Any = None) -> None:
+    def __init__(
+        self, admission: Admission, metrics: WebhookMetrics, limit: int, inner: WSGIApplication
+    ) -> None:
         self.admission = admission
         self.metrics = metrics
         self.limit = limit
         self.inner = inner
 
-    def answer(self, environ: dict[str, Any]) -> tuple[int, bytes]:
-        stream = environ["wsgi.input"]
+    def answer(self, environ: WSGIEnvironment) -> tuple[int, bytes]:
+        stream: InputStream = environ["wsgi.input"]
         try:
             length: int | None = int(environ.get("CONTENT_LENGTH") or "")
         except ValueError:
@@ -83,7 +86,7 @@ class AdmitEndpoint:
         answer = bad_request(f"request body too large: the limit is {self.limit} bytes", 413)
         return 413, orjson.dumps(answer.body)
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == "/v1/admit" and environ.get("REQUEST_METHOD") == "POST":
             status, payload = self.answer(environ)
             start_response(

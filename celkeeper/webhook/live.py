@@ -21,8 +21,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from celkeeper.model import JsonValue
 from celkeeper.review import NamespaceLookup, inventory_lookup
 from celkeeper.settings import Settings
 from celkeeper.snapshot import SnapshotReadError, SnapshotStore, StateDir, WorkerBoard, WorkerStatus
@@ -43,7 +44,7 @@ class Loaded:
     loaded_at: float
     synced: bool
     policies: PolicySet
-    namespaces: Mapping[str, Mapping[str, Any]]
+    namespaces: Mapping[str, Mapping[str, JsonValue]]
     namespaces_complete: bool
     problems: tuple[str, ...]  # source problems, parse errors, template and constraint errors
     held: tuple[str, ...] = ()  # sources enforced at their last good version (fail-static)
@@ -56,7 +57,7 @@ class Loaded:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_lookup", inventory_lookup(self.namespaces, self.namespaces_complete))
 
-    def namespace(self, name: str) -> Mapping[str, Any] | None:
+    def namespace(self, name: str) -> Mapping[str, JsonValue] | None:
         """The Namespace object by name. Without a complete inventory (a policy folder), a namespace
         not listed is one with no labels but the one Kubernetes sets on every namespace."""
         return self._lookup(name)

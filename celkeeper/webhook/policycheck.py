@@ -27,6 +27,7 @@ from celkeeper.crds import constraint_crd
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
 from celkeeper.match import parse_match
+from celkeeper.model import JsonValue
 from celkeeper.policy import PolicySet
 from celkeeper.templates import TemplateCompiler
 from celkeeper.templates.spec import CELKEEPER_GROUP, GATEKEEPER_GROUP, KIND
@@ -49,7 +50,7 @@ def _line(err: CelkeeperError) -> str:
     return f"{path}: {message}" if path else message
 
 
-def _kind_of(obj: Mapping[str, Any] | None) -> str | None:
+def _kind_of(obj: Mapping[str, JsonValue] | None) -> str | None:
     node: Any = obj
     for key in ("spec", "crd", "spec", "names", "kind"):
         node = node.get(key) if isinstance(node, Mapping) else None
@@ -57,7 +58,7 @@ def _kind_of(obj: Mapping[str, Any] | None) -> str | None:
 
 
 def check_policy_request(
-    request: Mapping[str, Any], policies: PolicySet | None, compiler: TemplateCompiler
+    request: Mapping[str, JsonValue], policies: PolicySet | None, compiler: TemplateCompiler
 ) -> tuple[list[str], list[str]]:
     """(problems, notes) for one admission request; problems refuse it, notes are only warnings."""
     if request.get("operation") not in ("CREATE", "UPDATE"):
@@ -75,7 +76,7 @@ def check_policy_request(
     return [], []
 
 
-def _check_template(obj: Mapping[str, Any], old: Any, compiler: TemplateCompiler) -> list[str]:
+def _check_template(obj: Mapping[str, JsonValue], old: Any, compiler: TemplateCompiler) -> list[str]:
     document = Document.from_object(dict(obj), file="")
     template, errors = compiler.load(document)
     problems = [_line(err) for err in errors]
@@ -94,7 +95,9 @@ def _check_template(obj: Mapping[str, Any], old: Any, compiler: TemplateCompiler
     return _unique(problems)
 
 
-def _check_constraint(obj: Mapping[str, Any], policies: PolicySet | None) -> tuple[list[str], list[str]]:
+def _check_constraint(
+    obj: Mapping[str, JsonValue], policies: PolicySet | None
+) -> tuple[list[str], list[str]]:
     document = Document.from_object(dict(obj), file="")
     kind = document.kind
     templates = policies.templates if policies is not None else {}
@@ -116,7 +119,7 @@ def _unique(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
-def describe(request: Mapping[str, Any]) -> str:
+def describe(request: Mapping[str, JsonValue]) -> str:
     kind = request.get("kind") if isinstance(request.get("kind"), Mapping) else {}
     assert isinstance(kind, Mapping)
     return f"{kind.get('kind', 'object')} {request.get('name') or ''}".strip()

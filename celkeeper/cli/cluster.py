@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from celkeeper.documents import Document
+from celkeeper.model import JsonObject
+
+if TYPE_CHECKING:  # the kubernetes client loads only when needed
+    from celkeeper.incluster.cluster import ClusterReader
 
 
 def add_cluster_options(parser: argparse.ArgumentParser, what: str) -> None:
@@ -25,9 +29,9 @@ def add_cluster_options(parser: argparse.ArgumentParser, what: str) -> None:
 @dataclass
 class ClusterPolicies:
     documents: list[Document]  # templates, constraints, ExpansionTemplates
-    namespaces: dict[str, Any]
+    namespaces: dict[str, JsonObject]
     notes: list[str]
-    reader: Any  # celkeeper.incluster.cluster.ClusterReader (open: close it)
+    reader: ClusterReader  # open: close it
 
 
 def read_cluster(args: argparse.Namespace) -> ClusterPolicies:

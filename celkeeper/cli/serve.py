@@ -35,7 +35,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.settings import (
@@ -49,6 +49,8 @@ from celkeeper.settings import (
 if TYPE_CHECKING:  # imported where they are used: `celkeeper --help` does not load the server
     from flask import Flask
 
+    from celkeeper.incluster.certrotator import CertConfig
+    from celkeeper.informer import KubernetesSource
     from celkeeper.snapshot import StateDir, WorkerBoard
 
 SOURCES = ("folder", "kubernetes")
@@ -500,7 +502,7 @@ def _certificate_files(args: argparse.Namespace) -> tuple[str, str]:
     return args.cert, args.key
 
 
-def _certificate_config(args: argparse.Namespace) -> Any:
+def _certificate_config(args: argparse.Namespace) -> CertConfig | None:
     """The certificate management of --cert-dir, None when celkeeper does not manage certificates."""
     from celkeeper.errors import CelkeeperError
 
@@ -532,7 +534,9 @@ def _certificate_config(args: argparse.Namespace) -> Any:
     )
 
 
-def _bootstrap_certificates(kubeconfig: str | None, config: Any, timeout: float = BOOTSTRAP_TIMEOUT) -> None:
+def _bootstrap_certificates(
+    kubeconfig: str | None, config: CertConfig, timeout: float = BOOTSTRAP_TIMEOUT
+) -> None:
     """Before serving: the certificate Secret current, the CA bundle injected, the files written.
     Retried while the API cannot be reached or refuses (e.g. RBAC not applied yet), then one line."""
     import time
@@ -564,7 +568,9 @@ def _bootstrap_certificates(kubeconfig: str | None, config: Any, timeout: float 
         client.close()
 
 
-def _kubernetes_source(args: argparse.Namespace, state: Any, certificates: Any = None) -> Any:
+def _kubernetes_source(
+    args: argparse.Namespace, state: StateDir, certificates: CertConfig | None = None
+) -> KubernetesSource:
     from celkeeper.incluster.vapwriter import VapSyncOptions
     from celkeeper.informer import KubernetesOptions, KubernetesSource
     from celkeeper.vap import Scope

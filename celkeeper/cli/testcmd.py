@@ -32,7 +32,7 @@ import copy
 import json
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
@@ -52,7 +52,8 @@ from celkeeper.gator.results import Violation
 from celkeeper.model import JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:
-    from celkeeper.review import AdmissionRequest
+    from celkeeper.incluster.cluster import ClusterReader
+    from celkeeper.review import AdmissionRequest, NamespaceLookup
 
 TARGET = "admission.k8s.gatekeeper.sh"
 EXAMPLES = """examples:
@@ -202,7 +203,7 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 def _cluster_request(
-    reader: Any, document: Document, namespaces: JsonObject, against_live: bool
+    reader: ClusterReader, document: Document, namespaces: JsonObject, against_live: bool
 ) -> tuple[AdmissionRequest, str]:
     """The request the API server would send the webhook for applying one manifest, and a problem to
     report ("" when none). Raises CelkeeperError when the manifest is not checked at all."""
@@ -249,7 +250,7 @@ def denies(violation: Violation) -> bool:
     return violation.enforcement_action == "deny" or "deny" in violation.scoped_actions
 
 
-def gator_test_namespaces(known: Mapping[str, Mapping[str, JsonValue]]) -> Any:
+def gator_test_namespaces(known: Mapping[str, Mapping[str, JsonValue]]) -> NamespaceLookup:
     """gator test's Namespace of an object (pkg/gator/expand NamespaceForResource): the Namespace
     among the inputs; an empty one for a cluster-scoped object; `default` always exists."""
 

@@ -213,8 +213,8 @@ func (d *jsonDecoder) array(depth int) ([]any, error) {
 	}
 }
 
-// str reads a string without escapes whose bytes are valid UTF-8 and hold no control characters;
-// any other string is errFallback.
+// str reads a string whose bytes are valid UTF-8 and hold no control characters (one with escapes:
+// escapedSpan); any other string is errFallback.
 func (d *jsonDecoder) str() (any, error) {
 	s, err := d.span()
 	if err != nil {
@@ -255,7 +255,9 @@ func (d *jsonDecoder) span() ([]byte, error) {
 			}
 			d.pos = i + 1
 			return s, nil
-		case c == '\\' || c < 0x20:
+		case c == '\\':
+			return d.escapedSpan()
+		case c < 0x20:
 			return nil, errFallback
 		case c >= utf8.RuneSelf:
 			ascii = false

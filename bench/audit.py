@@ -14,7 +14,12 @@ violate two constraints):
 Targets (2 cores): >= 5,000 objects/s evaluated in process; a run over 10,000 Pods <= 10 s; peak RSS
 growth <= 100 MiB at 50,000 Pods. Needs the binaries from hack/kube/build.sh (skips otherwise).
 
+With --baseline DIR (another checkout with its built venv, DIR/.venv, e.g. main's), its code is
+measured in the same run on the same Pods, interleaved with this one's: the evaluation alone (in a
+process of its own, on the same listed Pods) and the whole `celkeeper audit --once` run.
+
     .venv/bin/python bench/audit.py [--pods 10000] [--large 50000] [--engine cel-go|cel-python]
+                                    [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -111,15 +116,10 @@ class Rate:
         )
 
 
-def in_process(cluster: Any, engine: str) -> tuple[Rate, Rate, int]:
-    """(list + parse, evaluation (best of 3 by CPU time), violations)."""
-    import decision
-
-    from celkeeper.audit import Evaluator
-    from celkeeper.cel import get_engine
+def in_process(cluster: Any, engine: str) -> tuple[Rate, Rate, int, list[Any]]:
+    """(list + parse, evaluation (best of 3 by CPU time), violations, the listed Pods)."""
     from celkeeper.kube import KubeClient, pages
     from celkeeper.kube.resources import Resource
-    from celkeeper.policy import TemplateCompiler
 
     client = KubeClient.connect(str(cluster.kubeconfig_path))
     resource = Resource("", "v1", "pods", "Pod")
@@ -127,18 +127,47 @@ def in_process(cluster: Any, engine: str) -> tuple[Rate, Rate, int]:
     listed = [obj for page in pages(client, resource, 500) for obj in page.items]
     listing = Rate(len(listed), time.perf_counter() - wall, time.process_time() - cpu)
     client.close()
-    policies = decision.policy_set(TemplateCompiler(get_engine(engine)), 20)
-    evaluator = Evaluator(policies)
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {}}}
-    best: Rate | None = None
-    violations = 0
-    for _ in range(3):
-        wall, cpu = time.perf_counter(), time.process_time()
-        violations = sum(len(evaluator.evaluate(obj, namespace).violations) for obj in listed)
-        rate = Rate(len(listed), time.perf_counter() - wall, time.process_time() - cpu)
-        best = rate if best is None or rate.cpu < best.cpu else best
-    assert best is not None
-    return listing, best, violations
+    best, violations = evaluate_listed(listed, engine)
+    return listing, best, violations, listed
+
+
+# the evaluation alone, as a script: run by this process's Python on this checkout, or by a baseline's
+# (argv: the checkout, the engine, a JSON file of the listed Pods; prints objects, wall, CPU, violations)
+EVALUATE = """
+import json, sys, time
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/bench"]
+import decision
+from celkeeper.audit import Evaluator
+from celkeeper.cel import get_engine
+from celkeeper.policy import TemplateCompiler
+listed = json.load(open(sys.argv[3]))
+evaluator = Evaluator(decision.policy_set(TemplateCompiler(get_engine(sys.argv[2])), 20))
+namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {}}}
+best = None
+for _ in range(3):
+    wall, cpu = time.perf_counter(), time.process_time()
+    violations = sum(len(evaluator.evaluate(obj, namespace).violations) for obj in listed)
+    rate = (len(listed), time.perf_counter() - wall, time.process_time() - cpu, violations)
+    best = rate if best is None or rate[2] < best[2] else best
+print(json.dumps(best))
+"""
+
+
+def evaluate_listed(listed: list[Any], engine: str, checkout: Path = ROOT) -> tuple[Rate, int]:
+    """The evaluation alone of the listed Pods (best of 3 by CPU time) in a process of its own, with
+    `checkout`'s code and venv (this one's by default); and the violations found."""
+    python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as objects:
+        json.dump(listed, objects)
+        objects.flush()
+        out = subprocess.run(
+            [python, "-c", EVALUATE, str(checkout), engine, objects.name],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    count, wall, cpu, violations = json.loads(out.strip().splitlines()[-1])
+    return Rate(count, wall, cpu), violations
 
 
 @dataclass
@@ -163,13 +192,13 @@ def high_water_kib(pid: int) -> int:
     return 0
 
 
-def audit_process(cluster: Any, work: Path, *extra: str) -> Run:
-    """Run `celkeeper audit --once` as a process of its own."""
+def audit_process(cluster: Any, work: Path, *extra: str, celkeeper: Path = CELKEEPER) -> Run:
+    """Run `celkeeper audit --once` as a process of its own (`celkeeper`: whose)."""
     from bench.support.load import cpu_seconds
 
     log_path = work / f"audit-{time.monotonic_ns()}.log"
     argv = [
-        str(CELKEEPER),
+        str(celkeeper),
         "audit",
         "--source",
         "kubernetes",
@@ -236,7 +265,11 @@ def main() -> int:
         help="also grow the cluster to N Pods and measure again (e.g. 50000)",
     )
     parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=ENGINES)
+    parser.add_argument(
+        "--baseline", metavar="DIR", help="also measure this checkout (its .venv built), interleaved"
+    )
     args = parser.parse_args()
+    baseline = Path(args.baseline).resolve() if args.baseline else None
     try:
         binaries = find_binaries()
     except BinariesUnavailable as exc:
@@ -254,7 +287,7 @@ def main() -> int:
             print(f"{args.pods} Pods created in {took:.0f} s ({args.pods / took:.0f}/s)")
             size = len(cluster.request("/api/v1/namespaces/team-1/pods/web-000001")[1])
             print(f"one Pod as listed: {size / 1024:.1f} KB")
-            listing, evaluation, violations = in_process(cluster, args.engine)
+            listing, evaluation, violations, listed = in_process(cluster, args.engine)
             print(
                 f"in process ({args.engine}), {listing.objects} Pods, 20 constraints, "
                 f"{violations} violations:"
@@ -264,23 +297,34 @@ def main() -> int:
                 f"  evaluation alone:           {evaluation.line()}   (target >= 5000: "
                 f"{'met' if per_cpu >= 5000 else 'NOT met'} per CPU-second)"
             )
+            if baseline is not None:
+                # interleaved: the baseline, this checkout again, the baseline again
+                for who in (baseline, ROOT, baseline):
+                    rate, found = evaluate_listed(listed, args.engine, who)
+                    print(f"  evaluation alone, {who}: {rate.line()} ({found} violations)")
+            del listed
             print(f"  list + parse, pages of 500: {listing.line()}")
-            baseline = audit_process(cluster, work, "--excluded-resource", "pods")
+            baseline_run = audit_process(cluster, work, "--excluded-resource", "pods")
             run = audit_process(cluster, work)
             print(f"celkeeper audit --once over {run.objects} objects ({run.violations} violations):")
-            print(f"  {describe(run, baseline)}")
+            print(f"  {describe(run, baseline_run)}")
             print(f"  target <= 10 s at 10,000: {'met' if run.seconds <= 10 else 'NOT met'}")
             print(
-                f"  peak RSS {run.peak_mib:.0f} MiB; a run listing no Pods {baseline.peak_mib:.0f} MiB; "
-                f"growth {run.peak_mib - baseline.peak_mib:.0f} MiB"
+                f"  peak RSS {run.peak_mib:.0f} MiB; a run listing no Pods {baseline_run.peak_mib:.0f} MiB; "
+                f"growth {run.peak_mib - baseline_run.peak_mib:.0f} MiB"
             )
+            if baseline is not None:
+                theirs = baseline / ".venv" / "bin" / "celkeeper"
+                for who, executable in ((baseline, theirs), (ROOT, CELKEEPER), (baseline, theirs)):
+                    again = audit_process(cluster, work, celkeeper=executable)
+                    print(f"  again, {who}: {describe(again, baseline_run)}")
             if args.large > args.pods:
                 took = grow(cluster, args.pods, args.large)
                 print(f"grown to {args.large} Pods in {took:.0f} s")
                 run = audit_process(cluster, work)
-                growth = run.peak_mib - baseline.peak_mib
+                growth = run.peak_mib - baseline_run.peak_mib
                 print(f"celkeeper audit --once over {run.objects} objects ({run.violations} violations):")
-                print(f"  {describe(run, baseline)}")
+                print(f"  {describe(run, baseline_run)}")
                 print(
                     f"  peak RSS {run.peak_mib:.0f} MiB; growth {growth:.0f} MiB over a run listing no Pods "
                     f"(target <= 100 MiB: {'met' if growth <= 100 else 'NOT met'})"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What stopping the webhook costs clients that keep connections alive, as the API server does.
 
-`celkeeper serve` with 2 workers on tests/server/policies over loopback HTTPS; 6 clients send reviews
+`celkeeper serve` with 2 workers on tests/support/policies over loopback HTTPS; 6 clients send reviews
 back to back on kept-alive connections (reusing each until an answer says `Connection: close` or the
 server closed it while idle, as Go's transport does; tests/support/keepalive.py). After 1 s the master
 gets SIGTERM (as Kubernetes stops a pod); the clients keep sending for --send-after seconds (the time
@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.server.harness import ServeProcess, pod, review  # noqa: E402
 from tests.support.keepalive import KeptAliveFleet  # noqa: E402
+from tests.support.serve import ServeProcess, pod, review  # noqa: E402
 
 POLICIES = ROOT / "tests" / "server" / "policies"
 DENIED = json.dumps(review(pod(labels={}))).encode()

@@ -29,7 +29,7 @@ from celkeeper.documents import parse_sources
 from celkeeper.model import EnforcementPoint
 from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
 from celkeeper.review import decide, parse_admission_review
-from tests.server.harness import review
+from tests.support.serve import review
 
 ROUNDS = 2000
 

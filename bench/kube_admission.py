@@ -51,7 +51,6 @@ def main() -> int:
 
     from kubernetes import client
 
-    from tests.server.harness import ServeProcess
     from tests.support.admission import (
         ACTIONS,
         enroll_namespace,
@@ -61,6 +60,7 @@ def main() -> int:
         write_policies,
     )
     from tests.support.apiserver import ControlPlane
+    from tests.support.serve import ServeProcess
 
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-") as tmp:
         work = Path(tmp)

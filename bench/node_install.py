@@ -46,7 +46,7 @@ def main() -> int:
     parser.add_argument("--rollouts", type=int, default=2, help="rolling updates to sample (default 2)")
     args = parser.parse_args()
 
-    from tests.node import install
+    from tests.e2e.node import install
     from tests.support.binaries import find_node_binaries
     from tests.support.node import NodeCluster
     from tests.support.node_fixtures import machine_unsuitable

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.decision import TEMPLATES
 from bench.support.load import rss_mib
-from tests.server.harness import ServeProcess
+from tests.support.serve import ServeProcess
 
 
 def write_policies(root: Path, templates: int, per_template: int) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.server.harness import ServeProcess, pod, review  # noqa: E402
+from tests.support.serve import ServeProcess, pod, review  # noqa: E402
 from tests.support.slowclients import PHASES, Latencies, SlowCrowd, measure  # noqa: E402
 
 EXAMPLES = ROOT / "examples"

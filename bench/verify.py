@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.gator.conftest import SUITE_ROOTS, gatekeeper_copy  # noqa: E402
+from tests.e2e.gator.conftest import SUITE_ROOTS, gatekeeper_copy  # noqa: E402
 from tests.support.gator import GatorUnavailable, find_gator, gatekeeper_version  # noqa: E402
 
 #: celkeeper's runs keep Python's bytecode cache, as an installed package does

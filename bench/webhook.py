@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.support.load import Result, rss_mib, run_python, run_wrk, worker_split  # noqa: E402
 from celkeeper.documents import parse_documents  # noqa: E402
-from tests.server.harness import ServeProcess, review  # noqa: E402
+from tests.support.serve import ServeProcess, review  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 CONSTRAINTS = 20

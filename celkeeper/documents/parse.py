@@ -7,7 +7,7 @@ ruamel.yaml whole: a text libyaml refuses (ruamel.yaml words the error), one wit
 (`%YAML 1.1` changes the types in ruamel.yaml), one with a tab (ruamel.yaml refuses some that
 libyaml reads), one with an empty plain value (`key:` alone: the two place it differently) and one
 too long to be sure it holds at most MAX_VALUES values (ruamel.yaml's composer counts them).
-tests/policy/test_documents_composers.py checks that parse_documents gives what ruamel.yaml alone
+tests/documents/test_parse_composers.py checks that parse_documents gives what ruamel.yaml alone
 gives on every YAML/JSON file of the project and the samples and on the odd cases of YAML.
 """
 

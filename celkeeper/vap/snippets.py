@@ -4,7 +4,7 @@ Copied from github.com/open-policy-agent/gatekeeper/v3 v3.23.1, pkg/drivers/k8sc
 (Apache License 2.0): the match conditions that apply a constraint's `spec.match` (read from `params`, the
 constraint object bound to the policy) and the variables `anyObject` and `params`. The Go raw strings are
 indented with tabs; here they are written with four spaces per tab and converted back by `_go_raw`, so the
-text is byte for byte Gatekeeper's (tests/vap/test_gatekeeper_golden.py compares the generated objects with
+text is byte for byte Gatekeeper's (tests/vap/test_transform_gatekeeper.py compares the generated objects with
 Gatekeeper's own transform).
 """
 

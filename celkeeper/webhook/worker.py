@@ -32,7 +32,7 @@ under unread bytes) and leaves (at the latest at Gunicorn's graceful timeout).
 
 Gunicorn is used for: the master and its supervision (webhook/server.py), the worker base class, TLS
 settings (`gunicorn.sock.ssl_context`), and the HTTP request parser, WSGI environ and response
-(`gunicorn.http`, fed the complete request). tests/server/test_gunicorn_contract.py fails loudly when
+(`gunicorn.http`, fed the complete request). tests/webhook/test_worker_gunicorn.py fails loudly when
 any of these change shape; setup.cfg pins the Gunicorn releases tested.
 """
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Render deploy/celkeeper.yaml from the chart's defaults, with the Namespace (what `kubectl apply -f` installs). Run after
-# changing charts/celkeeper/ or crds/; tests/install/test_chart.py fails while the two differ.
+# changing charts/celkeeper/ or crds/; tests/e2e/install/test_chart.py fails while the two differ.
 #
 #   hack/helm/render.sh            write deploy/celkeeper.yaml
 #   hack/helm/render.sh --stdout   print it instead

@@ -24,7 +24,7 @@ from celkeeper.cel.api import (
 )
 from celkeeper.documents import Document
 from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
-from tests.policy.helpers import constraint_data, pod, template_data
+from tests.support.policydocs import constraint_data, pod, template_data
 
 LABELS = template_data(
     "K8sLabels",

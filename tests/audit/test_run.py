@@ -10,7 +10,7 @@ from celkeeper.audit import AuditOptions, Evaluator, Silent, audit_cluster
 from celkeeper.kube import ApiError, Resource
 from tests.audit.test_evaluate import LABELS, labels, namespace, policies
 from tests.kube.fakes import FakeClient
-from tests.policy.helpers import constraint_data, template_data
+from tests.support.policydocs import constraint_data, template_data
 
 CORE = [
     ("pods", "Pod", True),

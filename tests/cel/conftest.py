@@ -4,27 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from celkeeper.cel import ENGINES, get_engine
 from celkeeper.cel.api import Engine
-from tests.support.celgo import require_celgo
+from tests.support.engines import engine, engine_named
 
-_ENGINES: dict[str, Engine] = {}
-
-
-def engine_named(name: str) -> Engine:
-    if name == "cel-go":
-        require_celgo()
-    if name not in _ENGINES:
-        _ENGINES[name] = get_engine(name)
-    return _ENGINES[name]
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Engine:
-    """Each test runs on every engine."""
-    return engine_named(request.param)
+__all__ = ["engine", "engine_named", "evaluate"]
 
 
 def evaluate(

@@ -22,7 +22,6 @@ import yaml
 
 from tests.audit.support import AUDIT_ROLES, constraint, install_template, run_once
 from tests.incluster.support import ROOT, install_crds, rbac_kubeconfig, status
-from tests.server.harness import ServeProcess
 from tests.support.admission import (
     NAMESPACE_LABEL,
     create,
@@ -34,6 +33,7 @@ from tests.support.admission import (
 from tests.support.apiserver import ControlPlane
 from tests.support.examples import example_template
 from tests.support.kubectl import apply
+from tests.support.serve import ServeProcess
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube

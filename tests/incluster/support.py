@@ -16,9 +16,9 @@ from typing import Any
 
 from celkeeper.documents import parse_documents
 from celkeeper.snapshot import Snapshot, SnapshotStore
-from tests.server.harness import ROOT, ServeProcess
 from tests.support.admission import NAMESPACE_LABEL, webhook_configuration
 from tests.support.apiserver import ControlPlane, KubectlError
+from tests.support.serve import ROOT, ServeProcess
 
 CRDS_DIR = ROOT / "crds"
 INSTALL = ROOT / "deploy" / "celkeeper.yaml"

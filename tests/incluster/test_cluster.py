@@ -26,11 +26,11 @@ import yaml
 from celkeeper.cli.main import main
 from celkeeper.crds import constraint_crd
 from tests.incluster.support import ROOT, create_namespace, install_crds, rbac_kubeconfig
-from tests.policy.helpers import expansion_data, template_data
 from tests.support.apiserver import ControlPlane
 from tests.support.examples import example_template
 from tests.support.gatekeeper_src import gatekeeper_crd
 from tests.support.kubectl import apply
+from tests.support.policydocs import expansion_data, template_data
 
 pytestmark = pytest.mark.kube
 

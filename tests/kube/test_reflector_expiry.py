@@ -28,10 +28,10 @@ from tests.incluster.support import (
     required_labels_template,
     status,
 )
-from tests.server.harness import review
 from tests.support.apiserver import ControlPlane
 from tests.support.binaries import KubeBinaries
 from tests.support.kubectl import apply
+from tests.support.serve import review
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube

@@ -5,9 +5,8 @@ from __future__ import annotations
 from celkeeper.cel.api import Engine
 from celkeeper.documents import Document
 from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
+from tests.support.policydocs import constraint_doc, docs, template_doc
 from tests.support.samples import library, read_documents
-
-from .helpers import constraint_doc, docs, template_doc
 
 ALWAYS = [{"expression": "false", "message": "always"}]
 

@@ -5,7 +5,7 @@
 
 The binary lives in `${CELKEEPER_GATOR_CACHE:-~/.cache/celkeeper-gator}/<version>/gator`, with a stamp
 of the module files that built it; `./dev test` builds it when missing or stale (needs Go). Tests
-that need it use the `gator` fixture (tests/gator/conftest.py): they skip with the reason when it
+that need it use the `gator` fixture (tests/e2e/gator/conftest.py): they skip with the reason when it
 cannot run here, and fail instead when CELKEEPER_REQUIRE_GATOR=1 (CI sets it; tests/support/requirements.py).
 """
 

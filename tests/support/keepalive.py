@@ -1,5 +1,5 @@
 """Clients that keep admission connections alive the way the API server does (Go's HTTP transport),
-to see what a stopping server does to them. Used by tests/server/test_drain.py and bench/drain.py.
+to see what a stopping server does to them. Used by tests/webhook/test_server_drain.py and bench/drain.py.
 
     fleet = KeptAliveFleet("127.0.0.1", port, context, body, clients=6)
     fleet.start()                 # each client sends reviews back to back on its kept-alive connection

@@ -1,5 +1,5 @@
 """Idle and slow clients, as an attacker or a broken client would hold them, and the latency real
-clients see meanwhile. Used by tests/server/test_slow_clients.py and bench/slowclients.py.
+clients see meanwhile. Used by tests/webhook/test_worker_slow_clients.py and bench/slowclients.py.
 
     crowd = SlowCrowd("127.0.0.1", port, client_context, phase="partial-headers", count=500)
     crowd.open(timeout=20)       # how many are held (each stalled in `phase`)

@@ -252,7 +252,7 @@ def made_up_constraints() -> dict[str, dict[str, Any]]:
     }
 
 
-# template source options (tests.policy.helpers.template_data) that the API server refuses as a policy,
+# template source options (tests.support.policydocs.template_data) that the API server refuses as a policy,
 # with the field celkeeper names and words of its reason
 REFUSED_TEMPLATES: list[tuple[dict[str, Any], str, str]] = [
     (

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from celkeeper.cel import get_engine
 from celkeeper.cel.api import Engine
+from tests.support.engines import installed_engine
 
 
 @pytest.fixture(scope="session")
 def engine() -> Engine:
-    return get_engine()
+    return installed_engine()

@@ -1,6 +1,6 @@
 """What celkeeper says before generating: templates the API server would refuse as a policy (with the
 reason and where), constraints whose binding cannot be made, and where the policy's verdicts will differ
-from the webhook's. The API server's side of each rule is checked in tests/vap/test_kube_vap.py."""
+from the webhook's. The API server's side of each rule is checked in tests/vap/test_plan_kube.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from celkeeper.policy import TemplateCompiler, build_policy_set
 from celkeeper.review import decide, parse_admission_review
 from celkeeper.vap.check import is_qualified_name, references_variables
 from celkeeper.vap.plan import VapOptions, VapPlan, plan_vap
-from tests.policy.helpers import admission_review, constraint_data, expansion_data, pod, template_data
+from tests.support.policydocs import admission_review, constraint_data, expansion_data, pod, template_data
 from tests.vap import cases
 
 ALWAYS = VapOptions(default_generate_vap=True)

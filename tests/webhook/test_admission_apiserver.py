@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.server.harness import ServeProcess
 from tests.support.admission import (
     ACTIONS,
     create,
@@ -25,6 +24,7 @@ from tests.support.admission import (
     write_policies,
 )
 from tests.support.apiserver import ControlPlane
+from tests.support.serve import ServeProcess
 
 pytestmark = pytest.mark.kube
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.harness import ServeProcess
 from tests.support.apiserver import ControlPlane
+from tests.support.serve import ServeProcess
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube

@@ -11,7 +11,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
-// Recorded decisions (tests/cel/test_celgo_decisions.py writes them: every call the engine gets
+// Recorded decisions (tests/cel/celgo/test_engine_decisions.py writes them: every call the engine gets
 // while celkeeper verifies the examples and the Gatekeeper library suites, plus cases made to reach
 // the cost budget, errors of every part and constraints sharing parameters). Each request is decided
 // as celkeeper decides it - one conversion, every constraint in order sharing what the engine
@@ -43,7 +43,7 @@ type recorded struct {
 func TestRecordedDecisionsMatchGatekeeper(t *testing.T) {
 	path := os.Getenv("CELGO_CASES")
 	if path == "" {
-		t.Skip("CELGO_CASES names no file of recorded decisions (tests/cel/test_celgo_decisions.py writes one)")
+		t.Skip("CELGO_CASES names no file of recorded decisions (tests/cel/celgo/test_engine_decisions.py writes one)")
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

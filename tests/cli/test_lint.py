@@ -1,0 +1,146 @@
+"""`celkeeper lint` (every problem, one line each)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+from tests.cli.conftest import EXAMPLES
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_examples_lint_clean(cli, engine: str) -> None:
+    run = cli("lint", str(EXAMPLES), "--engine", engine)
+    assert run.code == 0, run.out
+    assert run.out == ""
+    assert re.fullmatch(
+        r"celkeeper lint: no problems in \d+ files: \d+ templates, \d+ constraints, \d+ suites\n", run.err
+    )
+
+
+def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
+    template = _write(
+        tmp_path / "template.yaml",
+        """\
+        apiVersion: templates.celkeeper.io/v1
+        kind: ConstraintTemplate
+        metadata:
+          name: ckbroken
+        spec:
+          crd:
+            spec:
+              names:
+                kind: CKBroken
+              validation:
+                openAPIV3Schema:
+                  type: object
+                  properties:
+                    n: {type: integer}
+          targets:
+            - target: admission.k8s.gatekeeper.sh
+              code:
+                - engine: K8sNativeValidation
+                  source:
+                    validations:
+                      - expression: object.metadata.name == 1 +
+                      - expression: size(object.metadata.name) > 0
+                        messageExpression: '"x" + nope(1)'
+        """,
+    )
+    _write(
+        tmp_path / "constraint.yaml",
+        """\
+        apiVersion: constraints.celkeeper.io/v1beta1
+        kind: CKBroken
+        metadata: {name: wrong-type}
+        spec:
+          parameters:
+            n: "three"
+        """,
+    )
+    _write(tmp_path / "nokind.yaml", "apiVersion: v1\nmetadata: {name: x}\n")
+    _write(tmp_path / "syntax.yaml", "a: [\n")
+    _write(tmp_path / "suite.yaml", "kind: Suite\napiVersion: test.gatekeeper.sh/v1alpha1\ntests: 3\n")
+    run = cli("lint", str(tmp_path))
+    assert run.code == 1
+    lines = run.out.splitlines()
+    assert all("Traceback" not in line for line in lines)
+    assert re.search(
+        r"^celkeeper lint: 4 problems and 2 warnings in 5 files: 1 templates, 1 constraints, 1 suites$",
+        run.err,
+    )
+    expected = [
+        rf"^{tmp_path}/constraint.yaml:6:\d+: document 1: spec.parameters.n: .*",
+        rf"^{tmp_path}/nokind.yaml(:\d+:\d+)?: document 1: missing kind$",
+        rf"^{tmp_path}/suite.yaml:3:8: document 1: tests: must be a list, not the number 3$",
+        rf"^{tmp_path}/syntax.yaml:2:1: document 1: YAML/JSON syntax error",
+        rf"^{template}:21:\d+: document 1: spec.targets\[0\].code\[0\].source.validations\[0\].expression: ",
+        rf"^{template}:23:\d+: document 1: "
+        r"spec.targets\[0\].code\[0\].source.validations\[1\].messageExpression: ",
+    ]
+    for pattern in expected:
+        assert sum(1 for line in lines if re.search(pattern, line)) == 1, (pattern, lines)
+    assert len(lines) == len(expected), lines
+
+
+def test_lint_shows_what_gatekeeper_loads_as_warnings(cli, tmp_path: Path) -> None:
+    # Gatekeeper loads these templates (tests/gator compares the verdicts): lint warns, with the place
+    _write(
+        tmp_path / "template.yaml",
+        """\
+        apiVersion: templates.gatekeeper.sh/v1
+        kind: ConstraintTemplate
+        metadata:
+          name: ckwarned
+        spec:
+          crd:
+            spec:
+              names:
+                kind: CKWarned
+          targets:
+            - target: admission.k8s.gatekeeper.sh
+              code:
+                - engine: K8sNativeValidation
+                  source:
+                    validations:
+                      - expression: object.metadata.name ==
+                    matchConditions:
+                      - {name: pods, expression: "true"}
+        """,
+    )
+    run = cli("lint", str(tmp_path))
+    assert run.code == 0, run.out
+    lines = run.out.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(
+        f"{tmp_path}/template.yaml:16:52: document 1: "
+        "spec.targets[0].code[0].source.validations[0].expression: warning: template ckwarned: "
+        "validation does not compile: "
+    )
+    assert lines[1].startswith(
+        f"{tmp_path}/template.yaml:17:13: document 1: spec.targets[0].code[0].source.matchConditions: "
+        "warning: template ckwarned: matchConditions is not a key"
+    )
+    assert run.err == "celkeeper lint: 2 warnings in 1 files: 1 templates, 0 constraints, 0 suites\n"
+    assert cli("lint", "--strict", str(tmp_path)).code == 1
+
+
+def test_lint_skips_kustomization_files(cli, tmp_path: Path) -> None:
+    # gatekeeper-library keeps a kustomization.yaml beside each policy: not a policy document
+    shutil.copytree(EXAMPLES / "required-labels", tmp_path / "required-labels")
+    _write(tmp_path / "required-labels" / "kustomization.yaml", "resources:\n- template.yaml\n")
+    _write(
+        tmp_path / "kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [required-labels]\n",
+    )
+    _write(tmp_path / "component.yaml", "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n")
+    run = cli("lint", str(tmp_path))
+    assert (run.code, run.out) == (0, ""), run.out
+    assert run.err.startswith("celkeeper lint: no problems in ")

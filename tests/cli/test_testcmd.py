@@ -1,0 +1,152 @@
+"""`celkeeper test` (gator test-like reviews of files)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+from tests.cli.conftest import EXAMPLES
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_denying_results_are_printed_and_exit_1(cli, engine: str) -> None:
+    # gator test's text: `<apiVersion>/<Kind> <ns>/<name>: ["<constraint>"] Message: "<message>"`
+    folder = EXAMPLES / "allowed-registries"
+    run = cli("test", "-f", str(folder), "--engine", engine)
+    assert run.code == 1, run.err
+    lines = run.out.splitlines()
+    assert (
+        'v1/Pod shop/web: ["pods-from-approved-registries"] Message: "images must come from an allowed '
+        "registry (registry.example.com/, mirror.gcr.io/): quay.io/prometheus/node-exporter:v1.8.0, "
+        'docker.io/library/busybox:1.36"'
+    ) in lines
+    assert any(line.startswith('v1/Pod shop/lookalike: ["pods-from-approved-registries"] ') for line in lines)
+    assert any(
+        line.startswith('v1/Pod shop/debug-target: ["pods-from-approved-registries"] ') for line in lines
+    )
+    assert len(lines) == 3  # the allowed Pod and the kube-system Pod produce nothing
+    assert run.err == ""
+
+
+def test_warn_results_do_not_fail(cli) -> None:
+    run = cli("test", "-f", str(EXAMPLES / "disallow-latest-tag"))
+    assert run.code == 0, run.err
+    assert run.out.splitlines() == [  # ordered by action, then message, as gator orders them
+        'v1/Pod shop/api: ["no-latest-images"] Message: "container api: image '
+        'registry.example.com/shop/api:latest uses disallowed tag latest"',
+        'v1/Pod shop/cache: ["no-latest-images"] Message: "container cache: image '
+        "registry.example.com:5000/library/redis has no tag (means :latest); container init: image "
+        'registry.example.com/shop/init:dev uses disallowed tag dev"',
+    ]
+
+
+def test_cluster_scoped_objects_and_json_output(cli) -> None:
+    # gator test's JSON: target, msg, constraint (with its default action), enforcementAction,
+    # scopedActions (when scoped), violatingObject, trace
+    run = cli("test", "-f", str(EXAMPLES / "required-labels"), "-o", "json")
+    assert run.code == 1
+    rows = json.loads(run.out)
+    by_name = {(r["violatingObject"]["kind"], r["violatingObject"]["metadata"]["name"]): r for r in rows}
+    scratch = by_name[("Namespace", "scratch")]
+    assert list(scratch) == ["target", "msg", "constraint", "enforcementAction", "violatingObject", "trace"]
+    assert scratch["target"] == "admission.k8s.gatekeeper.sh" and scratch["trace"] is None
+    assert scratch["enforcementAction"] == "deny"
+    assert scratch["msg"] == "Namespace scratch is missing required labels: owner, cost-center"
+    assert scratch["violatingObject"]["metadata"] == {"name": "scratch", "labels": {"purpose": "experiments"}}
+    assert scratch["constraint"]["kind"] == "CKRequiredLabels"
+    assert scratch["constraint"]["metadata"]["name"] == "namespaces-have-owner"
+    assert scratch["constraint"]["spec"]["enforcementAction"] == "deny"  # defaulted, as gator shows it
+    warn = by_name[("Deployment", "checkout")]
+    assert (
+        warn["enforcementAction"] == "warn"
+        and warn["violatingObject"]["metadata"]["namespace"] == "team-shop"
+    )
+    text = cli("test", "-f", str(EXAMPLES / "required-labels"))
+    assert (
+        'v1/Namespace scratch: ["namespaces-have-owner"] Message: "Namespace scratch is missing required '
+        'labels: owner, cost-center"' in text.out.splitlines()
+    )
+
+
+def test_deny_only_and_multiple_inputs(cli, tmp_path: Path) -> None:
+    pod = _write(
+        tmp_path / "pod.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: bad, namespace: shop}
+        spec:
+          containers: [{name: c, image: "docker.io/nginx:latest"}]
+        """,
+    )
+    run = cli(
+        "test",
+        "-f",
+        str(EXAMPLES / "allowed-registries" / "template.yaml"),
+        "-f",
+        str(EXAMPLES / "allowed-registries" / "constraint.yaml"),
+        "-f",
+        str(EXAMPLES / "disallow-latest-tag" / "template.yaml"),
+        "-f",
+        str(EXAMPLES / "disallow-latest-tag" / "constraint.yaml"),
+        "-f",
+        str(pod),
+        "--deny-only",
+    )
+    assert run.code == 1
+    assert run.out.splitlines() == [
+        'v1/Pod shop/bad: ["pods-from-approved-registries"] Message: "images must come from an allowed '
+        'registry (registry.example.com/, mirror.gcr.io/): docker.io/nginx:latest"'
+    ]
+
+
+def test_namespace_selector_uses_namespaces_among_the_inputs(cli) -> None:
+    run = cli("test", "-f", str(EXAMPLES / "seccomp"))
+    assert run.code == 1
+    names = sorted(set(re.findall(r"^v1/Pod (\S+): ", run.out, re.M)))
+    assert names == ["payments/api"]  # sandbox is not selected; payments is
+
+
+def test_no_policies_no_results(cli, tmp_path: Path) -> None:
+    _write(tmp_path / "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+    run = cli("test", "-f", str(tmp_path))
+    assert (run.code, run.out, run.err) == (0, "", "")
+
+
+def test_broken_inputs_are_error_lines(cli, tmp_path: Path) -> None:
+    _write(tmp_path / "broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n")
+    shutil.copy(EXAMPLES / "allowed-registries" / "template.yaml", tmp_path / "template.yaml")
+    _write(
+        tmp_path / "constraint.yaml",
+        """\
+        apiVersion: constraints.celkeeper.io/v1beta1
+        kind: CKAllowedRegistries
+        metadata: {name: typo}
+        spec:
+          parameters:
+            registry: ["x/"]
+        """,
+    )
+    run = cli("test", "-f", str(tmp_path))
+    assert run.code == 1
+    errors = run.err.splitlines()
+    assert any(
+        e.startswith(f"celkeeper test: {tmp_path}/broken.yaml:4:1: document 1: YAML/JSON syntax error")
+        for e in errors
+    ), errors
+    assert any(
+        e.startswith(f"celkeeper test: {tmp_path}/constraint.yaml:") and "registry" in e for e in errors
+    ), errors
+    assert "Traceback" not in run.err
+    run = cli("test", "-f", str(tmp_path / "missing.yaml"))
+    assert (
+        run.code == 1 and run.err == f"celkeeper test: {tmp_path}/missing.yaml: no such file or directory\n"
+    )

@@ -1,0 +1,20 @@
+"""JSON as deep as the API server allows (celkeeper.kube.jsondeep)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from celkeeper.kube.jsondeep import depth, loads_deep
+
+
+def test_json_as_deep_as_the_api_server_allows() -> None:
+    text = '{"a":' * 10_000 + "1" + "}" * 10_000
+    value = loads_deep(text.encode())
+    assert depth(value) == 10_000
+    assert depth(value, stop=50) == 50
+    assert depth({"a": [1, {"b": []}]}) == 4 and depth(1) == 0
+    with pytest.raises(ValueError):
+        loads_deep(b"{not json")
+    assert json.loads("[1]") == loads_deep("[1]")

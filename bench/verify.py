@@ -9,7 +9,7 @@ the process and its threads: what a loaded machine does not inflate as much as w
 bytecode cached (as an installed package has it: PYTHONDONTWRITEBYTECODE is dropped for its runs).
 The issue's library of 16 templates and 131 cases is not in the samples: this measures the Suites
 that exist (examples/ and ../shared/samples) and prints their counts. Both must give the same
-verdicts (tests/gator proves it case by case); this only times them. Needs the gator binary
+verdicts (tests/e2e/gator proves it case by case); this only times them. Needs the gator binary
 (hack/gator/build.sh, built by ./dev test).
 
     .venv/bin/python bench/verify.py [--rounds N] [--engine NAME] [--baseline DIR]

@@ -91,7 +91,7 @@ def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
 
 
 def test_lint_shows_what_gatekeeper_loads_as_warnings(cli, tmp_path: Path) -> None:
-    # Gatekeeper loads these templates (tests/gator compares the verdicts): lint warns, with the place
+    # Gatekeeper loads these templates (tests/e2e/gator compares the verdicts): lint warns, with the place
     _write(
         tmp_path / "template.yaml",
         """\

@@ -1,5 +1,5 @@
 """Decisions: Gatekeeper's K8sNativeValidation semantics, on each engine (AdmissionReview parsing:
-test_admission_review.py)."""
+test_request.py)."""
 
 from __future__ import annotations
 

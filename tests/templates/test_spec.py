@@ -208,7 +208,7 @@ def test_no_validations_and_unknown_keys_are_warnings() -> None:
 
 def test_match_condition_keys() -> None:
     # the key is matchCondition (singular); Gatekeeper silently ignores the plural: so does celkeeper,
-    # with a warning (tests/gator corpus: source-keys)
+    # with a warning (tests/e2e/gator corpus: source-keys)
     both = (
         GOOD
         + """            matchCondition:

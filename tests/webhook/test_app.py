@@ -1,6 +1,6 @@
 """The webhook's Flask app in-process (no Gunicorn): snapshot loading, readiness, failure mode, errors.
 
-The real server is tested in test_serve.py; these cover paths that are awkward to reach there.
+The real server is tested in test_server.py; these cover paths that are awkward to reach there.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """cel-go's `<string>.format(<list>)` (ext/formatting.go, cel-go v0.26 as Kubernetes 1.34 uses it)
-and the CEL string forms it relies on, for both engines (cel-cpp's own `format` prints differently).
+and the CEL string forms it relies on, for the cel-python engine (the cel-go engine runs cel-go's own).
 
 Quirks reproduced on purpose: `%f` groups thousands (golang.org/x/text, locale en_US); `%e` prints
 `1.234500\u00d710⁰³` (a multiplication sign, superscript exponent) and treats the precision as a
@@ -67,11 +67,6 @@ def timestamp_text(t: datetime.datetime) -> str:
     return base + "Z"
 
 
-_CPP_TYPES = {
-    "TIMESTAMP": "google.protobuf.Timestamp",
-    "DURATION": "google.protobuf.Duration",
-    "NULL": "null_type",
-}
 _CELPY_TYPES = {
     "BoolType": "bool",
     "IntType": "int",
@@ -89,13 +84,9 @@ _CELPY_TYPES = {
 
 
 def type_value_name(v: Any) -> str | None:
-    """The CEL name of a type value (`type(1)` is int), as cel-cpp or cel-python hands it over."""
-    if isinstance(v, type):  # cel-python: the value class itself
+    """The CEL name of a type value (`type(1)` is int): cel-python hands over the value class itself."""
+    if isinstance(v, type):
         return _CELPY_TYPES.get(v.__name__, v.__name__)
-    name = getattr(v, "name", None)
-    if callable(name) and type(v).__name__ == "Type":  # cel-expr-python: cel.Type
-        text = str(name()).split("<")[0]
-        return _CPP_TYPES.get(text, text.lower() if text.isupper() else text)
     return None
 
 
@@ -104,8 +95,8 @@ _FORMAT_KINDS = {"timestamp": "google.protobuf.Timestamp", "duration": "google.p
 
 
 def _kind(v: Any) -> str:
-    """celvalues.kind, with type values, bytearray (how bytes come from cel-expr-python callbacks'
-    results) and the full names of timestamps and durations."""
+    """celvalues.kind, with type values, bytearray (as bytes) and the full names of timestamps and
+    durations."""
     if type_value_name(v) is not None:
         return "type"
     if isinstance(v, bytearray):

@@ -2,8 +2,8 @@
 
 Operators keep cel-python's names (`_==_`, `_<_`, ...) and are overridden where cel-python departs
 from CEL. Every other function is registered under the lowering's internal names
-(`__ck_g_<name>` global, `__ck_m_<name>` member). Behaviour follows cel-cpp (the default engine),
-which the differential tests compare against; implementations of the cel-go extensions are in
+(`__ck_g_<name>` global, `__ck_m_<name>` member). Behaviour follows cel-go (Kubernetes' CEL, the
+default engine), which the differential tests compare against; implementations of the cel-go extensions are in
 `celkeeper.cel.celpython.extensions`.
 """
 

@@ -118,7 +118,7 @@ def _matches(overload: Overload, args: tuple[Any, ...], type_of: Callable[[Any],
 
 
 def _bytes(value: Any) -> Any:
-    """cel-cpp hands bytes to Python as bytearray: k8slib wants bytes."""
+    """`value` with every bytearray in it as bytes (k8slib wants bytes)."""
     if isinstance(value, bytearray):
         return bytes(value)
     if isinstance(value, list):

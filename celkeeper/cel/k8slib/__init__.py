@@ -21,7 +21,7 @@ quantity      quantity(string)           -> quantity.quantity(s) -> Quantity
               q.isGreaterThan(q2)        -> quantity.is_greater_than(q, q2) -> bool
               q.isLessThan(q2)           -> quantity.is_less_than(q, q2) -> bool
               q == q2 / q != q2          -> quantity.equals(q, q2) / quantity.not_equals(q, q2) -> bool
-              lossless string form       -> q.to_token() / Quantity.from_token(s); str(q) is Quantity.String()
+              (its text)                 -> str(q) is Quantity.String()
 urls          url(string)                -> urls.url(s) -> gourl.URL (re-create it from its source string)
               isURL(string)              -> urls.is_url(s) -> bool
               u.getScheme/getHost/getHostname/getPort/getEscapedPath()

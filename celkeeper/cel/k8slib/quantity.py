@@ -23,7 +23,6 @@ from celkeeper.cel.k8slib.gostrings import (
     decimal_to_int,
     go_pow10,
     go_pow10_int,
-    int_to_decimal,
     parse_go_int,
     wrap_int32,
     wrap_int64,
@@ -48,7 +47,6 @@ _DEC_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 
 _BIN_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DEC_SUFFIX_OF = {v: k for k, v in _DEC_SUFFIXES.items()}
 _BIN_SUFFIX_OF = {v: k for k, v in _BIN_SUFFIXES.items()}
-_FORMAT_CODE = {DECIMAL_SI: "S", BINARY_SI: "B", DECIMAL_EXPONENT: "E"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,18 +66,6 @@ class Quantity:
         from celkeeper.cel.k8slib.quantity_text import canonical_string
 
         return canonical_string(self)
-
-    def to_token(self) -> str:
-        """A lossless string form (for engines that cannot hold opaque values); see `from_token`."""
-        kind = ("d" if self.dec else "i") + _FORMAT_CODE[self.format] + ("p" if self.from_arith else "v")
-        return f"{kind}:{int_to_decimal(self.unscaled)}:{self.exp10}"
-
-    @staticmethod
-    def from_token(token: str) -> Quantity:
-        kind, unscaled, exp10 = token.split(":")
-        fmt = next(f for f, c in _FORMAT_CODE.items() if c == kind[1])
-        value = -decimal_to_int(unscaled[1:]) if unscaled[:1] == "-" else decimal_to_int(unscaled)
-        return Quantity(value, int(exp10), kind[0] == "d", fmt, kind[2] == "p")
 
 
 def _fits(v: int) -> bool:

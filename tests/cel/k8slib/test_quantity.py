@@ -339,15 +339,6 @@ def test_the_quirks_design_md_names() -> None:
         q("1.5.5")
 
 
-def test_tokens_round_trip_every_representation() -> None:
-    for s in ["1.5Gi", "1", "1e400", "-9223372036854775807", "0.1m", "8Ei"]:
-        v = q(s)
-        for candidate in (v, Q.add(v, q("1")), Q.add_int(v, 3)):
-            back = Q.Quantity.from_token(candidate.to_token())
-            assert back == candidate and back.from_arith == candidate.from_arith
-            assert Q.is_integer(back) == Q.is_integer(candidate)
-
-
 def test_absurd_exponents_are_refused_instead_of_hanging() -> None:
     # Kubernetes would materialise 10**2147483657 here; celkeeper refuses with a clear error.
     with pytest.raises(LibraryError, match="too large"):

@@ -12,8 +12,8 @@ Prints, in seconds:
   seen (live, and counting those being deleted), and how many violating creates sent back to back
   throughout were allowed (failurePolicy Ignore: an unanswered call admits).
 
-Needs root and everything tests/e2e/node needs (hack/kube/build.sh, hack/kube/node-setup.sh, hack/image/build.sh);
-prints `skipped: <reason>` otherwise.
+Needs root and everything tests/e2e/node needs (hack/kube/build.sh, hack/kube/node-setup.sh,
+hack/image/build.sh); prints `skipped: <reason>` otherwise.
 
     .venv/bin/python bench/node_install.py [--starts N] [--constraints N]
 """

@@ -9,15 +9,9 @@ from typing import Any
 from celkeeper.audit.events import EventSink, event_body, events
 from celkeeper.audit.results import ObjectRef, Violation
 from celkeeper.kube import ApiError
+from tests.audit.values import VIOLATION
 from tests.kube.fakes import FakeClient
 from tests.support.waiting import wait_for
-
-REF = ObjectRef("apps", "v1", "Deployment", "shop", "web", uid="u-1", resource_version="42")
-
-
-VIOLATION = Violation(
-    ("K8sLabels", "must-have-owner"), "scoped", ("deny", "warn"), "missing owner", REF, {"app": "web"}
-)
 
 
 def test_an_event_is_gatekeepers_audit_event() -> None:

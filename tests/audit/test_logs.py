@@ -10,14 +10,7 @@ from typing import Any
 import pytest
 
 from celkeeper.audit.logs import JsonFormatter, constraint_line, go_duration, run_line, violation_line
-from celkeeper.audit.results import ObjectRef, Violation
-
-REF = ObjectRef("apps", "v1", "Deployment", "shop", "web", uid="u-1", resource_version="42")
-
-
-VIOLATION = Violation(
-    ("K8sLabels", "must-have-owner"), "scoped", ("deny", "warn"), "missing owner", REF, {"app": "web"}
-)
+from tests.audit.values import VIOLATION
 
 
 def rendered(message: str, extra: dict[str, Any], level: int = logging.INFO) -> dict[str, Any]:

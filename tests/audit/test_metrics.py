@@ -7,14 +7,8 @@ import threading
 import urllib.request
 
 from celkeeper.audit.metrics import AuditMetrics, HealthServer
-from celkeeper.audit.results import ObjectRef, RunResults, Violation
-
-REF = ObjectRef("apps", "v1", "Deployment", "shop", "web", uid="u-1", resource_version="42")
-
-
-VIOLATION = Violation(
-    ("K8sLabels", "must-have-owner"), "scoped", ("deny", "warn"), "missing owner", REF, {"app": "web"}
-)
+from celkeeper.audit.results import RunResults, Violation
+from tests.audit.values import REF, VIOLATION
 
 
 def scrape(port: int, path: str) -> tuple[int, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,3 +66,10 @@ def verify_summary(out: str) -> tuple[int, int]:
 def case_count(folder: Path) -> int:
     """The number of cases of the Suites under `folder`."""
     return sum(len(re.findall(r"^\s+object: ", p.read_text(), re.M)) for p in folder.rglob("suite.yaml"))
+
+
+def write_dedented(path: Path, text: str) -> Path:
+    """Write `text`, dedented, to `path` (its folders made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path

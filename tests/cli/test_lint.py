@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import re
 import shutil
-import textwrap
 from pathlib import Path
 
-from tests.cli.conftest import EXAMPLES
-
-
-def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
+from tests.cli.conftest import EXAMPLES, write_dedented
 
 
 def test_examples_lint_clean(cli, engine: str) -> None:
@@ -26,7 +19,7 @@ def test_examples_lint_clean(cli, engine: str) -> None:
 
 
 def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
-    template = _write(
+    template = write_dedented(
         tmp_path / "template.yaml",
         """\
         apiVersion: templates.celkeeper.io/v1
@@ -54,7 +47,7 @@ def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
                         messageExpression: '"x" + nope(1)'
         """,
     )
-    _write(
+    write_dedented(
         tmp_path / "constraint.yaml",
         """\
         apiVersion: constraints.celkeeper.io/v1beta1
@@ -65,9 +58,11 @@ def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
             n: "three"
         """,
     )
-    _write(tmp_path / "nokind.yaml", "apiVersion: v1\nmetadata: {name: x}\n")
-    _write(tmp_path / "syntax.yaml", "a: [\n")
-    _write(tmp_path / "suite.yaml", "kind: Suite\napiVersion: test.gatekeeper.sh/v1alpha1\ntests: 3\n")
+    write_dedented(tmp_path / "nokind.yaml", "apiVersion: v1\nmetadata: {name: x}\n")
+    write_dedented(tmp_path / "syntax.yaml", "a: [\n")
+    write_dedented(
+        tmp_path / "suite.yaml", "kind: Suite\napiVersion: test.gatekeeper.sh/v1alpha1\ntests: 3\n"
+    )
     run = cli("lint", str(tmp_path))
     assert run.code == 1
     lines = run.out.splitlines()
@@ -92,7 +87,7 @@ def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
 
 def test_lint_shows_what_gatekeeper_loads_as_warnings(cli, tmp_path: Path) -> None:
     # Gatekeeper loads these templates (tests/e2e/gator compares the verdicts): lint warns, with the place
-    _write(
+    write_dedented(
         tmp_path / "template.yaml",
         """\
         apiVersion: templates.gatekeeper.sh/v1
@@ -135,12 +130,14 @@ def test_lint_shows_what_gatekeeper_loads_as_warnings(cli, tmp_path: Path) -> No
 def test_lint_skips_kustomization_files(cli, tmp_path: Path) -> None:
     # gatekeeper-library keeps a kustomization.yaml beside each policy: not a policy document
     shutil.copytree(EXAMPLES / "required-labels", tmp_path / "required-labels")
-    _write(tmp_path / "required-labels" / "kustomization.yaml", "resources:\n- template.yaml\n")
-    _write(
+    write_dedented(tmp_path / "required-labels" / "kustomization.yaml", "resources:\n- template.yaml\n")
+    write_dedented(
         tmp_path / "kustomization.yaml",
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [required-labels]\n",
     )
-    _write(tmp_path / "component.yaml", "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n")
+    write_dedented(
+        tmp_path / "component.yaml", "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
+    )
     run = cli("lint", str(tmp_path))
     assert (run.code, run.out) == (0, ""), run.out
     assert run.err.startswith("celkeeper lint: no problems in ")

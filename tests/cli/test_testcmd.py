@@ -5,16 +5,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import textwrap
 from pathlib import Path
 
-from tests.cli.conftest import EXAMPLES
-
-
-def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
+from tests.cli.conftest import EXAMPLES, write_dedented
 
 
 def test_denying_results_are_printed_and_exit_1(cli, engine: str) -> None:
@@ -77,7 +70,7 @@ def test_cluster_scoped_objects_and_json_output(cli) -> None:
 
 
 def test_deny_only_and_multiple_inputs(cli, tmp_path: Path) -> None:
-    pod = _write(
+    pod = write_dedented(
         tmp_path / "pod.yaml",
         """\
         apiVersion: v1
@@ -116,15 +109,15 @@ def test_namespace_selector_uses_namespaces_among_the_inputs(cli) -> None:
 
 
 def test_no_policies_no_results(cli, tmp_path: Path) -> None:
-    _write(tmp_path / "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+    write_dedented(tmp_path / "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
     run = cli("test", "-f", str(tmp_path))
     assert (run.code, run.out, run.err) == (0, "", "")
 
 
 def test_broken_inputs_are_error_lines(cli, tmp_path: Path) -> None:
-    _write(tmp_path / "broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n")
+    write_dedented(tmp_path / "broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n")
     shutil.copy(EXAMPLES / "allowed-registries" / "template.yaml", tmp_path / "template.yaml")
-    _write(
+    write_dedented(
         tmp_path / "constraint.yaml",
         """\
         apiVersion: constraints.celkeeper.io/v1beta1

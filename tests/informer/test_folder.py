@@ -10,55 +10,16 @@ import pytest
 
 from celkeeper.informer import FolderSource
 from celkeeper.informer.folder import FolderSourceError
-
-TEMPLATE = """\
-apiVersion: templates.gatekeeper.sh/v1
-kind: ConstraintTemplate
-metadata:
-  name: k8sdemo
-spec:
-  crd:
-    spec:
-      names:
-        kind: K8sDemo
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      code:
-        - engine: K8sNativeValidation
-          source:
-            validations:
-              - expression: "true"
-"""
-
-
-CONSTRAINT = """\
-apiVersion: constraints.gatekeeper.sh/v1beta1
-kind: K8sDemo
-metadata:
-  name: demo
-"""
-
-
-OBJECT = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: sample
-"""
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+from tests.support.policyfiles import CONSTRAINT, OBJECT, TEMPLATE, write
 
 
 def test_folder_source_lists_yaml_and_json_recursively_skipping_hidden(tmp_path: Path) -> None:
-    _write(tmp_path / "a" / "template.yaml", TEMPLATE)
-    _write(tmp_path / "a" / "constraint.yml", CONSTRAINT)
-    _write(tmp_path / "b.json", '{"apiVersion": "v1", "kind": "ConfigMap"}')
-    _write(tmp_path / "notes.txt", "not read")
-    _write(tmp_path / ".hidden.yaml", TEMPLATE)
-    _write(tmp_path / ".git" / "x.yaml", TEMPLATE)
+    write(tmp_path / "a" / "template.yaml", TEMPLATE)
+    write(tmp_path / "a" / "constraint.yml", CONSTRAINT)
+    write(tmp_path / "b.json", '{"apiVersion": "v1", "kind": "ConfigMap"}')
+    write(tmp_path / "notes.txt", "not read")
+    write(tmp_path / ".hidden.yaml", TEMPLATE)
+    write(tmp_path / ".git" / "x.yaml", TEMPLATE)
     source = FolderSource(tmp_path, poll_interval=0.05)
     listing = source.listing()
     names = [os.path.relpath(i.name, tmp_path) for i in listing.items]
@@ -85,9 +46,9 @@ def test_folder_source_check(tmp_path: Path) -> None:
 
 
 def test_folder_source_reads_a_namespace_inventory(tmp_path: Path) -> None:
-    _write(tmp_path / "policies" / "template.yaml", TEMPLATE)
+    write(tmp_path / "policies" / "template.yaml", TEMPLATE)
     inventory = tmp_path / "namespaces"
-    _write(
+    write(
         inventory / "ns.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n"
         "  labels:\n    tier: gold\n---\n" + OBJECT,

@@ -12,52 +12,13 @@ from celkeeper.snapshot import (
     SnapshotStore,
     StateDir,
 )
-
-TEMPLATE = """\
-apiVersion: templates.gatekeeper.sh/v1
-kind: ConstraintTemplate
-metadata:
-  name: k8sdemo
-spec:
-  crd:
-    spec:
-      names:
-        kind: K8sDemo
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      code:
-        - engine: K8sNativeValidation
-          source:
-            validations:
-              - expression: "true"
-"""
-
-
-CONSTRAINT = """\
-apiVersion: constraints.gatekeeper.sh/v1beta1
-kind: K8sDemo
-metadata:
-  name: demo
-"""
-
-
-OBJECT = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: sample
-"""
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+from tests.support.policyfiles import CONSTRAINT, OBJECT, TEMPLATE, write
 
 
 def test_informer_publishes_only_on_change_and_continues_generations(tmp_path: Path) -> None:
     policies = tmp_path / "policies"
-    _write(policies / "template.yaml", TEMPLATE)
-    _write(policies / "objects" / "pod.yaml", OBJECT)  # not a policy: left out of the snapshot
+    write(policies / "template.yaml", TEMPLATE)
+    write(policies / "objects" / "pod.yaml", OBJECT)  # not a policy: left out of the snapshot
     state = StateDir(tmp_path / "state")
     state.reset()
     informer = Informer(FolderSource(policies), state, Settings(), validate=False)
@@ -65,19 +26,19 @@ def test_informer_publishes_only_on_change_and_continues_generations(tmp_path: P
     assert first is not None and first.generation == 1
     assert [os.path.basename(i.name) for i in first.items] == ["template.yaml"]
     assert informer.step() is None
-    _write(policies / "constraint.yaml", CONSTRAINT)
+    write(policies / "constraint.yaml", CONSTRAINT)
     second = informer.step()
     assert second is not None and second.generation == 2
     # a restarted informer continues from the published generation
     restarted = Informer(FolderSource(policies), state, Settings(), validate=False)
     assert restarted.step() is None
-    _write(policies / "constraint.yaml", CONSTRAINT.replace("demo", "other"))
+    write(policies / "constraint.yaml", CONSTRAINT.replace("demo", "other"))
     third = restarted.step()
     assert third is not None and third.generation == 3
 
 
 def test_informer_puts_a_vanished_snapshot_back(tmp_path: Path) -> None:
-    _write(tmp_path / "p" / "template.yaml", TEMPLATE)
+    write(tmp_path / "p" / "template.yaml", TEMPLATE)
     state = StateDir(tmp_path / "state")
     state.reset()
     informer = Informer(FolderSource(tmp_path / "p"), state, Settings(), validate=False)

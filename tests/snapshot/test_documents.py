@@ -7,41 +7,7 @@ from celkeeper.snapshot import (
     SnapshotItem,
 )
 from celkeeper.snapshot.documents import DocumentCache
-
-TEMPLATE = """\
-apiVersion: templates.gatekeeper.sh/v1
-kind: ConstraintTemplate
-metadata:
-  name: k8sdemo
-spec:
-  crd:
-    spec:
-      names:
-        kind: K8sDemo
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      code:
-        - engine: K8sNativeValidation
-          source:
-            validations:
-              - expression: "true"
-"""
-
-
-CONSTRAINT = """\
-apiVersion: constraints.gatekeeper.sh/v1beta1
-kind: K8sDemo
-metadata:
-  name: demo
-"""
-
-
-OBJECT = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: sample
-"""
+from tests.support.policyfiles import CONSTRAINT, OBJECT, TEMPLATE
 
 
 def test_document_cache_parses_each_text_once_and_keeps_only_policies() -> None:

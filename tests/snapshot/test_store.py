@@ -18,33 +18,7 @@ from celkeeper.snapshot import (
     WorkerBoard,
     WorkerStatus,
 )
-
-TEMPLATE = """\
-apiVersion: templates.gatekeeper.sh/v1
-kind: ConstraintTemplate
-metadata:
-  name: k8sdemo
-spec:
-  crd:
-    spec:
-      names:
-        kind: K8sDemo
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      code:
-        - engine: K8sNativeValidation
-          source:
-            validations:
-              - expression: "true"
-"""
-
-
-CONSTRAINT = """\
-apiVersion: constraints.gatekeeper.sh/v1beta1
-kind: K8sDemo
-metadata:
-  name: demo
-"""
+from tests.support.policyfiles import CONSTRAINT, TEMPLATE
 
 
 def _snapshot(generation: int, *texts: str) -> Snapshot:

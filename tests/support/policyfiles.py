@@ -1,0 +1,42 @@
+"""A minimal template, constraint and plain object as the texts of policy files, and writing files into a
+folder (the informer's and the snapshot's tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TEMPLATE = """\
+apiVersion: templates.gatekeeper.sh/v1
+kind: ConstraintTemplate
+metadata:
+  name: k8sdemo
+spec:
+  crd:
+    spec:
+      names:
+        kind: K8sDemo
+  targets:
+    - target: admission.k8s.gatekeeper.sh
+      code:
+        - engine: K8sNativeValidation
+          source:
+            validations:
+              - expression: "true"
+"""
+CONSTRAINT = """\
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: K8sDemo
+metadata:
+  name: demo
+"""
+OBJECT = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: sample
+"""
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

@@ -12,6 +12,7 @@ and the server takes the drain before leaving, and no longer than drain + gracef
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -54,13 +55,14 @@ def test_sigterm_drains_kept_alive_connections_without_failing_a_call(tmp_path: 
     args = ["--drain-seconds", str(DRAIN), "--graceful-timeout", str(GRACEFUL)]
     server = ServeProcess(tmp_path / "srv", POLICIES, workers=2, args=args).start()
     assert server.process is not None
+    sockets = contextlib.ExitStack()  # the test's own connections, closed at the end
     try:
-        idle = _connect(server)  # kept alive, then left idle throughout
+        idle = sockets.enter_context(_connect(server))  # kept alive, then left idle throughout
         status, body, close = post(idle, DENIED)
         assert status == 200 and _denied(body) and not close
-        later = _connect(server)  # kept alive, used again in the middle of the drain
+        later = sockets.enter_context(_connect(server))  # kept alive, used again during the drain
         assert post(later, DENIED)[2] is False
-        half = _connect(server)  # a request in flight when the signal comes: half of its body sent
+        half = sockets.enter_context(_connect(server))  # in flight at the signal: half its body sent
         half.sendall(
             b"POST /v1/admit HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             + f"Content-Length: {len(DENIED)}\r\n\r\n".encode()
@@ -105,6 +107,7 @@ def test_sigterm_drains_kept_alive_connections_without_failing_a_call(tmp_path: 
             f"{tally.closing} closing answers; stopped {stopped:.1f} s after SIGTERM"
         )
     finally:
+        sockets.close()
         server.stop()
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ def _archive() -> Path:
 
 class OciArchive:
     def __init__(self, path: Path) -> None:
-        self.tar = tarfile.open(path)  # noqa: SIM115 - read by the module's tests, closed with the process
+        self.tar = tarfile.open(path)  # noqa: SIM115 - read by the module's tests, closed by the fixture
         index = self._json("index.json")
         self.ref = index["manifests"][0].get("annotations", {}).get("org.opencontainers.image.ref.name", "")
         self.manifest = self._blob(index["manifests"][0]["digest"])
@@ -73,12 +74,13 @@ class OciArchive:
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> tuple[OciArchive, Path]:
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OciArchive, Path]]:
     archive = OciArchive(_archive())
-    rootfs = tmp_path_factory.mktemp("image") / "rootfs"
-    rootfs.mkdir()
-    archive.unpack(rootfs)
-    return archive, rootfs
+    with archive.tar:
+        rootfs = tmp_path_factory.mktemp("image") / "rootfs"
+        rootfs.mkdir()
+        archive.unpack(rootfs)
+        yield archive, rootfs
 
 
 def test_the_image_is_what_the_manifests_run(image: tuple[OciArchive, Path]) -> None:

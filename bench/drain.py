@@ -31,9 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.keepalive import KeptAliveFleet  # noqa: E402
-from tests.support.serve import ServeProcess, pod, review  # noqa: E402
+from tests.support.serve import POLICIES, ServeProcess, pod, review  # noqa: E402
 
-POLICIES = ROOT / "tests" / "server" / "policies"
 DENIED = json.dumps(review(pod(labels={}))).encode()
 
 

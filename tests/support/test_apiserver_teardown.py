@@ -85,5 +85,7 @@ def test_servers_die_with_a_killed_test_process(kube_binaries: KubeBinaries, tmp
         if runner.poll() is None:
             runner.kill()
             runner.wait()
+        if runner.stdout is not None:
+            runner.stdout.close()
         for pid in _live_processes_mentioning(str(workdir)):
             os.kill(pid, signal.SIGKILL)

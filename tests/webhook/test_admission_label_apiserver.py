@@ -8,18 +8,16 @@ import base64
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from tests.support.apiserver import ControlPlane
-from tests.support.serve import ServeProcess
+from tests.support.serve import POLICIES, ServeProcess
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube
 
 LABEL = "admission.celkeeper.io/ignore"
-POLICIES = Path(__file__).resolve().parents[1] / "server" / "policies"
 REFUSAL = f"Only exempt namespace can have the {LABEL} label"
 
 

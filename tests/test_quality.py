@@ -123,9 +123,6 @@ NAME_EXCEPTIONS = {
     "tests/cel/celgo/test_go_module.py": "runs `go vet` and `go test` in the engine's Go module"
     " (celkeeper/cel/celgo/go/), which is not a Python module",
 }
-# Placed by issue 19's `split` branch (celkeeper/kube apart from the new celkeeper/incluster): checked here
-# once it has landed on main; remove this set then.
-NOT_YET_PLACED = {"kube", "incluster", "refdata"}
 
 
 def _test_folders() -> list[Path]:
@@ -165,7 +162,7 @@ def test_every_test_folder_mirrors_a_package_or_is_an_e2e_suite_or_the_support()
     wrong = []
     for folder in _test_folders():
         parts = folder.relative_to(TESTS).parts
-        if not parts or parts[0] in NOT_YET_PLACED or parts[0] == SHARED:
+        if not parts or parts[0] == SHARED:
             continue
         if parts[0] == "e2e":
             if len(parts) > 1 and parts[1] not in E2E:
@@ -185,7 +182,7 @@ def test_every_test_file_is_named_after_a_module_of_its_package() -> None:
             if path.name != "test_quality.py":
                 wrong.append(f"{shown}: tests/ itself holds only test_quality.py (the project's own rules)")
             continue
-        if parts[0] in NOT_YET_PLACED or parts[0] in (SHARED, "e2e") or shown in NAME_EXCEPTIONS:
+        if parts[0] in (SHARED, "e2e") or shown in NAME_EXCEPTIONS:
             continue
         target = _mirrored(path.parent)
         if target is None:

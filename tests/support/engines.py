@@ -35,7 +35,7 @@ def installed_engine() -> Engine:
     return _INSTALLED[0]
 
 
-@pytest.fixture(params=ENGINES)
+@pytest.fixture(params=ENGINES, name="engine")  # named, so it can be imported under another name
 def engine(request: pytest.FixtureRequest) -> Engine:
     """Each CEL engine in turn (decisions must not depend on the engine)."""
     return engine_named(request.param)

@@ -8,28 +8,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from celkeeper.cel import ENGINES, get_engine
 from celkeeper.cel.api import Engine
 from celkeeper.cel.inventory import Gvk
 from celkeeper.documents import parse_documents
 from celkeeper.model import EnforcementPoint
 from celkeeper.policy import TemplateCompiler, build_policy_set
 from celkeeper.review import SyncedData, decide, request_for_object
-from tests.support.celgo import require_celgo
+from tests.support.engines import engine as engine_fixture  # `engine`: each CEL engine in turn
 
 ROOT = Path(__file__).resolve().parents[2]
 INGRESS = Gvk("networking.k8s.io", "v1", "Ingress")
 ANNOTATION = "metadata.gatekeeper.sh/requires-sync-data"
-
-
-@pytest.fixture(params=ENGINES, name="engine")
-def engine_fixture(request: pytest.FixtureRequest) -> Engine:
-    """`engine`: each CEL engine in turn (import `engine_fixture` into a test module to use it)."""
-    if request.param == "cel-go":
-        require_celgo()
-    return get_engine(request.param)
+__all__ = ["engine_fixture"]  # import it into a test module to use it
 
 
 def ingress(name: str, namespace: str, *hosts: str) -> dict[str, Any]:

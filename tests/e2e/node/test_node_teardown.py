@@ -79,6 +79,8 @@ def test_a_node_whose_test_process_died_is_swept_by_the_next(
     finally:
         child.kill()
         child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
     dirs = [tmp_path / "orphan", Path(state)]
     wait_for(lambda: leftovers(node_id, cgroup, dirs)["processes"], timeout=10, what="the orphaned pod")
     orphaned = leftovers(node_id, cgroup, dirs)

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// storeSchema is celkeeper/cel/inventory.py's SCHEMA (tests/cel/test_inventory.py checks that the
+// storeSchema is celkeeper/cel/inventory.py's SCHEMA (tests/snapshot/test_datastore_engines.py checks that the
 // library reads what the Python writer writes).
 var storeSchema = []string{
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",

@@ -21,36 +21,11 @@ from celkeeper.review import decide, parse_admission_review
 from celkeeper.settings import Settings
 from celkeeper.snapshot import InformerRecord, Snapshot, StateDir
 from celkeeper.snapshot.documents import DocumentCache
+from tests.support.policyfiles import OWNER_CONSTRAINT, OWNER_TEMPLATE
 from tests.support.serve import pod, review
 
-TEMPLATE = """\
-apiVersion: templates.gatekeeper.sh/v1
-kind: ConstraintTemplate
-metadata:
-  name: k8srequiredowner
-spec:
-  crd:
-    spec:
-      names:
-        kind: K8sRequiredOwner
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      code:
-        - engine: K8sNativeValidation
-          source:
-            validations:
-              - expression: "has(object.metadata.labels) && 'owner' in object.metadata.labels"
-                message: "an owner label is required"
-"""
-CONSTRAINT = """\
-apiVersion: constraints.gatekeeper.sh/v1beta1
-kind: K8sRequiredOwner
-metadata:
-  name: owner-required
-spec:
-  match:
-    kinds: [{apiGroups: [""], kinds: ["Pod"]}]
-"""
+TEMPLATE = OWNER_TEMPLATE
+CONSTRAINT = OWNER_CONSTRAINT
 NOT_COMPILING = TEMPLATE.replace("'owner' in object.metadata.labels", "'owner' in object.metadata.labels +")
 BAD_YAML = TEMPLATE.replace("  name: k8srequiredowner", "  name: [k8srequiredowner")
 

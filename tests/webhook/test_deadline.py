@@ -24,11 +24,13 @@ from celkeeper.snapshot import StateDir
 from celkeeper.webhook import admission as admission_module
 from celkeeper.webhook.app import WebhookConfig, create_app
 from celkeeper.webhook.deadline import DeadlineExceeded, Watchdog
+from tests.support.policyfiles import OWNER_CONSTRAINT, OWNER_TEMPLATE
 from tests.support.serve import ServeProcess, pod, review
 
 DEADLINE = 1.0
 
-TEMPLATE = """\
+TEMPLATE = (
+    """\
 apiVersion: templates.gatekeeper.sh/v1
 kind: ConstraintTemplate
 metadata:
@@ -55,32 +57,11 @@ spec:
                     c == d || c.name != d.name)) && variables.params.i >= 0
                 message: "container names must be unique"
 ---
-apiVersion: templates.gatekeeper.sh/v1
-kind: ConstraintTemplate
-metadata:
-  name: k8srequiredowner
-spec:
-  crd:
-    spec:
-      names:
-        kind: K8sRequiredOwner
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      code:
-        - engine: K8sNativeValidation
-          source:
-            validations:
-              - expression: "has(object.metadata.labels) && 'owner' in object.metadata.labels"
-                message: "an owner label is required"
----
-apiVersion: constraints.gatekeeper.sh/v1beta1
-kind: K8sRequiredOwner
-metadata:
-  name: owner-required
-spec:
-  match:
-    kinds: [{apiGroups: [""], kinds: ["Pod"]}]
 """
+    + OWNER_TEMPLATE
+    + "---\n"
+    + OWNER_CONSTRAINT
+)
 
 
 UNIQUE = """\

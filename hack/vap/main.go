@@ -1,5 +1,5 @@
 // Command vapgen runs Gatekeeper v3.23.1's own ValidatingAdmissionPolicy transform, the reference that
-// celkeeper's generator (celkeeper/vap) is compared with in tests/vap/test_gatekeeper_golden.py.
+// celkeeper's generator (celkeeper/vap) is compared with in tests/vap/test_transform_gatekeeper.py.
 //
 // stdin: {"cases": [case, ...]} where a case is one of
 //

@@ -19,9 +19,8 @@ the template's enforcementAction when it has one.
 An object that cannot be evaluated does not stop anything: when `decide` fails, the object is decided
 again one constraint at a time, so that the violations of the others are still found and the failure is
 an error of the constraint(s) that failed (an object that cannot be expanded: of every constraint that
-could match it or what it generates). An object nested deeper than cel-expr-python can convert
-(MAX_DEPTH) is not given to the engine (it would crash the process): an error of every constraint that
-could match it.
+could match it or what it generates). An object is evaluated however deep it is nested (the API
+server stores up to 10,000 levels), as Gatekeeper's audit evaluates it.
 """
 
 from __future__ import annotations
@@ -39,9 +38,6 @@ from celkeeper.review import NamespaceLookup, SyncedData, decide, request_for_ob
 log = logging.getLogger("celkeeper.audit")
 
 POINT = EnforcementPoint.AUDIT
-# objects nested deeper are not evaluated: cel-expr-python 0.1.3 overflows the C stack converting
-# values nested a few thousand levels deep (the API server accepts 10,000); orjson's own limit is 1024
-MAX_DEPTH = 1024
 
 
 @dataclass(frozen=True)

@@ -35,13 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from celkeeper.audit.evaluate import MAX_DEPTH, Evaluator, Outcome
+from celkeeper.audit.evaluate import Evaluator, Outcome
 from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
 from celkeeper.cel.inventory import Gvk, Put, describe, requirement_kinds, unmet
 from celkeeper.crds import names
 from celkeeper.kube import ApiError, Client, discover, pages
 from celkeeper.kube.discovery import ApiResource
-from celkeeper.kube.jsondeep import depth
 from celkeeper.match import wildcard_matches
 from celkeeper.model import JsonValue
 from celkeeper.policy import PolicySet
@@ -104,13 +103,11 @@ def audit_objects(
     report: Reporter,
     *,
     excluded_namespaces: frozenset[str] = frozenset(),
-    deep: bool = False,
     skip_unknown_namespaces: bool = True,
 ) -> int:
-    """Evaluate objects into `results`; returns how many were audited. `deep`: some may be nested deeper
-    than the engine can take (checked one by one). `skip_unknown_namespaces`: leave out namespaced
-    objects whose Namespace is not found (the cluster); else evaluate them without one (files, as
-    `gator test` does: namespaceSelector then cannot match them)."""
+    """Evaluate objects into `results`; returns how many were audited. `skip_unknown_namespaces`:
+    leave out namespaced objects whose Namespace is not found (the cluster); else evaluate them without
+    one (files, as `gator test` does: namespaceSelector then cannot match them)."""
     audited = 0
     for obj in objects:
         if excluded_namespaces and excluded_namespace(excluded_namespaces, obj):
@@ -121,12 +118,7 @@ def audit_objects(
         if namespace_name and namespace is None and skip_unknown_namespaces:
             log.debug("skipping %s: its namespace %s was not found", ObjectRef.of(obj), namespace_name)
             continue
-        if deep and depth(obj, MAX_DEPTH + 1) > MAX_DEPTH:
-            outcome = evaluator.unevaluable(
-                obj, f"nested deeper than {MAX_DEPTH} levels: not evaluated (cel-expr-python cannot take it)"
-            )
-        else:
-            outcome = evaluator.evaluate(obj, namespace)
+        outcome = evaluator.evaluate(obj, namespace)
         audited += 1
         _record(outcome, obj, results, report)
     return audited
@@ -263,7 +255,6 @@ def _audit_resources(
                     results,
                     report,
                     excluded_namespaces=options.excluded_namespaces,
-                    deep=page.deep,
                 )
                 report.page(resource, audited)
         except ApiError as err:

@@ -15,7 +15,9 @@ Answer contract (Gatekeeper's):
   constraints it could not evaluate in time as evaluation errors under their failurePolicy; should
   evaluation overrun it anyway, the watchdog (webhook/deadline.py) interrupts it and the request is
   answered by the failure mode - the worker goes on serving;
-- a body that is not an AdmissionReview: HTTP 400 with a one-line reason;
+- a body that is not an AdmissionReview: HTTP 400 with a one-line reason; an object nested deeper than
+  orjson parses (1024 levels) but within what the API server stores and sends (10,000: apimachinery's
+  JSON maxDepth) is decided like any other, as Gatekeeper decides it (`loads_review`);
 - objects an ExpansionTemplate generates from the request's object are checked too (review.decide);
   an object that cannot be expanded is answered as Gatekeeper answers it: not allowed, code 500,
   `unable to expand object: ...`;
@@ -82,6 +84,23 @@ def review_answer(
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
+def loads_review(body: bytes) -> Any:
+    """The JSON of a request body (RFC 8259 in UTF-8, as the API server sends it); raises ValueError.
+
+    orjson stops at 1024 levels of nesting, the API server at 10,000 (e.g. a custom resource with
+    x-kubernetes-preserve-unknown-fields): such a body is parsed again at the API server's own limit,
+    so that it is decided, not answered by the failure mode (with failurePolicy Ignore, deep nesting
+    would otherwise let any object through)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        if not str(err).startswith("depth limit exceeded"):
+            raise
+    from celkeeper.kube.jsondeep import loads_deep  # only for such bodies: the API adapter is large
+
+    return loads_deep(body)
+
+
 def bad_request(message: str, status: int = 400) -> Answer:
     return Answer(status, {"code": status, "error": message})
 
@@ -90,8 +109,8 @@ def review_request(body: bytes) -> tuple[JsonObject, str] | Answer:
     """An AdmissionReview's request and its uid, or the 400 answer saying why the body is not one (the
     routes that answer reviews without the policies: /v1/admitlabel, /v1/admitpolicy)."""
     try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as err:
+        doc = loads_review(body)
+    except ValueError as err:
         return bad_request(f"malformed JSON: {err}")
     raw = doc.get("request") if isinstance(doc, dict) else None
     uid = raw.get("uid") if isinstance(raw, dict) else None
@@ -204,8 +223,8 @@ class Admission:
     def handle(self, body: bytes) -> Answer:
         start = self.timer()
         try:
-            doc = orjson.loads(body)  # RFC 8259 JSON in UTF-8, as the API server sends it
-        except orjson.JSONDecodeError as err:
+            doc = loads_review(body)
+        except ValueError as err:
             return self._invalid(start, f"malformed JSON: {err}")
         raw = doc.get("request") if isinstance(doc, dict) else None
         raw = raw if isinstance(raw, dict) else {}

@@ -13,6 +13,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from celkeeper.cel import ENGINES
 from celkeeper.informer import FolderSource, Informer
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir, WorkerBoard
@@ -343,3 +344,37 @@ def yaml_object(path: Path) -> dict[str, object]:
     (document,) = parse_documents(path.read_text(), str(path)).documents
     assert isinstance(document.data, dict)
     return document.data
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("levels", [1_100, 9_000])
+def test_an_object_nested_as_deep_as_the_api_server_sends_is_decided(
+    env: tuple[StateDir, Path], levels: int, engine: str
+) -> None:
+    """orjson parses 1024 levels of nesting, the API server stores and sends up to 10,000 (a custom
+    resource with x-kubernetes-preserve-unknown-fields): such a review is decided as Gatekeeper decides
+    it - the same answer as without the nesting - never answered as malformed (with failurePolicy Ignore
+    that would let any object through)."""
+    state, policies = env
+    app, client = _app(state, engine=engine)
+    _publish(state, policies)
+    _live(app).refresh()
+    obj = pod(labels={})
+    obj["spec"]["extra"] = "@nested@"
+    shallow = json.dumps(review(obj, uid="uid-deep"))
+    deep = shallow.replace('"@nested@"', '{"a":' * levels + "{}" + "}" * levels)
+    answers = []
+    for body in (shallow, deep):
+        resp = client.post("/v1/admit", data=body, content_type="application/json")
+        assert resp.status_code == 200, resp.get_data(as_text=True)[:500]
+        answers.append(resp.get_json())
+    assert answers[0]["response"]["allowed"] is False
+    assert answers[1] == answers[0]
+
+
+def test_a_body_nested_deeper_than_the_api_server_sends_is_malformed(env: tuple[StateDir, Path]) -> None:
+    state, _ = env
+    _, client = _app(state)
+    levels = 100_000  # the API server refuses objects nested deeper than 10,000 levels
+    resp = client.post("/v1/admit", data=b"[" * levels + b"]" * levels, content_type="application/json")
+    assert resp.status_code == 400 and resp.get_json()["error"].startswith("malformed JSON")

@@ -68,7 +68,39 @@ def error(message: str) -> CELEvalError:
 
 
 def to_cel(value: Any, result: str | None = None) -> Any:
-    """Plain Python data (or celpy values) as celpy values; `result` hints int vs uint."""
+    """Plain Python data (or celpy values) as celpy values; `result` hints int vs uint. Maps and lists
+    nested deeper than Python's recursion limit (the API server stores objects up to 10,000 levels
+    deep) are converted without recursion."""
+    try:
+        return _to_cel(value, result)
+    except RecursionError:
+        return _to_cel_deep(value, result)
+
+
+def _to_cel_deep(value: Any, result: str | None) -> Any:
+    """to_cel with an explicit stack: each map's keys in their order, each list's items at their place."""
+    root: list[Any] = [None]
+    pending: list[tuple[Any, str | None, Any, Any]] = [(value, result, root, 0)]
+    while pending:
+        item, hint, parent, key = pending.pop()
+        converted: Any
+        if isinstance(item, dict):
+            converted = ct.MapType()
+            for k, v in item.items():
+                ck = _to_cel(k)
+                converted[ck] = None  # the key's place in the map's order, its value below
+                pending.append((v, None, converted, ck))
+        elif isinstance(item, list | tuple):
+            inner = hint[5:-1] if hint and hint.startswith("list(") else None
+            converted = ct.ListType([None] * len(item))
+            pending.extend((v, inner, converted, i) for i, v in enumerate(item))
+        else:
+            converted = _to_cel(item, hint)
+        parent[key] = converted
+    return root[0]
+
+
+def _to_cel(value: Any, result: str | None = None) -> Any:
     if value is None or isinstance(value, CELEvalError | Optional | ct.TypeType | ct.BoolType):
         return value
     if isinstance(value, bool):
@@ -94,10 +126,10 @@ def to_cel(value: Any, result: str | None = None) -> Any:
     if isinstance(value, datetime.timedelta):
         return value if isinstance(value, ct.DurationType) else ct.DurationType(value)
     if isinstance(value, dict):
-        return ct.MapType({to_cel(k): to_cel(v) for k, v in value.items()})
+        return ct.MapType({_to_cel(k): _to_cel(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
         inner = result[5:-1] if result and result.startswith("list(") else None
-        return ct.ListType([to_cel(v, inner) for v in value])
+        return ct.ListType([_to_cel(v, inner) for v in value])
     return value
 
 

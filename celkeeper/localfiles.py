@@ -40,18 +40,23 @@ def walk(directory: str, suffixes: tuple[str, ...], errors: list[str] | None = N
     files, the `..data` links of a mounted ConfigMap); symbolic links are followed, loops once.
     Folders that cannot be listed are described in `errors` when given (else skipped silently)."""
     found: list[str] = []
-    visited: set[str] = set()
+    visited: set[tuple[int, int]] = set()  # (device, inode) of the folders listed
 
     def failed(err: OSError) -> None:
         if errors is not None:
             errors.append(f"{err.filename}: cannot list: {err.strerror or err}")
 
     for root, dirs, files in os.walk(directory, followlinks=True, onerror=failed):
-        real = os.path.realpath(root)
-        if real in visited:  # a symlink loop
+        try:  # the folder's identity: one stat (os.path.realpath costs one per part of the path)
+            st = os.stat(root)
+            identity: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:  # gone since it was listed: its files are still what was found
+            identity = None
+        if identity in visited:  # a symlink loop
             dirs[:] = []
             continue
-        visited.add(real)
+        if identity is not None:
+            visited.add(identity)
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(
             os.path.join(root, f) for f in sorted(files) if not f.startswith(".") and f.endswith(suffixes)

@@ -20,34 +20,59 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import yaml.nodes
 import yaml.resolver
-from ruamel.yaml import YAML
-from ruamel.yaml.composer import Composer
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-from ruamel.yaml.resolver import implicit_resolvers as _RUAMEL_IMPLICIT
 from yaml import YAMLError as LibyamlError
 
 from celkeeper.documents.model import Document, Span, index_path, key_path
 from celkeeper.errors import DocumentError, Location
 from celkeeper.model import JsonObject
 
-# the node classes of either composer (they share attribute names: tag, value, style, marks)
-_Node = Node | yaml.nodes.Node
-_MAPPING = (MappingNode, yaml.nodes.MappingNode)
-_SEQUENCE = (SequenceNode, yaml.nodes.SequenceNode)
-_SCALAR = (ScalarNode, yaml.nodes.ScalarNode)
+# a node of either composer: they share attribute names (id: "scalar", "sequence" or "mapping"; tag,
+# value, style, start_mark, end_mark)
+_Node = Any
 Composer_ = Callable[[str], Iterator[Any]]
+
+#: YAML 1.2's implicit types as ruamel.yaml resolves them: the (1, 2) entries of its table
+#: (ruamel.yaml.resolver.implicit_resolvers), in its order, copied so that the libyaml path does not
+#: import ruamel.yaml; tests/documents/test_parse_composers.py checks the copy against the table
+YAML12_IMPLICIT: tuple[tuple[str, str, int, tuple[str, ...]], ...] = (
+    ("tag:yaml.org,2002:bool", "^(?:true|True|TRUE|false|False|FALSE)$", re.X, ("t", "T", "f", "F")),
+    (
+        "tag:yaml.org,2002:float",
+        "^(?:\n         [-+]?(?:[0-9][0-9_]*)\\.[0-9_]*(?:[eE][-+]?[0-9]+)?\n        "
+        "|[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)\n        |[-+]?\\.[0-9_]+(?:[eE][-+][0-9]+)?\n        "
+        "|[-+]?\\.(?:inf|Inf|INF)\n        |\\.(?:nan|NaN|NAN))$",
+        re.X,
+        ("-", "+", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "."),
+    ),
+    (
+        "tag:yaml.org,2002:int",
+        "^(?:[-+]?0b[0-1_]+\n        |[-+]?0o?[0-7_]+\n        |[-+]?[0-9_]+\n        "
+        "|[-+]?0x[0-9a-fA-F_]+)$",
+        re.X,
+        ("-", "+", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9"),
+    ),
+    ("tag:yaml.org,2002:merge", "^(?:<<)$", 0, ("<",)),
+    ("tag:yaml.org,2002:null", "^(?: ~\n        |null|Null|NULL\n        | )$", re.X, ("~", "n", "N", "")),
+    (
+        "tag:yaml.org,2002:timestamp",
+        "^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]\n        "
+        "|[0-9][0-9][0-9][0-9] -[0-9][0-9]? -[0-9][0-9]?\n        (?:[Tt]|[ \\t]+)[0-9][0-9]?\n        "
+        ":[0-9][0-9] :[0-9][0-9] (?:\\.[0-9]*)?\n        (?:[ \\t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$",
+        re.X,
+        ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9"),
+    ),
+    ("tag:yaml.org,2002:value", "^(?:=)$", 0, ("=",)),
+    ("tag:yaml.org,2002:yaml", "^(?:!|&|\\*)$", 0, ("!", "&", "*")),
+)
 
 
 class _Resolver12(yaml.resolver.BaseResolver):
     """YAML 1.2's implicit types exactly as ruamel.yaml resolves them (its table, its order)."""
 
 
-for _versions, _tag, _regexp, _first in _RUAMEL_IMPLICIT:
-    if (1, 2) in _versions:
-        _Resolver12.add_implicit_resolver(_tag, re.compile(_regexp.pattern, _regexp.flags), _first)
+for _tag, _pattern, _flags, _first in YAML12_IMPLICIT:
+    _Resolver12.add_implicit_resolver(_tag, re.compile(_pattern, _flags), list(_first))
 
 
 try:  # libyaml's parser and composer (PyYAML's wheels carry it)
@@ -107,14 +132,21 @@ def _parse(text: str, name: str, compose: Composer_) -> ParsedText:
         for node in compose(text):
             index += 1
             _collect(node, name, index, lines, documents=documents, errors=errors, budget=budget)
-    except TooManyValues as err:
-        errors.append(DocumentError(str(err), Location(file=name, document=index + 1, line=err.line)))
-    except MarkedYAMLError as err:
-        if _looks_like_json_stream(text, name):
-            return _parse_json_stream(text, name)
-        errors.append(_syntax_error(err, name, index + 1))
-    except YAMLError as err:  # pragma: no cover - ruamel raises marked errors for syntax problems
-        errors.append(DocumentError(f"cannot parse: {err}", Location(file=name, document=index + 1)))
+    except _RuamelDecides:
+        raise
+    except Exception as err:  # ruamel.yaml's errors (libyaml's become _RuamelDecides)
+        from celkeeper.documents import composer
+
+        if isinstance(err, composer.TooManyValues):
+            errors.append(DocumentError(str(err), Location(file=name, document=index + 1, line=err.line)))
+        elif isinstance(err, composer.MarkedYAMLError):
+            if _looks_like_json_stream(text, name):
+                return _parse_json_stream(text, name)
+            errors.append(_syntax_error(err, name, index + 1))
+        elif isinstance(err, composer.YAMLError):  # pragma: no cover - ruamel marks syntax problems
+            errors.append(DocumentError(f"cannot parse: {err}", Location(file=name, document=index + 1)))
+        else:
+            raise
     return ParsedText(tuple(documents), tuple(errors))
 
 
@@ -154,26 +186,6 @@ class _Budget:
 MAX_VALUES = 300_000
 
 
-class TooManyValues(YAMLError):
-    def __init__(self, line: int) -> None:
-        super().__init__(f"more than {MAX_VALUES:,} values (maps, lists, scalars) in one file: not read")
-        self.line = line
-
-
-class _BoundedComposer(Composer):
-    """ruamel's composer, stopping at MAX_VALUES nodes (its documented extension point: YAML.Composer)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.composed = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self.composed += 1
-        if self.composed > MAX_VALUES:
-            raise TooManyValues(self.parser.peek_event().start_mark.line + 1)
-        return super().compose_node(parent, index)
-
-
 def _compose_libyaml(text: str) -> Iterator[Any]:
     """Every document's node; raises _RuamelDecides where libyaml refuses the text."""
     composer = _LibyamlComposer(text)
@@ -189,9 +201,9 @@ def _compose_libyaml(text: str) -> Iterator[Any]:
 
 
 def _compose_ruamel(text: str) -> Iterator[Any]:
-    ruamel = YAML(typ="rt")
-    ruamel.Composer = _BoundedComposer
-    yield from ruamel.compose_all(text)
+    from celkeeper.documents import composer  # imports ruamel.yaml: only texts that need it
+
+    return composer.compose(text)
 
 
 def _collect(
@@ -207,7 +219,7 @@ def _collect(
 ) -> None:
     if node is None:
         return
-    if isinstance(node, _SCALAR) and _scalar(node) is None:
+    if node.id == "scalar" and _scalar(node) is None:
         return  # an empty document (`---` alone, or only comments)
     spans: dict[str, Span] = {}
     try:
@@ -238,7 +250,8 @@ def _convert(
 ) -> Any:
     budget.take(node, offset)
     start, end = node.start_mark, node.end_mark
-    style = node.style if isinstance(node, _SCALAR) else None
+    kind = node.id
+    style = node.style if kind == "scalar" else None
     if style == "" and node.value == "":  # libyaml's empty plain value: placed unlike ruamel.yaml's
         raise _RuamelDecides()
     spans[path] = Span(
@@ -249,14 +262,14 @@ def _convert(
         key_column=key[1] if key else None,
         style=style if style in ("'", '"', "|", ">") else None,
     )
-    if isinstance(node, _MAPPING):
+    if kind == "mapping":
         return _convert_mapping(node, path, spans, offset, budget)
-    if isinstance(node, _SEQUENCE):
+    if kind == "sequence":
         return [
             _convert(item, index_path(path, i), spans, offset, None, budget=budget)
             for i, item in enumerate(node.value)
         ]
-    assert isinstance(node, _SCALAR)
+    assert kind == "scalar"
     return _scalar(node)
 
 
@@ -267,10 +280,10 @@ def _convert_mapping(
     seen: dict[str, int] = {}
     merged: list[tuple[Any, Any]] = []
     for key_node, value_node in node.value:
-        if isinstance(key_node, _SCALAR) and key_node.tag == "tag:yaml.org,2002:merge":
+        if key_node.id == "scalar" and key_node.tag == "tag:yaml.org,2002:merge":
             merged.append((key_node, value_node))
             continue
-        if not isinstance(key_node, _SCALAR):
+        if key_node.id != "scalar":
             raise DocumentError(
                 "a map key must be a string, not a list or map",
                 Location(
@@ -291,9 +304,9 @@ def _convert_mapping(
         where = (key_line, key_node.start_mark.column + 1)
         result[key] = _convert(value_node, child, spans, offset, where, budget=budget)
     for _key_node, value_node in merged:  # YAML merge keys: explicit keys win
-        sources = value_node.value if isinstance(value_node, _SEQUENCE) else [value_node]
+        sources = value_node.value if value_node.id == "sequence" else [value_node]
         for source in sources:
-            if not isinstance(source, _MAPPING):
+            if source.id != "mapping":
                 raise DocumentError(
                     "a merge key (<<) needs a map or a list of maps",
                     Location(
@@ -364,7 +377,8 @@ def _type_name(data: Any) -> str:
     return "null" if data is None else type(data).__name__
 
 
-def _syntax_error(err: MarkedYAMLError, name: str, index: int) -> DocumentError:
+def _syntax_error(err: Any, name: str, index: int) -> DocumentError:
+    """A ruamel.yaml MarkedYAMLError as a DocumentError."""
     mark = err.problem_mark or err.context_mark
     problem = err.problem or err.context or "invalid YAML"
     if err.context and err.problem:
@@ -411,8 +425,10 @@ def _parse_json_stream(text: str, name: str) -> ParsedText:
         # keep columns right: pad the chunk's first line with the text before it on that line
         line_start = text.rfind("\n", 0, position) + 1
         padded = " " * (position - line_start) + chunk
+        from celkeeper.documents import composer
+
         try:
-            for node in _compose_ruamel(padded):
+            for node in composer.compose(padded):
                 _collect(
                     node,
                     name,
@@ -423,7 +439,9 @@ def _parse_json_stream(text: str, name: str) -> ParsedText:
                     budget=budget,
                     line_offset=line - 1,
                 )
-        except MarkedYAMLError:  # JSON that YAML does not read: keep the data, without field positions
+        except (
+            composer.MarkedYAMLError
+        ):  # JSON that YAML does not read: keep the data, without field positions
             if isinstance(value, dict):
                 spans = {"": Span(line=line, column=position - line_start + 1, end_line=line)}
                 documents.append(Document(file=name, index=index, data=value, spans=spans, lines=lines))

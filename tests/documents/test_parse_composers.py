@@ -8,6 +8,9 @@ on the odd cases of YAML, so that the fast path can change nothing a user sees.
 from __future__ import annotations
 
 import math
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +167,38 @@ def _libyaml_reads(text: str) -> bool:
     except parse_module._RuamelDecides:
         return False
     return True
+
+
+def test_libyaml_resolves_yaml_12_types_by_ruamels_own_table() -> None:
+    # parse.py carries a copy of ruamel.yaml's YAML 1.2 table (so that the libyaml path need not import
+    # ruamel.yaml): it must be the table ruamel.yaml resolves with, entry for entry, in its order
+    from ruamel.yaml.resolver import implicit_resolvers
+
+    theirs = [
+        (tag, regexp.pattern, regexp.flags, tuple(first))
+        for versions, tag, regexp, first in implicit_resolvers
+        if (1, 2) in versions
+    ]
+    ours = [
+        (tag, pattern, re.compile(pattern, flags).flags, first)
+        for tag, pattern, flags, first in parse_module.YAML12_IMPLICIT
+    ]
+    assert ours == theirs
+
+
+def test_reading_what_libyaml_reads_does_not_import_ruamel_yaml() -> None:
+    # start-up cost of the command-line tools (bench/verify.py): ruamel.yaml loads only for a text that
+    # goes to it
+    script = (
+        "import sys\n"
+        "from celkeeper.documents import parse_documents\n"
+        "parsed = parse_documents('a: 1\\nb: [x, {c: null}]\\n', 'plain.yaml')\n"
+        "assert parsed.documents[0].data == {'a': 1, 'b': ['x', {'c': None}]}, parsed\n"
+        "print(sorted(m for m in sys.modules if m.startswith('ruamel')))\n"
+        "parse_documents('%YAML 1.2\\n---\\na: 1\\n', 'directive.yaml')\n"
+        "print('ruamel.yaml' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.split("\n")[:2] == ["[]", "True"]

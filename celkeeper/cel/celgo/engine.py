@@ -34,7 +34,6 @@ from celkeeper.cel.api import (
     VariableCompileError,
 )
 from celkeeper.cel.celgo.library import Library, load, pack_handle
-from celkeeper.cel.celgo.values import decode
 from celkeeper.errors import CelCompileError, ReviewError
 
 NAME = "cel-go"
@@ -87,6 +86,8 @@ def _outcome(decisions: Any, ns: int) -> Outcome:
 
 
 def _part(encoded: dict[str, Any]) -> PartTrace:
+    from celkeeper.cel.celgo.values import decode  # Kubernetes' library values: explanations only
+
     value = encoded.get("value")
     return PartTrace(
         part=encoded["part"],
@@ -325,4 +326,6 @@ class CelGoEngine:
         encoded = self._lib.evaluate(program.ref.handle, inputs, int(timeout * 1e9))
         if "error" in encoded and "t" not in encoded:
             return CelError(str(encoded["error"]))
+        from celkeeper.cel.celgo.values import decode  # not imported by what decides requests
+
         return decode(encoded)

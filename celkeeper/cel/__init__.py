@@ -83,13 +83,15 @@ def engine_available(name: EngineName) -> tuple[bool, str]:
 def get_engine(name: EngineName = DEFAULT_ENGINE, limits: CelLimits | None = None) -> Engine:
     """A new engine by name ('cel-go' or 'cel-python'); EngineUnavailable when it cannot run here."""
     if name == "cel-go":
-        from celkeeper.cel.celgo.engine import CelGoEngine
-        from celkeeper.cel.celgo.library import LibraryUnavailable
+        from celkeeper.cel.celgo.library import LibraryUnavailable, load
 
-        try:
-            return CelGoEngine()
+        try:  # the library first: the Go runtime initialises on its own thread while Python imports
+            library = load()
         except LibraryUnavailable as err:
             raise EngineUnavailable(str(err)) from err
+        from celkeeper.cel.celgo.engine import CelGoEngine
+
+        return CelGoEngine(library)
     if name == "cel-python":
         from celkeeper.cel.celpython.engine import CelPythonEngine
 

@@ -14,7 +14,11 @@ import argparse
 import functools
 import os
 import sys
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
+from celkeeper.cel import get_engine
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.documents import parse_documents
@@ -62,14 +66,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     flt = Filter.parse(args.run)
+    name = engine_name(args)
+    # the engine loads while the suites are read (the cel-go library's Go runtime initialises on a
+    # thread of its own, and builds Kubernetes' CEL environments: see go/main.go's init)
+    engine = _Background(get_engine, name)
     suites, errors = discover(args.paths)
     for error in errors:
         print(f"celkeeper verify: {error}", file=sys.stderr)
     if not suites and not errors:
         print(f"celkeeper verify: no Suite files found in {' '.join(args.paths)}", file=sys.stderr)
-    from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
+    from celkeeper.gator.backend import PolicyBackend
 
-    backend = PolicyBackend(engine_name(args))
+    backend = PolicyBackend(name, loaded=engine.result())
     # a file several tests name (a template, an inventory) is read and parsed once per run
     runner = Runner(functools.cache(files.read), backend)
     results: list[SuiteResult] = []
@@ -85,6 +93,32 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(results, errors=[str(e) for e in errors])
     print(summary.line())
     return 0 if summary.ok else 1
+
+
+_T = TypeVar("_T")
+
+
+class _Background(Generic[_T]):
+    """A call running on a thread of its own; `result()` waits for it (raising what it raised)."""
+
+    def __init__(self, call: Callable[..., _T], *args: Any) -> None:
+        self._call, self._args = call, args
+        self._value: _T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="verify-background", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call(*self._args)
+        except BaseException as err:  # handed to result(), in the caller's thread
+            self._error = err
+
+    def result(self) -> _T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
 
 
 def discover(paths: list[str]) -> tuple[list[Suite | SuiteResult], list[CelkeeperError]]:

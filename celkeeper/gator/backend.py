@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from celkeeper.cel import get_engine
+from celkeeper.cel import Engine, get_engine
 from celkeeper.cel.inventory import object_row
 from celkeeper.documents import Document
 from celkeeper.errors import (
@@ -54,10 +54,17 @@ class Loaded:
 
 
 class PolicyBackend:
-    def __init__(self, engine: EngineName, point: EnforcementPoint = EnforcementPoint.CLI) -> None:
+    def __init__(
+        self,
+        engine: EngineName,
+        point: EnforcementPoint = EnforcementPoint.CLI,
+        *,
+        loaded: Engine | None = None,
+    ) -> None:
+        """`loaded`: the engine named `engine`, when the caller has built it already."""
         self.engine_name = engine
         self.point = point
-        self.compiler = TemplateCompiler(get_engine(engine))
+        self.compiler = TemplateCompiler(loaded if loaded is not None else get_engine(engine))
         self.warnings: list[CelkeeperError] = []  # what loading found that Gatekeeper accepts
 
     # -- loading ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ Each sub-command lives in its own module of celkeeper.cli and provides
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -36,8 +37,20 @@ def requested_command(argv: Sequence[str]) -> str | None:
     return _MODULES.get(next((a for a in argv if not a.startswith("-")), ""))
 
 
+#: sub-commands that read files, decide and exit. Run as the process's command (argv None: the
+#: console script, `python -m celkeeper`), Python's cyclic garbage collector runs in them after 200,000
+#: net allocations rather than 700 (as mypy sets it): a `verify` of the examples and library samples
+#: collected 61 times for ~8% of its CPU and freed nothing that changed its peak memory (the data is
+#: trees: reference counting frees it). The long-running processes keep Python's defaults.
+ONE_SHOT = frozenset({"verify", "testcmd", "lint"})
+ONE_SHOT_GC_THRESHOLD = (200_000, 30, 30)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser(requested_command(sys.argv[1:] if argv is None else argv))
+    command = requested_command(sys.argv[1:] if argv is None else argv)
+    if argv is None and command in ONE_SHOT:
+        gc.set_threshold(*ONE_SHOT_GC_THRESHOLD)
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

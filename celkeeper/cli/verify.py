@@ -60,6 +60,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="after each reviewed case, print what the review found (one JSON object per result)",
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="check parameter schemas and constraint parameters afresh, without the disk cache of"
+        " earlier runs' results ($CELKEEPER_CACHE_DIR, default ~/.cache/celkeeper; empty: off)",
+    )
     add_engine_option(parser)
     parser.set_defaults(func=run)
 
@@ -76,8 +82,10 @@ def run(args: argparse.Namespace) -> int:
     if not suites and not errors:
         print(f"celkeeper verify: no Suite files found in {' '.join(args.paths)}", file=sys.stderr)
     from celkeeper.gator.backend import PolicyBackend
+    from celkeeper.gator.verdicts import DiskVerdicts
 
-    backend = PolicyBackend(name, loaded=engine.result())
+    verdicts = None if args.no_cache else DiskVerdicts.default()
+    backend = PolicyBackend(name, loaded=engine.result(), verdicts=verdicts)
     # a file several tests name (a template, an inventory) is read and parsed once per run
     runner = Runner(functools.cache(files.read), backend)
     results: list[SuiteResult] = []

@@ -40,7 +40,7 @@ from celkeeper.review import (
 )
 from celkeeper.review.decide import ExpansionNamespace, Tracer
 from celkeeper.settings import EngineName
-from celkeeper.templates import TemplateCompiler
+from celkeeper.templates import TemplateCompiler, Verdicts
 
 #: seconds a review may spend in the engine: none, as gator has none (the webhook's deadline is for
 #: the API server's timeout; each evaluation is still bounded by the engine's runtime cost budget)
@@ -60,11 +60,15 @@ class PolicyBackend:
         point: EnforcementPoint = EnforcementPoint.CLI,
         *,
         loaded: Engine | None = None,
+        verdicts: Verdicts | None = None,
     ) -> None:
-        """`loaded`: the engine named `engine`, when the caller has built it already."""
+        """`loaded`: the engine named `engine`, when the caller has built it already; `verdicts`:
+        known results of jsonschema's checks (e.g. gator.verdicts.DiskVerdicts)."""
         self.engine_name = engine
         self.point = point
-        self.compiler = TemplateCompiler(loaded if loaded is not None else get_engine(engine))
+        self.compiler = TemplateCompiler(
+            loaded if loaded is not None else get_engine(engine), verdicts=verdicts
+        )
         self.warnings: list[CelkeeperError] = []  # what loading found that Gatekeeper accepts
 
     # -- loading ----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ broken expressions fail as Gatekeeper's do. `compiler.bind(template, constraint)
 """
 
 from celkeeper.templates.compiler import CompiledTemplate, TemplateCompiler, template_source
-from celkeeper.templates.parameters import ParameterSchema, SchemaProblem
+from celkeeper.templates.parameters import ParameterSchema, SchemaProblem, Verdicts
 from celkeeper.templates.source import Expression, NamedExpression, ValidationSpec
 from celkeeper.templates.spec import TemplateSpec, is_template, parse_template
 
@@ -21,6 +21,7 @@ __all__ = [
     "TemplateCompiler",
     "TemplateSpec",
     "ValidationSpec",
+    "Verdicts",
     "is_template",
     "parse_template",
     "template_source",

@@ -37,7 +37,7 @@ from celkeeper.cel.inventory import Requirement, requirement_kinds
 from celkeeper.documents import Document, index_path, key_path
 from celkeeper.errors import CelkeeperError, Location, TemplateError, TemplateWarning
 from celkeeper.model import FailurePolicy, JsonValue
-from celkeeper.templates.parameters import ParameterSchema
+from celkeeper.templates.parameters import ParameterSchema, Verdicts
 from celkeeper.templates.spec import TemplateSpec, parse_template
 
 _WHAT = {
@@ -111,8 +111,17 @@ def template_source(spec: TemplateSpec) -> TemplateSource:
 class TemplateCompiler:
     """Compiles templates with one engine, caching programs and bindings by content. Thread-safe."""
 
-    def __init__(self, engine: Engine, max_entries: int = 4096, max_bindings: int = 65536) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        max_entries: int = 4096,
+        max_bindings: int = 65536,
+        *,
+        verdicts: Verdicts | None = None,
+    ) -> None:
+        """`verdicts`: known results of the parameter schemas' checks (templates.parameters.Verdicts)."""
         self._engine = engine
+        self._verdicts = verdicts
         self._max_entries = max_entries
         self._max_bindings = max_bindings
         self._cache: OrderedDict[str, TemplateProgram | TemplateRefused] = OrderedDict()
@@ -132,7 +141,7 @@ class TemplateCompiler:
         and every problem found: structural errors, or the compile problems of a template that is
         still returned.
         """
-        spec, errors = parse_template(document)
+        spec, errors = parse_template(document, self._verdicts)
         if spec is None:
             return None, list(errors)
         try:

@@ -17,14 +17,17 @@ accepts integers and strings, other `x-kubernetes-*` extensions and `format` are
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
-from typing import Any
-
-from jsonschema import Draft4Validator
-from jsonschema import exceptions as jsonschema_errors
+from typing import TYPE_CHECKING, Any, Protocol
 
 from celkeeper.documents import index_path, key_path
 from celkeeper.model import JsonObject, JsonValue
+
+if TYPE_CHECKING:  # jsonschema is imported when a check is not among the known verdicts
+    from jsonschema import Draft4Validator
+    from jsonschema import exceptions as jsonschema_errors
 
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
 INT_OR_STRING = "x-kubernetes-int-or-string"
@@ -62,10 +65,34 @@ class SchemaProblem(Exception):
         self.message = message
 
 
-class ParameterSchema:
-    """Validates constraint parameters; immutable once built."""
+Verdict = list[tuple[str, str]]  # (path, message) of each problem found; [] when none
 
-    def __init__(self, openapi: Mapping[str, JsonValue] | None, *, legacy: bool = False) -> None:
+
+class Verdicts(Protocol):
+    """Known results of the checks jsonschema makes, by a key naming what was checked (content and
+    everything the result depends on): a store that outlives the process (e.g. the offline tools' disk
+    cache) spares later runs jsonschema's import and checks. Results must be returned as stored."""
+
+    def get(self, key: str) -> Verdict | None: ...
+
+    def put(self, key: str, verdict: Verdict) -> None: ...
+
+
+#: names the checks' results in a Verdicts store: bump when what is checked or worded changes
+VERDICTS_REVISION = "1"
+
+
+class ParameterSchema:
+    """Validates constraint parameters; immutable once built. `verdicts`: known results of its checks
+    (see Verdicts); jsonschema is imported and run only for a check it does not know."""
+
+    def __init__(
+        self,
+        openapi: Mapping[str, JsonValue] | None,
+        *,
+        legacy: bool = False,
+        verdicts: Verdicts | None = None,
+    ) -> None:
         if openapi is not None and not isinstance(openapi, Mapping):
             raise SchemaProblem("", "openAPIV3Schema must be a map")
         schema: JsonObject | None = copy.deepcopy(dict(openapi)) if openapi is not None else None
@@ -74,28 +101,74 @@ class ParameterSchema:
             add_preserve_unknown_fields(schema)
         self.legacy = legacy
         self.structural = schema  # None: the constraint may have no parameters at all
+        self._verdicts = verdicts
         self._validator: Draft4Validator | None = None
+        self._converted: JsonObject | None = None
+        self._key = ""
         if schema is not None:
-            converted = to_json_schema(schema, "")
-            try:
-                Draft4Validator.check_schema(converted)
-            except jsonschema_errors.SchemaError as err:
-                raise SchemaProblem(_schema_path(err.absolute_path), err.message) from err
-            self._validator = Draft4Validator(converted)
+            self._converted = to_json_schema(schema, "")
+            if verdicts is not None:
+                self._key = _content_key(self._converted)
+            problems = self._known("schema")
+            if problems is None:
+                problems = _check_schema(self._converted)
+                self._learn("schema", problems)
+            if problems:
+                raise SchemaProblem(str(problems[0][0]), str(problems[0][1]))
+
+    def _known(self, check: str) -> Verdict | None:
+        if self._verdicts is None:
+            return None
+        return self._verdicts.get(f"{self._key}:{check}")
+
+    def _learn(self, check: str, verdict: Verdict) -> None:
+        if self._verdicts is not None:
+            self._verdicts.put(f"{self._key}:{check}", verdict)
 
     def errors(self, value: Any, path: str = "spec.parameters") -> list[tuple[str, str]]:
         """Every problem of `value` as (field path, message), value checks first, then unknown fields."""
         if self.structural is None:
             return [(path, f'unknown field "{path}": the template defines no parameters')]
-        problems: list[tuple[str, str]] = []
-        assert self._validator is not None
-        for err in sorted(
-            self._validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path]
-        ):
-            problems.append(_describe(err, path))
+        check = f"value:{_content_key([path, value])}" if self._verdicts is not None else ""
+        problems = self._known(check)
+        if problems is None:
+            problems = self._value_problems(value, path)
+            self._learn(check, problems)
+        problems = [(str(at), str(message)) for at, message in problems]
         for unknown in unknown_fields(value, self.structural, path):
             problems.append((unknown, f'unknown field "{unknown}"'))
         return problems
+
+    def _value_problems(self, value: Any, path: str) -> Verdict:
+        if self._validator is None:
+            from jsonschema import Draft4Validator
+
+            self._validator = Draft4Validator(self._converted)
+        return [
+            _describe(err, path)
+            for err in sorted(
+                self._validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path]
+            )
+        ]
+
+
+def _check_schema(converted: JsonObject) -> Verdict:
+    """The converted schema's problem as Draft 4's meta-schema finds it (none: [])."""
+    from jsonschema import Draft4Validator
+    from jsonschema import exceptions as jsonschema_errors
+
+    try:
+        Draft4Validator.check_schema(converted)
+    except jsonschema_errors.SchemaError as err:
+        return [(_schema_path(err.absolute_path), err.message)]
+    return []
+
+
+def _content_key(value: Any) -> str:
+    """A digest naming JSON data exactly: key order kept (jsonschema reports in document order),
+    1 and 1.0 and true told apart, NaN and the infinities written (not null)."""
+    text = json.dumps(value, allow_nan=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{VERDICTS_REVISION}\0{text}".encode()).hexdigest()
 
 
 def add_preserve_unknown_fields(schema: JsonObject) -> None:

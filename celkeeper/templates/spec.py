@@ -24,7 +24,7 @@ from celkeeper.cel.inventory import SYNC_ANNOTATION, Requirement, RequirementsEr
 from celkeeper.documents import Document, field_path, index_path, key_path
 from celkeeper.errors import TemplateError, TemplateWarning
 from celkeeper.model import FailurePolicy, JsonObject
-from celkeeper.templates.parameters import ParameterSchema, SchemaProblem
+from celkeeper.templates.parameters import ParameterSchema, SchemaProblem, Verdicts
 from celkeeper.templates.source import (
     NamedExpression,
     Problems,
@@ -73,8 +73,11 @@ class TemplateSpec:
     warnings: tuple[TemplateWarning, ...] = ()
 
 
-def parse_template(document: Document) -> tuple[TemplateSpec | None, list[TemplateError]]:
-    """Read and check a ConstraintTemplate document; the spec is None when anything is wrong."""
+def parse_template(
+    document: Document, verdicts: Verdicts | None = None
+) -> tuple[TemplateSpec | None, list[TemplateError]]:
+    """Read and check a ConstraintTemplate document; the spec is None when anything is wrong.
+    `verdicts`: known results of the parameter schema's checks (templates.parameters.Verdicts)."""
     data = document.data if isinstance(document.data, dict) else {}
     meta = data.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
@@ -96,7 +99,7 @@ def parse_template(document: Document) -> tuple[TemplateSpec | None, list[Templa
         return None, problems.errors
 
     kind = _kind(spec, name, problems)
-    parameters = _parameters(spec, version, problems)
+    parameters = _parameters(spec, version, problems, verdicts)
     target_path, target = _target(spec, problems)
     operations = _operations(target, target_path, problems) if target is not None else None
     source_path, source = _source(target, target_path, problems) if target is not None else ("", None)
@@ -179,7 +182,9 @@ def _kind(spec: JsonObject, name: Any, problems: Problems) -> str | None:
     return kind
 
 
-def _parameters(spec: JsonObject, version: str, problems: Problems) -> ParameterSchema | None:
+def _parameters(
+    spec: JsonObject, version: str, problems: Problems, verdicts: Verdicts | None
+) -> ParameterSchema | None:
     path = "spec.crd.spec.validation"
     crd = spec.get("crd")
     crd_spec = crd.get("spec") if isinstance(crd, dict) else None
@@ -196,7 +201,7 @@ def _parameters(spec: JsonObject, version: str, problems: Problems) -> Parameter
     schema = validation.get("openAPIV3Schema")
     schema_path = key_path(path, "openAPIV3Schema")
     try:
-        return ParameterSchema(schema, legacy=legacy)
+        return ParameterSchema(schema, legacy=legacy, verdicts=verdicts)
     except SchemaProblem as err:
         where = (
             f"{schema_path}.{err.path}"

@@ -1,0 +1,105 @@
+"""The offline tools' disk cache of jsonschema's verdicts on parameter schemas and constraint
+parameters (templates.parameters.Verdicts), so that a run over unchanged policies neither imports
+jsonschema (~30 ms of a `verify`) nor runs its checks.
+
+    verdicts = DiskVerdicts.default()     # None when the cache is turned off (CELKEEPER_CACHE_DIR="")
+    PolicyBackend(engine, verdicts=verdicts)
+
+Entries are named by a digest of what was checked (the converted schema, the value and its path: see
+ParameterSchema), in a folder named by what words the results: templates/parameters.py and the
+installed jsonschema (their size and modification time) and VERDICTS_REVISION, under
+`$CELKEEPER_CACHE_DIR` (default `$XDG_CACHE_HOME/celkeeper`, else `~/.cache/celkeeper`)`/verdicts/`.
+Each entry is written to a temporary file and renamed (concurrent runs see a whole entry or none);
+an unreadable or malformed entry is a miss; a cache that cannot be written is not used, silently
+(it only saves time). Bounded: past MAX_ENTRIES the oldest half is removed, and folders of other
+versions go, when a run adds entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+from celkeeper.localfiles import write_atomic
+from celkeeper.templates import parameters
+
+CACHE_ENV = "CELKEEPER_CACHE_DIR"
+MAX_ENTRIES = 20_000
+
+
+def cache_root() -> Path | None:
+    """The cache's root folder; None when turned off (CELKEEPER_CACHE_DIR set to "")."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured is not None:
+        return Path(configured) if configured else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "celkeeper"
+
+
+def _version() -> str:
+    """What words the verdicts: the checking code and the installed jsonschema (found, not imported)."""
+    digest = hashlib.sha256(parameters.VERDICTS_REVISION.encode())
+    spec = importlib.util.find_spec("jsonschema")
+    for path in (parameters.__file__, spec.origin if spec is not None else None):
+        if path:
+            st = os.stat(path)
+            digest.update(f"\0{path}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+class DiskVerdicts:
+    """templates.parameters.Verdicts in a folder (see the module docstring)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._pruned = False
+
+    @classmethod
+    def default(cls) -> DiskVerdicts | None:
+        root = cache_root()
+        return cls(root / "verdicts" / _version()) if root is not None else None
+
+    def _file(self, key: str) -> Path:
+        return self.directory / (hashlib.sha256(key.encode()).hexdigest() + ".json")
+
+    def get(self, key: str) -> parameters.Verdict | None:
+        try:
+            data = json.loads(self._file(key).read_bytes())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in data
+        ):
+            return None
+        return [(p[0], p[1]) for p in data]
+
+    def put(self, key: str, verdict: parameters.Verdict) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            if not self._pruned:
+                self._pruned = True
+                self._prune()
+            write_atomic(self._file(key), json.dumps([list(p) for p in verdict]).encode(), 0o644)
+        except OSError:
+            return  # a cache that cannot be written only costs time
+
+    def _prune(self) -> None:
+        """Remove the folders of other versions, and the older half of the entries past MAX_ENTRIES."""
+        for sibling in self.directory.parent.iterdir():
+            if sibling != self.directory and sibling.is_dir():
+                for stale in sibling.iterdir():
+                    with contextlib.suppress(OSError):
+                        stale.unlink()
+                with contextlib.suppress(OSError):
+                    sibling.rmdir()
+        entries = list(os.scandir(self.directory))
+        if len(entries) <= MAX_ENTRIES:
+            return
+        by_age = sorted(entries, key=lambda e: e.stat().st_mtime_ns)
+        for entry in by_age[: len(by_age) - MAX_ENTRIES // 2]:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)

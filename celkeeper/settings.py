@@ -52,6 +52,13 @@ def parse_policy_validation(text: object) -> PolicyValidation:
     return _one_of(text, POLICY_VALIDATION, f"policy validation must be 'deny' or 'warn', not {text!r}")
 
 
+#: The largest AdmissionReview body a webhook accepts by default: controller-runtime's maxRequestSize,
+#: what Gatekeeper's webhook accepts. An UPDATE's review carries the object and its old version, each
+#: up to the API server's 3 MiB request limit (more as JSON than as stored); refusing a larger review
+#: would answer it by the failure mode (with failurePolicy Ignore: let it through unchecked).
+MAX_REVIEW_BYTES = 7 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class CelLimits:
     """Bounds on CEL sources, checked by the cel-python engine's front end before anything is
@@ -97,7 +104,7 @@ class Settings:
     failure_mode: FailureMode = "allow"
     """What the webhook answers when it fails internally: "allow" (fail open, Gatekeeper's default) or
     "deny" (`--failure-mode`)."""
-    max_request_bytes: int = 3 * 1024 * 1024 + 64 * 1024
+    max_request_bytes: int = MAX_REVIEW_BYTES
     """The largest AdmissionReview body accepted (larger: 413; `--max-request-bytes`)."""
     eval_deadline: float = 2.0
     """Seconds the policies may take to decide one admission request (0: no deadline): below the

@@ -52,6 +52,7 @@ from wsgiref.types import WSGIApplication
 from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 
+from celkeeper.settings import MAX_REVIEW_BYTES
 from celkeeper.tls import ServerTLS
 from celkeeper.webhook.balance import LoadBoard
 from celkeeper.webhook.worker import DrainFlag, EventWorker
@@ -74,7 +75,7 @@ class ServerOptions:
     request_timeout: float = 10.0  # a request must arrive whole within this of its first byte (and a
     # new connection send its first request within this of its handshake)
     max_connections: int = 1000  # per worker; beyond, the connection idle the longest is closed
-    max_body: int = 3 * 1024 * 1024 + 64 * 1024  # a larger body is read and dropped (the app answers 413)
+    max_body: int = MAX_REVIEW_BYTES  # a larger body is read and dropped (the app answers 413)
     backlog: int = 2048
     max_requests: int = 50_000  # recycle a worker after this many requests, +0-10% jitter (0: never)
     gc_threshold: int = 20_000  # the workers' generation-0 threshold (0: Python's default)

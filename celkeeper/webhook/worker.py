@@ -56,6 +56,7 @@ from gunicorn import sock as gsock
 from gunicorn.http import wsgi
 from gunicorn.workers import base
 
+from celkeeper.settings import MAX_REVIEW_BYTES
 from celkeeper.webhook.balance import DEFER, LoadBoard
 from celkeeper.webhook.http1 import Frame, RequestFramer, RequestTooLarge
 
@@ -135,7 +136,7 @@ class EventWorker(base.Worker):
     request_timeout = 10.0
     write_timeout = 10.0
     max_head = 64 * 1024
-    max_body = 3 * 1024 * 1024 + 64 * 1024
+    max_body = MAX_REVIEW_BYTES
     drain_limit = 64 * 1024 * 1024
     board: LoadBoard | None = None  # shared with the sibling workers (webhook/balance.py)
     drain: DrainFlag | None = None  # set by the master while the server drains (webhook/server.py)

@@ -127,6 +127,24 @@ def test_updates_are_checked_too(kube_cluster: ControlPlane, namespace: str) -> 
     assert ACTIONS["deny"] not in (current["metadata"].get("labels") or {})
 
 
+def test_an_update_of_an_object_as_large_as_the_api_server_stores_is_decided(
+    kube_cluster: ControlPlane, namespace: str
+) -> None:
+    """An UPDATE's review carries the object twice: a ConfigMap with 1,000,000 newlines of data (the
+    API server's limit is 1 MiB; 2 MB as JSON) makes a review of ~4 MB, which is decided (as
+    Gatekeeper's webhook, which takes 7 MiB, decides it), not refused as too large (which the API
+    server takes as the webhook failing: with failurePolicy Ignore, the update would go through)."""
+    big = labelled("ConfigMap", "big", {}, namespace)
+    big["data"] = {"blob": "\n" * 1_000_000}
+    assert create(kube_cluster, big).returncode == 0
+    proc = kube_cluster.kubectl(
+        "label", "configmap", "big", "-n", namespace, f"{ACTIONS['deny']}=now", check=False
+    )
+    assert proc.returncode != 0
+    assert "failed calling webhook" not in proc.stderr, proc.stderr[-2000:]
+    assert deny_message("ConfigMap", "big") in proc.stderr
+
+
 def test_server_side_dry_run_is_reviewed_and_stores_nothing(
     kube_cluster: ControlPlane, namespace: str
 ) -> None:

@@ -24,7 +24,7 @@ import requests
 from cryptography import x509
 
 from celkeeper.cel import engine_available
-from celkeeper.settings import DEFAULT_ENGINE, FALLBACK_ENGINE
+from celkeeper.settings import DEFAULT_ENGINE, FALLBACK_ENGINE, MAX_REVIEW_BYTES
 from celkeeper.tls import write_certificates
 from celkeeper.webhook.metrics import FLUSH_INTERVAL
 from tests.support.serve import POLICIES, ServeProcess, pod, review
@@ -172,7 +172,7 @@ def test_bad_requests_get_4xx_with_a_reason_and_the_server_stays_up(server: Serv
     no_request = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
     assert server.post("/v1/admit", json.dumps(no_request).encode()).status_code == 400
     huge = review(pod(labels=LABELLED))
-    huge["request"]["object"]["metadata"]["annotations"] = {"blob": "x" * (4 * 1024 * 1024)}
+    huge["request"]["object"]["metadata"]["annotations"] = {"blob": "x" * (MAX_REVIEW_BYTES + 1)}
     resp = server.post("/v1/admit", json.dumps(huge).encode())
     assert resp.status_code == 413 and "too large" in resp.json()["error"]
     get = requests.get(server.url("/v1/admit"), verify=str(server.certs.ca_cert), timeout=5)

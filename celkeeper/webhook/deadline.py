@@ -20,8 +20,8 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
+from types import TracebackType
 
 
 class DeadlineExceeded(BaseException):
@@ -50,33 +50,30 @@ class Watchdog:
         self.fired = 0  # how many times it interrupted (for logs and tests)
         self._thread: threading.Thread | None = None
 
-    @contextmanager
-    def limit(self, seconds: float) -> Iterator[None]:
+    def limit(self, seconds: float) -> AbstractContextManager[None]:
         """Interrupt the block with DeadlineExceeded if it runs longer than `seconds` (0: no limit)."""
         if seconds <= 0:
-            yield
-            return
+            return _UNLIMITED
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._run, name="eval-watchdog", daemon=True)
             self._thread.start()
+        return _Guard(self, seconds)
+
+    def _arm(self, seconds: float) -> int:
         self._due = time.monotonic() + seconds  # written before the target: seen together
         self._armed += 1
         armed = self._armed
         self._target = threading.get_ident()
-        interrupted = False
-        try:
-            yield
-        except DeadlineExceeded:
-            interrupted = True
-            raise
-        finally:
-            with self._lock:  # the watchdog fires under the lock: after this, never
-                fired = self._armed != armed
-                self._target = 0
-            if fired:
-                _clear_in(threading.get_ident(), None)  # nothing pending left for later code
-                if not interrupted:  # swallowed, or pending when the block ended: say so here
-                    raise DeadlineExceeded()
+        return armed
+
+    def _disarm(self, armed: int, interrupted: bool) -> None:
+        with self._lock:  # the watchdog fires under the lock: after this, never
+            fired = self._armed != armed
+            self._target = 0
+        if fired:
+            _clear_in(threading.get_ident(), None)  # nothing pending left for later code
+            if not interrupted:  # swallowed, or pending when the block ended: say so here
+                raise DeadlineExceeded()
 
     def _run(self) -> None:
         while True:
@@ -91,3 +88,27 @@ class Watchdog:
                 self.fired += 1
                 self._armed += 1  # marks it fired (limit() compares)
                 self._due = time.monotonic() + self.repeat  # again, until the block is left
+
+
+class _Guard:
+    """One guarded block (Watchdog.limit): a plain context manager, not a generator one (this is on
+    every request's path, and a @contextmanager costs ~2 us to enter and leave)."""
+
+    __slots__ = ("armed", "seconds", "watchdog")
+
+    def __init__(self, watchdog: Watchdog, seconds: float) -> None:
+        self.watchdog = watchdog
+        self.seconds = seconds
+        self.armed = 0
+
+    def __enter__(self) -> None:
+        self.armed = self.watchdog._arm(self.seconds)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        interrupted = kind is not None and issubclass(kind, DeadlineExceeded)
+        self.watchdog._disarm(self.armed, interrupted)
+
+
+_UNLIMITED: AbstractContextManager[None] = nullcontext()

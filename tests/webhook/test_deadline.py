@@ -180,6 +180,24 @@ def test_the_watchdog_stops_only_what_overruns() -> None:
     assert watchdog.fired >= 1
 
 
+def test_an_interruption_the_block_swallows_is_raised_when_it_ends() -> None:
+    """An engine that catches everything (BaseException included) cannot keep the request running
+    past the deadline unnoticed: the guard raises DeadlineExceeded as the block ends, and the
+    watchdog leaves the thread alone afterwards."""
+    watchdog = Watchdog(tick=0.01)
+    swallowed = 0
+    with pytest.raises(DeadlineExceeded), watchdog.limit(0.05):
+        while not swallowed:
+            try:
+                time.sleep(0.001)
+            except BaseException:  # what a careless engine does
+                swallowed += 1
+    assert swallowed == 1 and watchdog.fired >= 1
+    fired = watchdog.fired
+    time.sleep(0.1)  # disarmed: nothing pending, nothing more raised
+    assert watchdog.fired == fired
+
+
 def test_the_deadline_has_a_sane_default_and_flag() -> None:
     from celkeeper.cli.main import build_parser
 

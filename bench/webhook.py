@@ -11,6 +11,9 @@ which measures constraints whose parameters differ. For 1 and 2 Gunicorn workers
   - open loop at half that rate (or --open-rate): requests are sent on a fixed schedule (paced
     per wrk thread), p50 and p99; the schedule is not corrected for coordinated omission (at half
     load the server is rarely behind);
+  - the time per review the workers' threads spent runnable but waiting for a CPU (the scheduler's
+    run_delay): their main threads (which serve the requests: latency added by CPU contention, not
+    by the server's code) and their other threads (the Go runtime's, the metrics flusher, ...);
   - CPU time per review of the server (workers) and of the load generator, and how the work fell
     on the workers (a keep-alive connection stays with the worker that accepted it: wrk opens its
     connections at once, and one worker may win most of them);
@@ -25,7 +28,10 @@ Python client (threads, keep-alive connections), which on 2 cores is itself the 
 
     .venv/bin/python bench/webhook.py [--duration 10] [--connections 8] [--threads 1] [--repeat N]
                                       [--open-rate R] [--workers 1 2] [--engine NAME] [--ceiling-only]
-                                      [--baseline DIR [--rounds N]]
+                                      [--baseline DIR [--rounds N]] [--client-cpus LIST]
+
+`--client-cpus 1` runs wrk on CPU 1 only (taskset): with the run-queue wait, what the load generator's
+share of the 2 cores does to the tail.
 
 `--baseline DIR` (another checkout, e.g. `git archive main | tar -x -C DIR`; its cel-go library must be
 built) measures the same workload served by that tree's celkeeper too, alternating with this one's
@@ -319,6 +325,12 @@ def main() -> int:
         "--python-client", action="store_true", help="use the Python client even if wrk exists"
     )
     parser.add_argument(
+        "--client-cpus",
+        default="",
+        metavar="LIST",
+        help="run wrk on these CPUs only (taskset -c LIST, e.g. 1)",
+    )
+    parser.add_argument(
         "--baseline", metavar="DIR", default=None, help="also measure the celkeeper of this checkout"
     )
     parser.add_argument(
@@ -336,7 +348,8 @@ def main() -> int:
         version = subprocess.run(
             [wrk, "--version"], capture_output=True, text=True, check=False
         ).stdout.splitlines()[0]
-        print(f"load generator: {version.split(' Copyright')[0]} ({wrk}), {args.threads} thread(s)")
+        pinned = f", on CPU(s) {args.client_cpus}" if args.client_cpus else ""
+        print(f"load generator: {version.split(' Copyright')[0]} ({wrk}), {args.threads} thread(s){pinned}")
     else:
         print("load generator: Python threads (wrk not found; `apt-get install -y wrk` for a lighter client)")
     try:
@@ -370,7 +383,7 @@ def main() -> int:
         print()
         header = (
             f"{'workers':>7} {'mode':<22} {'reviews/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} "
-            f"{'server CPU/review':>18} {'client CPU/review':>18}  split"
+            f"{'server CPU/review':>18} {'client CPU/review':>18} {'runq wait/review':>17}  split"
         )
         print(header)
         print("-" * len(header))
@@ -418,6 +431,7 @@ def main() -> int:
                             args.threads,
                             rate,
                             pids,
+                            args.client_cpus,
                         )
                     return run_python(
                         "localhost", server.port, body, server.certs.ca_cert, args.duration, conns, rate, pids
@@ -441,10 +455,12 @@ def main() -> int:
                         res.server_cpu / per
                     )
                     label = f"{mode} [{tree_name}]" if len(trees) > 1 else mode
+                    main_wait, other_wait = (w / per * 1e6 for w in res.server_wait)
                     print(
                         f"{workers:>7} {label:<22} {res.rate:>10.0f} {res.p50 * 1e3:>8.2f} "
                         f"{res.p99 * 1e3:>8.2f} {res.errors:>6} {res.server_cpu / per * 1e6:>15.0f} µs "
-                        f"{res.client_cpu / per * 1e6:>15.0f} µs  {worker_split(res.worker_cpu)}"
+                        f"{res.client_cpu / per * 1e6:>15.0f} µs {main_wait:>6.0f}+{other_wait:<5.0f} µs  "
+                        f"{worker_split(res.worker_cpu)}"
                     )
                 growth, served = rss_growth
                 per_review = growth * 2**20 / max(served, 1)
@@ -470,6 +486,10 @@ def main() -> int:
         print(
             "server CPU/review: worker CPU time (user+sys) divided by reviews; client likewise for the "
             "load generator, which shares the same CPUs"
+        )
+        print(
+            "runq wait/review: time the workers' main threads + their other threads were runnable but "
+            "waiting for a CPU, divided by reviews"
         )
     return 0
 

@@ -40,6 +40,29 @@ def rss_mib(pids: set[int]) -> float:
     return total / 1024
 
 
+def run_queue_wait(pids: set[int]) -> tuple[float, float]:
+    """Seconds the processes' threads spent runnable but waiting for a CPU (the scheduler's run_delay,
+    /proc/<pid>/task/<tid>/schedstat): (their main threads, their other threads). A worker's main
+    thread serves its requests, so its wait is latency added by CPU contention (the load generator,
+    the sibling worker, the Go runtime's threads, other processes), not by the server's code."""
+    main = other = 0
+    for pid in pids:
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                waited = int((task / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if task.name == str(pid):
+                main += waited
+            else:
+                other += waited
+    return main / 1e9, other / 1e9
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -101,6 +124,8 @@ class Result:
         self.rate, self.p50, self.p99, self.requests, self.errors = rate, p50, p99, requests, errors
         self.client_cpu, self.server_cpu = client_cpu, server_cpu
         self.worker_cpu: list[float] = []  # per worker, busiest first (connections stay with a worker)
+        # seconds the server's threads waited for a CPU (run_queue_wait): main threads, other threads
+        self.server_wait = (0.0, 0.0)
 
 
 def worker_split(worker_cpu: list[float]) -> str:
@@ -124,11 +149,15 @@ def run_wrk(
     threads: int,
     rate: float | None,
     server_pids: set[int],
+    client_cpus: str = "",
 ) -> Result:
+    """`client_cpus`: run wrk on these CPUs only (taskset -c), e.g. to see what its share of the
+    cores does to the server's run-queue wait and the tail."""
     interval = (threads * 1000.0 / rate) if rate else 0  # ms between two requests of one wrk thread
     script = work / ("paced.lua" if rate else "closed.lua")
     script.write_text(LUA.format(body=body, interval=f"{interval:.6f}"))
     cmd = [
+        *(["taskset", "-c", client_cpus] if client_cpus else []),
         "wrk",
         f"-t{threads}",
         f"-c{connections}",
@@ -141,8 +170,10 @@ def run_wrk(
     ]
     client0, server0 = children_cpu(), cpu_seconds(server_pids)
     each0 = {p: cpu_seconds({p}) for p in server_pids}
+    wait0 = run_queue_wait(server_pids)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     client1, server1 = children_cpu(), cpu_seconds(server_pids)
+    wait1 = run_queue_wait(server_pids)
     rate_found = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     ck = re.search(r"CK p50=(\d+) p99=(\d+) n=(\d+) errors=(\d+) status=(\d+)", out)
     assert ck, out
@@ -151,6 +182,7 @@ def run_wrk(
         rate_found, p50 / 1e6, p99 / 1e6, n, errors + status, client1 - client0, server1 - server0
     )
     result.worker_cpu = _per_worker(server_pids, each0)
+    result.server_wait = (wait1[0] - wait0[0], wait1[1] - wait0[1])
     return result
 
 
@@ -197,6 +229,7 @@ def run_python(
 
     cpu0, server0, t0 = time.process_time(), cpu_seconds(server_pids), time.monotonic()
     each0 = {p: cpu_seconds({p}) for p in server_pids}
+    wait0 = run_queue_wait(server_pids)
     pool = [threading.Thread(target=worker, args=(i,)) for i in range(connections)]
     for t in pool:
         t.start()
@@ -204,8 +237,10 @@ def run_python(
         t.join()
     elapsed = time.monotonic() - t0
     cpu1, server1 = time.process_time(), cpu_seconds(server_pids)
+    wait1 = run_queue_wait(server_pids)
     flat = sorted(x for lat in latencies for x in lat)
     q = statistics.quantiles(flat, n=100) if len(flat) > 2 else [0.0] * 99
     result = Result(len(flat) / elapsed, q[49], q[98], len(flat), sum(errors), cpu1 - cpu0, server1 - server0)
     result.worker_cpu = _per_worker(server_pids, each0)
+    result.server_wait = (wait1[0] - wait0[0], wait1[1] - wait0[1])
     return result

@@ -147,8 +147,8 @@ func (r *Request) dataFor(t *Template) ref.Val {
 // may be there; they are replaced), `object`/`oldObject` the raw JSON of those fields (empty: none),
 // `namespace` the JSON of the request's Namespace object (empty: none).
 func NewRequest(header, object, oldObject, namespace []byte) (*Request, error) {
-	req := &admissionv1.AdmissionRequest{}
-	if err := json.Unmarshal(header, req); err != nil {
+	req, err := readHeader(header) // json.Unmarshal's result, without its reflection (header.go)
+	if err != nil {
 		return nil, fmt.Errorf("cannot read the admission request: %w", err)
 	}
 	req.Object = runtime.RawExtension{Raw: object}

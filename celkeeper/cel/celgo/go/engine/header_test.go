@@ -11,11 +11,8 @@ import (
 // readHeader gives what json.Unmarshal gives (value or error), and its fast path reads the plain
 // headers celkeeper sends (the audit's, the webhook's) itself.
 func TestReadHeaderIsJSONUnmarshal(t *testing.T) {
-	audit := `{"kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"","resource":""},` +
-		`"requestKind":{"group":"","version":"v1","kind":"Pod"},"requestResource":{"group":"","version":"","resource":""},` +
-		`"name":"web-1","namespace":"team-1","operation":"","userInfo":{},"dryRun":false,"options":null}`
 	fast := []string{
-		audit,
+		string(auditHeader),
 		string(benchHeader),
 		`{}`,
 		` { "uid" : "x" , "kind" : { } } `,
@@ -76,7 +73,27 @@ func TestReadHeaderIsJSONUnmarshal(t *testing.T) {
 	}
 }
 
-// BenchmarkPieceReadHeader: the header read by readHeader (BenchmarkPieceHeader: by encoding/json).
-func BenchmarkPieceReadHeader(b *testing.B) {
+// auditHeader is the header celkeeper sends for an audited object (review/request.py
+// request_for_object: no operation, no userInfo, no options).
+var auditHeader = []byte(`{"kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"","resource":""},` +
+	`"requestKind":{"group":"","version":"v1","kind":"Pod"},"requestResource":{"group":"","version":"","resource":""},` +
+	`"name":"web-1","namespace":"team-1","operation":"","userInfo":{},"dryRun":false,"options":null}`)
+
+// The header read by readHeader (BenchmarkPieceHeader: a webhook's by encoding/json) and an audited
+// object's by both.
+func BenchmarkPieceHeaderRead(b *testing.B) {
 	loopCPU(b, func() { _, _ = readHeader(benchHeader) })
+}
+func BenchmarkPieceAuditHeaderJSON(b *testing.B) {
+	loopCPU(b, func() { _ = json.Unmarshal(auditHeader, &admissionv1.AdmissionRequest{}) })
+}
+func BenchmarkPieceAuditHeaderRead(b *testing.B) {
+	loopCPU(b, func() { _, _ = readHeader(auditHeader) })
+}
+
+// BenchmarkPieceAuditRequest: an audited object's request (NewRequest on auditHeader).
+func BenchmarkPieceAuditRequest(b *testing.B) {
+	object := mustJSON(benchPod())
+	ns := mustJSON(benchNamespace)
+	loopCPU(b, func() { _, _ = NewRequest(auditHeader, object, nil, ns) })
 }

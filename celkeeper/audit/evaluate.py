@@ -46,6 +46,9 @@ class Outcome:
     errors: tuple[tuple[ConstraintKey, str], ...] = ()  # constraints that could not evaluate it, and why
 
 
+NOTHING = Outcome()  # no violation, no error: the outcome of most objects (immutable, shared)
+
+
 class Evaluator:
     """Decides objects against one policy set (built per run; immutable)."""
 
@@ -82,7 +85,7 @@ class Evaluator:
         except Exception as err:  # a bug or an engine failure on this object: find the culprit(s)
             return self._one_by_one(obj, lookup, err)
         if not decision.results:
-            return Outcome()
+            return NOTHING
         return Outcome(tuple(self._violations(decision.results, obj)))
 
     def unevaluable(self, obj: Mapping[str, JsonValue], why: str) -> Outcome:

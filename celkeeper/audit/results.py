@@ -60,19 +60,24 @@ class ObjectRef:
 
     @classmethod
     def of(cls, obj: JsonValue) -> ObjectRef:
-        api_version = str(obj.get("apiVersion") or "")
-        group, _, version = api_version.rpartition("/")
+        group, version, kind = cls.kind_of(obj)
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
         return cls(
             group=group,
             version=version,
-            kind=str(obj.get("kind") or ""),
+            kind=kind,
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
             resource_version=str(meta.get("resourceVersion") or ""),
         )
+
+    @staticmethod
+    def kind_of(obj: JsonValue) -> tuple[str, str, str]:
+        """The object's (group, version, kind), as `of` names them (without making a reference)."""
+        group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
+        return group, version, str(obj.get("kind") or "")
 
     @property
     def api_version(self) -> str:

@@ -125,11 +125,13 @@ def audit_objects(
 
 
 def _record(outcome: Outcome, obj: Mapping[str, JsonValue], results: RunResults, report: Reporter) -> None:
-    ref = ObjectRef.of(obj)
-    results.counted(ref.group, ref.version, ref.kind)
+    results.counted(*ObjectRef.kind_of(obj))  # a reference is made only for errors (violations have theirs)
     for violation in outcome.violations:
         results.add(violation)
         report.violation(violation)
+    if not outcome.errors:
+        return
+    ref = ObjectRef.of(obj)
     for key, message in outcome.errors:
         results.add_error(key, ref, message)
         report.error(key, ref, message)

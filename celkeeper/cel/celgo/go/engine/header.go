@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -28,6 +29,14 @@ func readHeader(data []byte) (*admissionv1.AdmissionRequest, error) {
 	return req, nil
 }
 
+// headerFields: an AdmissionRequest's json tags, each with its bit in fastHeader's set of keys read.
+var headerFields = map[string]uint32{
+	"uid": 1 << 0, "kind": 1 << 1, "resource": 1 << 2, "subResource": 1 << 3, "requestKind": 1 << 4,
+	"requestResource": 1 << 5, "requestSubResource": 1 << 6, "name": 1 << 7, "namespace": 1 << 8,
+	"operation": 1 << 9, "userInfo": 1 << 10, "object": 1 << 11, "oldObject": 1 << 12, "dryRun": 1 << 13,
+	"options": 1 << 14,
+}
+
 func fastHeader(data []byte) (*admissionv1.AdmissionRequest, bool) {
 	d := decoders.Get().(*jsonDecoder)
 	defer d.release()
@@ -35,77 +44,61 @@ func fastHeader(data []byte) (*admissionv1.AdmissionRequest, bool) {
 	req := &admissionv1.AdmissionRequest{}
 	var seen uint32
 	ok := d.eachMember(func(key []byte) bool {
-		var bit uint32
-		var ok bool
+		// encoding/json matches keys without regard to case and ignores unknown ones; it merges a
+		// repeated struct field and ignores a null one: none of that here
+		bit, known := headerFields[string(key)]
+		if !known || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		var s string
+		ok := false
 		switch string(key) {
 		case "uid":
-			bit = 1 << 0
-			var s string
 			s, ok = d.plainString()
 			req.UID = types.UID(s)
 		case "kind":
-			bit = 1 << 1
 			req.Kind, ok = d.gvk()
 		case "resource":
-			bit = 1 << 2
 			req.Resource, ok = d.gvr()
 		case "subResource":
-			bit = 1 << 3
 			req.SubResource, ok = d.plainString()
 		case "requestKind":
-			bit = 1 << 4
 			if ok = d.null(); !ok && d.at('{') {
 				var gvk metav1.GroupVersionKind
 				gvk, ok = d.gvk()
 				req.RequestKind = &gvk
 			}
 		case "requestResource":
-			bit = 1 << 5
 			if ok = d.null(); !ok && d.at('{') {
 				var gvr metav1.GroupVersionResource
 				gvr, ok = d.gvr()
 				req.RequestResource = &gvr
 			}
 		case "requestSubResource":
-			bit = 1 << 6
 			req.RequestSubResource, ok = d.plainString()
 		case "name":
-			bit = 1 << 7
 			req.Name, ok = d.plainString()
 		case "namespace":
-			bit = 1 << 8
 			req.Namespace, ok = d.plainString()
 		case "operation":
-			bit = 1 << 9
-			var s string
 			s, ok = d.plainString()
 			req.Operation = admissionv1.Operation(s)
 		case "userInfo":
-			bit = 1 << 10
 			req.UserInfo, ok = d.userInfo()
 		case "object":
-			bit = 1 << 11
 			req.Object.Raw, ok = d.raw()
 		case "oldObject":
-			bit = 1 << 12
 			req.OldObject.Raw, ok = d.raw()
 		case "dryRun":
-			bit = 1 << 13
 			if ok = d.null(); !ok {
 				var b bool
 				b, ok = d.boolean()
 				req.DryRun = &b
 			}
 		case "options":
-			bit = 1 << 14
 			req.Options.Raw, ok = d.raw()
-		default: // encoding/json matches keys without regard to case, and ignores unknown ones
-			return false
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
 		return ok
 	})
 	if !ok {
@@ -205,30 +198,28 @@ func (d *jsonDecoder) raw() ([]byte, bool) {
 
 // strings3 reads an object of at most three string fields named a, b and c.
 func (d *jsonDecoder) strings3(a, b, c string) (x, y, z string, ok bool) {
+	names := [3]string{a, b, c}
+	var values [3]string
 	var seen uint8
 	ok = d.eachMember(func(key []byte) bool {
-		var bit uint8
+		i := slices.Index(names[:], string(key))
+		if i < 0 || !claim(&seen, i) {
+			return false
+		}
 		var read bool
-		switch string(key) {
-		case a:
-			bit = 1
-			x, read = d.plainString()
-		case b:
-			bit = 2
-			y, read = d.plainString()
-		case c:
-			bit = 4
-			z, read = d.plainString()
-		default:
-			return false
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
+		values[i], read = d.plainString()
 		return read
 	})
-	return x, y, z, ok
+	return values[0], values[1], values[2], ok
+}
+
+// claim marks field i read (false: it was, the key is repeated).
+func claim(seen *uint8, i int) bool {
+	if *seen&(1<<i) != 0 {
+		return false
+	}
+	*seen |= 1 << i
+	return true
 }
 
 func (d *jsonDecoder) gvk() (metav1.GroupVersionKind, bool) {
@@ -273,24 +264,25 @@ func (d *jsonDecoder) stringList() ([]string, bool) {
 	}
 }
 
+var userInfoFields = []string{"username", "uid", "groups", "extra"}
+
 func (d *jsonDecoder) userInfo() (authenticationv1.UserInfo, bool) {
 	var info authenticationv1.UserInfo
 	var seen uint8
 	ok := d.eachMember(func(key []byte) bool {
-		var bit uint8
-		var read bool
-		switch string(key) {
-		case "username":
-			bit = 1
+		i := slices.Index(userInfoFields, string(key))
+		if i < 0 || !claim(&seen, i) {
+			return false
+		}
+		read := false
+		switch i {
+		case 0:
 			info.Username, read = d.plainString()
-		case "uid":
-			bit = 2
+		case 1:
 			info.UID, read = d.plainString()
-		case "groups":
-			bit = 4
+		case 2:
 			info.Groups, read = d.stringList()
-		case "extra":
-			bit = 8
+		case 3:
 			info.Extra = map[string]authenticationv1.ExtraValue{}
 			// a map: a repeated key keeps its last value, as encoding/json's does
 			read = d.eachMember(func(key []byte) bool {
@@ -298,13 +290,7 @@ func (d *jsonDecoder) userInfo() (authenticationv1.UserInfo, bool) {
 				info.Extra[string(key)] = values
 				return ok
 			})
-		default:
-			return false
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
 		return read
 	})
 	return info, ok

@@ -17,7 +17,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -31,15 +30,8 @@ import (
 
 func main() {}
 
-// gcPercent: a decision allocates many short-lived values (CEL's wrappers of the request's data):
-// collecting less often saves a quarter of the CPU per decision, for a heap that may grow to five
-// times what is live (compiled templates and constraints) between collections. GOGC overrides it.
-const gcPercent = 400
-
 func init() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
+	engine.SetGCPercent() // the library's GOGC (gc.go)
 	go warmTemplateCompiler()
 }
 

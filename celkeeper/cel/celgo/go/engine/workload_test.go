@@ -16,6 +16,9 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// The benchmarks collect garbage as the library does.
+func init() { SetGCPercent() }
+
 // loopCPU runs f b.N times and reports the process CPU time per call (wall time is unreliable on a
 // shared machine).
 func loopCPU(b *testing.B, f func()) {

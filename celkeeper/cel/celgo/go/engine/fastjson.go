@@ -51,9 +51,12 @@ type jsonDecoder struct {
 	// the keys this decoder has read (kept across documents, up to maxKeys): the objects of a
 	// webhook's requests have the same few hundred field names, each then made once
 	keys map[string]string
+	// likewise the short string values (names, images, labels, enumerations: mostly the same from
+	// one object to the next)
+	values map[string]any
 }
 
-// Bounds of a decoder's keys: how many, and the longest kept.
+// Bounds of a decoder's keys (and of its string values): how many, and the longest kept.
 const (
 	maxKeys      = 2048
 	maxKeyLength = 64
@@ -214,13 +217,28 @@ func (d *jsonDecoder) array(depth int) ([]any, error) {
 }
 
 // str reads a string whose bytes are valid UTF-8 and hold no control characters (one with escapes:
-// escapedSpan); any other string is errFallback.
+// escapedSpan); any other string is errFallback. A short one read before is not made again
+// (d.values: the string and the interface holding it are shared, read-only).
 func (d *jsonDecoder) str() (any, error) {
 	s, err := d.span()
 	if err != nil {
 		return nil, err
 	}
-	return string(s), nil
+	if len(s) > maxKeyLength {
+		return string(s), nil
+	}
+	if known, ok := d.values[string(s)]; ok {
+		return known, nil
+	}
+	str := string(s)
+	v := any(str)
+	if len(d.values) < maxKeys {
+		if d.values == nil {
+			d.values = make(map[string]any, 256)
+		}
+		d.values[str] = v
+	}
+	return v, nil
 }
 
 // key reads an object's key as str does; one read before is not copied again (d.keys).

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
@@ -125,5 +126,43 @@ func TestDecodeObjectKeysKept(t *testing.T) {
 	}
 	if _, ok := d.keys[strings.Repeat("k", maxKeyLength+1)]; ok {
 		t.Fatal("a key longer than maxKeyLength was kept")
+	}
+}
+
+// Likewise the short string values: documents decode as before (Kubernetes' decoder gives the same),
+// a value read again is the one kept, the kept values are bounded.
+func TestDecodeObjectValuesKept(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"list":[`)
+	for i := 0; i < maxKeys+500; i++ {
+		fmt.Fprintf(&b, `"value%d",`, i)
+	}
+	fmt.Fprintf(&b, `%q],"again":"value7","escaped":"val\u0075e7"}`, strings.Repeat("v", maxKeyLength+1))
+	doc := b.String()
+	for i := 0; i < 3; i++ {
+		checkDecode(t, doc)
+	}
+	d := &jsonDecoder{}
+	var first, second map[string]any
+	for i, out := range []*map[string]any{&first, &second} {
+		d.data, d.pos = []byte(doc), 0
+		m, err := d.object(0)
+		if err != nil {
+			t.Fatalf("pass %d: %v", i, err)
+		}
+		*out = m
+	}
+	if len(d.values) != maxKeys {
+		t.Fatalf("the decoder kept %d values, want %d", len(d.values), maxKeys)
+	}
+	if _, ok := d.values[strings.Repeat("v", maxKeyLength+1)]; ok {
+		t.Fatal("a value longer than maxKeyLength was kept")
+	}
+	same := func(a, b any) bool { return unsafe.StringData(a.(string)) == unsafe.StringData(b.(string)) }
+	if !same(first["again"], first["list"].([]any)[7]) || !same(first["again"], second["again"]) {
+		t.Fatal("a short value read again was made again")
+	}
+	if first["escaped"] != "value7" || first["again"] != "value7" {
+		t.Fatalf("values %v %v", first["escaped"], first["again"])
 	}
 }

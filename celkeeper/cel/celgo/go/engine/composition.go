@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/google/cel-go/common/types"
@@ -33,13 +34,15 @@ type composition struct {
 	vars  variablesMap
 
 	accumulatedCost int64
-	recorders       []*[]string // the variables read by each evaluation in progress (nil: not recorded)
-	trace           *Trace      // Explain: every part's result is recorded here (nil: not traced)
+	recorders       []*[]string  // the variables read by each evaluation in progress (nil: not recorded)
+	recordersBuf    [4]*[]string // the first recorders (most evaluations need no more)
+	trace           *Trace       // Explain: every part's result is recorded here (nil: not traced)
 }
 
 // newComposition makes the evaluation contexts of one constraint (CreateContext + newActivation).
 func (t *Template) newComposition(ctx context.Context, r *Request, c *Constraint) *composition {
 	comp := &composition{Context: ctx, t: t, r: r, c: c, trace: r.tracer}
+	comp.recorders = comp.recordersBuf[:0]
 	comp.act = activation{object: r.object, oldObject: r.oldObject, r: r}
 	if len(t.dataKinds) > 0 {
 		comp.act.data = r.dataFor(t)
@@ -82,9 +85,10 @@ func (comp *composition) reportCost(cost int64) {
 	comp.accumulatedCost += cost
 }
 
-// record notes that the evaluation in progress read a variable.
+// record notes that the evaluation in progress read a variable (the first time it reads it: a
+// variable is resolved once in a context, so reading it again neither costs nor decides anything).
 func (comp *composition) record(name string) {
-	if n := len(comp.recorders); n > 0 && comp.recorders[n-1] != nil {
+	if n := len(comp.recorders); n > 0 && comp.recorders[n-1] != nil && !slices.Contains(*comp.recorders[n-1], name) {
 		*comp.recorders[n-1] = append(*comp.recorders[n-1], name)
 	}
 }

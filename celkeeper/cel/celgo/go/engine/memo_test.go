@@ -327,3 +327,47 @@ func TestPartsReadingDataAreTheirTemplatesOwn(t *testing.T) {
 		t.Fatalf("after the store changed: %q", got)
 	}
 }
+
+// An evaluation records each variable it reads once, in the order of the first reads (reading it
+// again costs and decides nothing: it is resolved once in a context), however often it reads it;
+// replaying it reports the same cost as evaluating it.
+func TestReadsAreRecordedOnce(t *testing.T) {
+	_, tmpl := compileSource(t, `{"variables": [
+		{"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+		{"name": "n", "expression": "size(variables.labels)"}],
+	  "validations": [{"expression": "variables.labels.all(k, variables.labels[k] != 'x' && variables.n < 9 && variables.labels[k] != variables.labels[k] + 'y')"}]}`)
+	c, err := tmpl.Bind(mustJSON(map[string]any{"kind": "K", "metadata": map[string]any{"name": "c"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	object := mustJSON(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{
+		"name": "p", "labels": map[string]any{"a": "1", "b": "2", "c": "3"}}})
+	costs := []int64{}
+	for range 2 { // evaluated, then replayed from the request's memo
+		r, err := NewRequest(benchHeader, object, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comp := tmpl.newComposition(context.Background(), r, c)
+		before := int64(PerCallLimit)
+		_, remaining, err := comp.forInput(tmpl.validations, partValidation, scopeValidations, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		costs = append(costs, before-remaining)
+		_, remaining, err = comp.forInput(tmpl.validations, partValidation, scopeValidations, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		costs = append(costs, before-remaining)
+		result := r.memo.expressions[tmpl.memoKey(c, scopeValidations, partValidation, 0)]
+		if result == nil || !slices.Equal(result.reads, []string{"labels", "n"}) {
+			t.Fatalf("reads recorded: %v", result)
+		}
+	}
+	for _, cost := range costs[1:] {
+		if cost != costs[0] || cost == 0 {
+			t.Fatalf("costs evaluated and replayed: %v", costs)
+		}
+	}
+}

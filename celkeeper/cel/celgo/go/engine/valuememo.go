@@ -110,9 +110,14 @@ func collectionKey(c traits.Sizer, isMap bool) (string, bool) {
 	if !ok || size > maxRememberedEntries {
 		return "", false
 	}
-	head := typeName(c.(ref.Val).Value()) + "|"
+	if l, isList := c.(traits.Lister); isList && size > 0 && !isScalarKey(l.Get(types.IntZero)) {
+		return "", false // a list of objects: refused before anything is made
+	}
+	var b strings.Builder // the Go type of the value the collection wraps, then its entries
+	b.WriteString(typeName(c.(ref.Val).Value()))
+	b.WriteByte('|')
 	if size == 0 {
-		return head, true
+		return b.String(), true
 	}
 	var held [2 * maxRememberedEntries]ref.Val // items (and their values, for a map), in order
 	items := held[:0]
@@ -131,25 +136,25 @@ func collectionKey(c traits.Sizer, isMap bool) (string, bool) {
 			items = append(items, value)
 		}
 	}
-	step := 1
-	if isMap {
-		step = 2
+	if !isMap { // a list's items in order
+		for _, item := range items {
+			scalarKey(&b, item)
+			b.WriteByte(',')
+			if b.Len() > maxRememberedKey {
+				return "", false
+			}
+		}
+		return b.String(), true
 	}
-	entries := make([]string, 0, len(items)/step)
-	for i := 0; i < len(items); i += step {
+	entries := make([]string, 0, len(items)/2) // a map's entries, by key
+	for i := 0; i < len(items); i += 2 {
 		var e strings.Builder
 		scalarKey(&e, items[i])
-		if isMap {
-			e.WriteByte(':')
-			scalarKey(&e, items[i+1])
-		}
+		e.WriteByte(':')
+		scalarKey(&e, items[i+1])
 		entries = append(entries, e.String())
 	}
-	if isMap {
-		slices.Sort(entries)
-	}
-	var b strings.Builder
-	b.WriteString(head)
+	slices.Sort(entries)
 	for _, e := range entries {
 		b.WriteString(e)
 		b.WriteByte(',')

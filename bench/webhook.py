@@ -17,7 +17,9 @@ which measures constraints whose parameters differ. For 1 and 2 Gunicorn workers
   - CPU time per review of the server (workers) and of the load generator, and how the work fell
     on the workers (a keep-alive connection stays with the worker that accepted it: wrk opens its
     connections at once, and one worker may win most of them);
-  - the workers' memory growth per review.
+  - the workers' memory growth per review;
+  - the same Pod breaking some policies (`denied_pod`: no owner label, an image from Docker Hub tagged
+    latest), closed loop on the same server: its server CPU per review against the allowed one's.
 Workers are not replaced while measuring (`--max-requests 0` unless given).
 Then, for the largest worker count, the same request against the same 20 constraints re-targeted
 to Deployments (none selects the Pod): the ceiling of the serving stack itself (TLS, Gunicorn,
@@ -208,6 +210,15 @@ def bench_pod() -> dict[str, Any]:
     }
 
 
+def denied_pod() -> dict[str, Any]:
+    """The same Pod breaking some of the policies (no owner label, an image from Docker Hub tagged
+    latest): a denial with several messages."""
+    pod = bench_pod()
+    del pod["metadata"]["labels"]["owner"]
+    pod["spec"]["containers"][0]["image"] = "docker.io/library/nginx:latest"
+    return pod
+
+
 def write_policies(out: Path, retarget: bool = False, distinct: bool = False) -> list[str]:
     """Templates and 20 Pod constraints from examples/ (copies renamed to reach 20). Their names.
     With `retarget`, the constraints select Deployments instead (and so not the bench's Pod). With
@@ -367,6 +378,9 @@ def main() -> int:
         body = json.dumps(review(bench_pod(), uid="bench-0001")).encode()
         body_file = work / "review.json"
         body_file.write_bytes(body)
+        denied_body = json.dumps(review(denied_pod(), uid="bench-0002")).encode()
+        denied_file = work / "review-denied.json"
+        denied_file.write_bytes(denied_body)
         print(
             f"workload: Pod AdmissionReview of {len(body)} bytes, {len(names)} constraints selecting Pods "
             f"({len({n.split('-copy')[0] for n in names})} distinct constraints, copies with "
@@ -415,11 +429,21 @@ def main() -> int:
                 response = answer["response"]
                 if status != 200 or not response["allowed"]:
                     raise SystemExit(f"bench: the review is not allowed: {answer}")
+                if not ceiling:
+                    status, answer = server.admit(json.loads(denied_body))
+                    if status != 200 or answer["response"]["allowed"]:
+                        raise SystemExit(f"bench: the denied review is allowed: {answer}")
+                    denials = len(answer["response"]["status"]["message"].splitlines())
                 pids = server.worker_pids()
                 rss_before = rss_mib(pids)
 
                 def measure(
-                    rate: float | None, conns: int, server: ServeProcess = server, pids: set[int] = pids
+                    rate: float | None,
+                    conns: int,
+                    server: ServeProcess = server,
+                    pids: set[int] = pids,
+                    body_file: Path = body_file,
+                    body: bytes = body,
                 ) -> Result:
                     if wrk:
                         return run_wrk(
@@ -447,11 +471,13 @@ def main() -> int:
                     rows.append((f"closed, {args.connections} conns", closed))
                     rate = args.open_rate or closed.rate / 2
                     rows.append((f"open at {rate:.0f}/s", measure(rate, args.connections)))
+                    denied = measure(None, args.connections, body_file=denied_file, body=denied_body)
+                    rows.append((f"denied ({denials}), closed", denied))
                 served = warm.requests + sum(r.requests for _, r in rows)
                 rss_growth = (rss_mib(pids) - rss_before, served)
                 for mode, res in rows:
                     per = res.requests or 1
-                    figures.setdefault((workers, mode.split(" at ")[0], tree_name), []).append(
+                    figures.setdefault((workers, mode.split(" at ")[0].split(" (")[0], tree_name), []).append(
                         res.server_cpu / per
                     )
                     label = f"{mode} [{tree_name}]" if len(trees) > 1 else mode
@@ -482,7 +508,21 @@ def main() -> int:
                 both = f"{mine * 1e6:>8.0f} µs / {theirs * 1e6:>6.0f} µs"
                 print(f"{workers:>7} {mode:<22} {both} = {mine / theirs:.2f}")
         print()
-        print("targets (2 cores): >= 2000 reviews/s with 2 workers; p99 <= 10 ms at half that rate")
+        print("server CPU per review, denied / allowed (closed loop, same server), mean of the measurements")
+        for (workers, mode, tree_name), denied_cpu in sorted(figures.items()):
+            allowed_cpu = figures.get((workers, f"closed, {args.connections} conns", tree_name))
+            if mode != "denied" or not allowed_cpu:
+                continue
+            mine, theirs = sum(denied_cpu) / len(denied_cpu), sum(allowed_cpu) / len(allowed_cpu)
+            print(
+                f"{workers:>7} [{tree_name}] {mine * 1e6:>8.0f} µs / {theirs * 1e6:>6.0f} µs "
+                f"= {mine / theirs:.2f}"
+            )
+        print()
+        print(
+            "targets (2 cores): >= 2000 reviews/s with 2 workers; p99 <= 10 ms at half that rate; a denied "
+            "review <= 1.3x the server CPU of an allowed one"
+        )
         print(
             "server CPU/review: worker CPU time (user+sys) divided by reviews; client likewise for the "
             "load generator, which shares the same CPUs"

@@ -13,19 +13,21 @@ from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from celkeeper.documents.parse import MAX_VALUES
+from celkeeper.documents import parse  # its MAX_VALUES, read when used (one bound for both paths)
 
 __all__ = ["MarkedYAMLError", "TooManyValues", "YAMLError", "compose"]
 
 
 class TooManyValues(YAMLError):
     def __init__(self, line: int) -> None:
-        super().__init__(f"more than {MAX_VALUES:,} values (maps, lists, scalars) in one file: not read")
+        super().__init__(
+            f"more than {parse.MAX_VALUES:,} values (maps, lists, scalars) in one file: not read"
+        )
         self.line = line
 
 
 class _BoundedComposer(Composer):
-    """ruamel's composer, stopping at MAX_VALUES nodes (its documented extension point: YAML.Composer)."""
+    """ruamel's composer, stopping at parse.MAX_VALUES nodes (its extension point: YAML.Composer)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -33,7 +35,7 @@ class _BoundedComposer(Composer):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self.composed += 1
-        if self.composed > MAX_VALUES:
+        if self.composed > parse.MAX_VALUES:
             raise TooManyValues(self.parser.peek_event().start_mark.line + 1)
         return super().compose_node(parent, index)
 

@@ -12,7 +12,9 @@ installed jsonschema (their size and modification time) and VERDICTS_REVISION, u
 Each entry is written to a temporary file and renamed (concurrent runs see a whole entry or none);
 an unreadable or malformed entry is a miss; a cache that cannot be written is not used, silently
 (it only saves time). Bounded: past MAX_ENTRIES the oldest half is removed, and folders of other
-versions go, when a run adds entries.
+versions go, when a run adds entries. Pruning removes only what the cache writes: entries (and their
+temporary files) in the store's folder and in sibling folders named like a version (hex digits);
+anything else beside them, even in a folder given by mistake, is left alone.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 from pathlib import Path
 
 from celkeeper.localfiles import write_atomic
@@ -29,6 +32,8 @@ from celkeeper.templates import parameters
 
 CACHE_ENV = "CELKEEPER_CACHE_DIR"
 MAX_ENTRIES = 20_000
+_VERSION_NAME = re.compile(r"[0-9a-f]+")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.json|\.[0-9a-f]{64}\.json\..+\.tmp")  # write_atomic's temporaries
 
 
 def cache_root() -> Path | None:
@@ -90,13 +95,15 @@ class DiskVerdicts:
     def _prune(self) -> None:
         """Remove the folders of other versions, and the older half of the entries past MAX_ENTRIES."""
         for sibling in self.directory.parent.iterdir():
-            if sibling != self.directory and sibling.is_dir():
-                for stale in sibling.iterdir():
+            if sibling == self.directory or not _VERSION_NAME.fullmatch(sibling.name) or not sibling.is_dir():
+                continue
+            for stale in sibling.iterdir():
+                if _ENTRY_NAME.fullmatch(stale.name):
                     with contextlib.suppress(OSError):
                         stale.unlink()
-                with contextlib.suppress(OSError):
-                    sibling.rmdir()
-        entries = list(os.scandir(self.directory))
+            with contextlib.suppress(OSError):
+                sibling.rmdir()  # only once empty: a folder holding anything else stays
+        entries = [e for e in os.scandir(self.directory) if _ENTRY_NAME.fullmatch(e.name)]
         if len(entries) <= MAX_ENTRIES:
             return
         by_age = sorted(entries, key=lambda e: e.stat().st_mtime_ns)

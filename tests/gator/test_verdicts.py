@@ -24,9 +24,9 @@ def test_an_entry_is_read_back_as_written(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("content", [b"", b"{not json", b'{"a": 1}', b'[["only one"]]', b"[[1, 2]]"])
 def test_an_unreadable_or_malformed_entry_is_a_miss(tmp_path: Path, content: bytes) -> None:
-    store = DiskVerdicts(tmp_path)
+    store = DiskVerdicts(tmp_path / "v")
     store.put("k", [])
-    (entry,) = tmp_path.iterdir()
+    (entry,) = (tmp_path / "v").iterdir()
     entry.write_bytes(content)
     assert store.get("k") is None
 
@@ -43,7 +43,7 @@ def test_other_versions_go_and_the_oldest_half_past_the_bound(tmp_path: Path, mo
     monkeypatch.setattr(module, "MAX_ENTRIES", 4)
     old = tmp_path / "0000"
     old.mkdir()
-    (old / "x.json").write_text("[]")
+    (old / ("0" * 64 + ".json")).write_text("[]")
     DiskVerdicts(tmp_path / "cur").put("seed", [])
     assert not old.exists()
     store = DiskVerdicts(tmp_path / "cur")
@@ -54,6 +54,22 @@ def test_other_versions_go_and_the_oldest_half_past_the_bound(tmp_path: Path, mo
     DiskVerdicts(tmp_path / "cur").put("new", [])  # a run that adds entries prunes first
     kept = {p.name for p in (tmp_path / "cur").iterdir()}
     assert kept == {store._file(k).name for k in ("k4", "k5", "new")}
+
+
+def test_pruning_removes_only_what_the_cache_wrote(tmp_path: Path) -> None:
+    """A store in a folder given by mistake (its parent holding other things) removes none of them:
+    a test once gave a pytest tmp_path, and pruning emptied every sibling test's folder."""
+    beside = tmp_path / "kube0"
+    beside.mkdir()
+    (beside / "kubeconfig").write_text("admin")
+    (tmp_path / "cafe").mkdir()  # named like a version, holding something that is not an entry
+    (tmp_path / "cafe" / "notes.txt").write_text("mine")
+    (tmp_path / "cur").mkdir()
+    (tmp_path / "cur" / "README").write_text("mine too")
+    DiskVerdicts(tmp_path / "cur").put("k", [])
+    assert (beside / "kubeconfig").read_text() == "admin"
+    assert (tmp_path / "cafe" / "notes.txt").read_text() == "mine"
+    assert (tmp_path / "cur" / "README").read_text() == "mine too"
 
 
 def test_where_the_cache_is(monkeypatch, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ Resource, NAMESPACES, pods(), ...       API collections as plain values; Kuberne
 covers(), with_digest(), up_to_date()   desired versus stored (pure)
 write_desired(), delete_if_present()    leaderless writes: conflict -> re-read, stop when current
 update_status()                         a status subresource write: conflict -> re-read, ask again
-loads_deep(), depth()                   JSON as deep as the API server stores it (celkeeper.kube.jsondeep)
+loads_deep()                            JSON as deep as the API server stores it (celkeeper.kube.jsondeep)
 """
 
 from celkeeper.kube.client import ApiError, Client, KubeClient, Listed, Page, WatchEvent, WatchStream

@@ -90,9 +90,6 @@ class Page:
     items: list[dict[str, Any]]
     continue_token: str
     resource_version: str
-    # some item is nested deeper than the fast JSON parser goes (1024 levels; the API server accepts
-    # 10,000): the page was parsed by the slow one, and its items may be too deep for a consumer
-    deep: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,9 +235,6 @@ class _ListDecoder:
     standard parser, allowed to go as deep as the API server does, for the rare response orjson
     refuses (nested deeper than 1024 levels)."""
 
-    def __init__(self) -> None:
-        self.deep = False
-
     def __call__(self, data: bytes) -> Any:
         import orjson
 
@@ -248,9 +242,7 @@ class _ListDecoder:
             with _cycles_uncollected:
                 return orjson.loads(data)
         except orjson.JSONDecodeError:
-            doc = loads_deep(data)
-            self.deep = True
-            return doc
+            return loads_deep(data)
 
 
 class KubeClient:
@@ -375,8 +367,7 @@ class KubeClient:
             query["labelSelector"] = resource.label_selector
         if resource.field_selector:
             query["fieldSelector"] = resource.field_selector
-        decoder = _ListDecoder()
-        doc = self._json("GET", resource.collection_path(), query, decode=decoder)
+        doc = self._json("GET", resource.collection_path(), query, decode=_ListDecoder())
         items: list[dict[str, Any]] = []
         for item in doc.get("items") or ():
             if isinstance(item, dict):
@@ -389,7 +380,6 @@ class KubeClient:
             items,
             str(metadata.get("continue") or ""),
             str(metadata.get("resourceVersion") or ""),
-            deep=decoder.deep,
         )
 
     def get_path(self, path: str) -> dict[str, Any]:

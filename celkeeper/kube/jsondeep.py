@@ -1,9 +1,9 @@
-"""JSON as deep as the API server stores it, and how deep a value is.
+"""JSON as deep as the API server stores it.
 
 The API server accepts objects nested up to 10,000 levels (k8s.io/apimachinery/pkg/util/json maxDepth);
 orjson stops at 1024 and Python's json module at the interpreter's recursion limit. `loads_deep` parses
 such a document with the standard parser, on a thread of its own with a stack and a recursion limit
-large enough for 10,000 levels. `depth` measures a parsed value without recursion.
+large enough for 10,000 levels.
 
 Adapter (celkeeper.kube): how the client decodes API responses (and audit measures objects).
 """
@@ -46,22 +46,3 @@ def loads_deep(data: bytes | str) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
-
-
-def depth(value: Any, stop: int = API_MAX_DEPTH + 1) -> int:
-    """How many maps and lists are nested in `value` (a scalar: 0), counting at most to `stop`."""
-    deepest = 0
-    pending: list[tuple[Any, int]] = [(value, 1)]
-    while pending:
-        item, level = pending.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        if deepest >= stop:
-            return deepest
-        pending.extend((child, level + 1) for child in children if isinstance(child, dict | list))
-    return deepest

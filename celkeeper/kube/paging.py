@@ -62,6 +62,6 @@ def pages(
         if items:
             delivered_up_to = object_key(items[-1])
         token = page.continue_token
-        yield page if items is page.items else Page(items, token, page.resource_version, page.deep)
+        yield page if items is page.items else Page(items, token, page.resource_version)
         if not token:
             return

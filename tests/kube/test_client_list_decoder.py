@@ -65,5 +65,5 @@ def test_a_document_orjson_refuses_still_parses_and_leaves_the_collector_running
     gc.enable()
     deep = b'{"items": [' + b"[" * 2000 + b"]" * 2000 + b"]}"
     decoder = _ListDecoder()
-    assert decoder(deep)["items"]
-    assert decoder.deep and gc.isenabled()
+    assert decoder(deep)["items"]  # orjson refuses 2000 levels: the standard parser's result
+    assert gc.isenabled()

@@ -91,7 +91,7 @@ def _to_cel_deep(value: Any, result: str | None) -> Any:
                 converted[ck] = None  # the key's place in the map's order, its value below
                 pending.append((v, None, converted, ck))
         elif isinstance(item, list | tuple):
-            inner = hint[5:-1] if hint and hint.startswith("list(") else None
+            inner = _item_hint(hint)
             converted = ct.ListType([None] * len(item))
             pending.extend((v, inner, converted, i) for i, v in enumerate(item))
         else:
@@ -128,9 +128,14 @@ def _to_cel(value: Any, result: str | None = None) -> Any:
     if isinstance(value, dict):
         return ct.MapType({_to_cel(k): _to_cel(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
-        inner = result[5:-1] if result and result.startswith("list(") else None
+        inner = _item_hint(result)
         return ct.ListType([_to_cel(v, inner) for v in value])
     return value
+
+
+def _item_hint(result: str | None) -> str | None:
+    """The hint for a list's items: `uint` of `list(uint)`."""
+    return result[5:-1] if result and result.startswith("list(") else None
 
 
 def to_python(value: Any) -> Any:

@@ -1,9 +1,21 @@
-"""Kubernetes' CEL format library (k8s.io/apiserver/pkg/cel/library/format.go, 1.34).
+"""Kubernetes' CEL format library (k8s.io/apiserver/pkg/cel/library/format.go, v0.36.2: Kubernetes 1.36,
+what Gatekeeper v3.23.1 builds with).
 
 `format.named(name)` is an optional Format (None here for optional.none); `format.<name>()` is the Format
 itself; `<Format>.validate(s)` is None (optional.none) when s is valid, else the list of apimachinery's
-error messages (k8s.io/apimachinery/pkg/util/validation and pkg/api/validation at v0.34.4, and the
-kube-openapi strfmt checks for uri, uuid, byte, date and datetime).
+error messages (k8s.io/apimachinery v0.36.2: pkg/util/validation, pkg/api/validation, and
+pkg/api/validate/content, to which qualifiedName and labelValue now delegate; and the kube-openapi
+strfmt checks for uri, uuid, byte, date and datetime).
+
+Two generations of apimachinery's messages coexist in v0.36.2, and the library uses both:
+- dns1123Label, dns1123Subdomain, dns1035Label and their *Prefix forms call pkg/util/validation
+  (IsDNS1123Label, IsDNS1123Subdomain, IsDNS1035Label), whose MaxLenError still says
+  "must be no more than N characters";
+- qualifiedName is content.IsLabelKey and labelValue content.IsLabelValue (in v0.36.2), whose
+  MaxLenError says "must be no more than N bytes" (the lengths were always counted in bytes), whose
+  too-many-slashes message reads "a valid label key ..." (v0.34: "a qualified name ..."), and whose
+  prefix part is checked by content.IsDNS1123Subdomain (so "prefix part must be no more than 253
+  bytes").
 """
 
 from __future__ import annotations
@@ -39,7 +51,13 @@ def _regex_error(msg: str, fmt: str, *examples: str) -> str:
 
 
 def _max_len_error(n: int) -> str:
+    """pkg/util/validation.MaxLenError (the DNS label and subdomain formats)."""
     return f"must be no more than {n} characters"
+
+
+def _content_max_len_error(n: int) -> str:
+    """pkg/api/validate/content.MaxLenError (label keys, i.e. qualified names, and label values)."""
+    return f"must be no more than {n} bytes"
 
 
 class _Full:
@@ -85,6 +103,7 @@ _DNS1035_LABEL_MSG = (
     "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
     "alphabetic character, and end with an alphanumeric character"
 )
+# content.labelKeyFmt / labelKeyErrMsg (v0.34's qualifiedNameFmt / qualifiedNameErrMsg, unchanged)
 _QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _QNAME_MSG = (
     "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
@@ -119,9 +138,19 @@ def is_dns1123_label(value: str) -> list[str]:
 
 
 def is_dns1123_subdomain(value: str) -> list[str]:
+    """pkg/util/validation.IsDNS1123Subdomain."""
+    return _dns1123_subdomain(value, _max_len_error)
+
+
+def _content_dns1123_subdomain(value: str) -> list[str]:
+    """content.IsDNS1123Subdomain: the same check, with content's MaxLenError ("bytes")."""
+    return _dns1123_subdomain(value, _content_max_len_error)
+
+
+def _dns1123_subdomain(value: str, max_len_error: Callable[[int], str]) -> list[str]:
     errs = []
     if go_utf8_len(value) > 253:
-        errs.append(_max_len_error(253))
+        errs.append(max_len_error(253))
     if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
         errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errs
@@ -137,6 +166,7 @@ def is_dns1035_label(value: str) -> list[str]:
 
 
 def is_qualified_name(value: str) -> list[str]:
+    """content.IsLabelKey (pkg/util/validation.IsQualifiedName is an alias of it in v0.36.2)."""
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
@@ -146,26 +176,27 @@ def is_qualified_name(value: str) -> list[str]:
         if not prefix:
             errs.append("prefix part must be non-empty")
         else:
-            errs += ["prefix part " + m for m in is_dns1123_subdomain(prefix)]
+            errs += ["prefix part " + m for m in _content_dns1123_subdomain(prefix)]
     else:
         return [
-            "a qualified name "
+            "a valid label key "
             + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
             + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
     if not name:
         errs.append("name part must be non-empty")
     elif go_utf8_len(name) > 63:
-        errs.append("name part " + _max_len_error(63))
+        errs.append("name part " + _content_max_len_error(63))
     if not _QNAME_RE.fullmatch(name):
         errs.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
     return errs
 
 
 def is_valid_label_value(value: str) -> list[str]:
+    """content.IsLabelValue (pkg/util/validation.IsValidLabelValue is an alias of it in v0.36.2)."""
     errs = []
     if go_utf8_len(value) > 63:
-        errs.append(_max_len_error(63))
+        errs.append(_content_max_len_error(63))
     if not _LABEL_VALUE_RE.fullmatch(value):
         errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs

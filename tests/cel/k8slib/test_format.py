@@ -1,4 +1,5 @@
-"""The format library against Kubernetes 1.34 (golden results), including Kubernetes' test table."""
+"""The format library against Kubernetes 1.36 (k8s.io/apiserver and apimachinery v0.36.2, what Gatekeeper
+v3.23.1 builds with; golden results), including Kubernetes' test table."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ def v(key: str, s: str) -> Opt:
     return Opt(F.validate(F.FORMATS[key], s))
 
 
-# Kubernetes' library/format_test.go (1.34).
+# Kubernetes' library/format_test.go (1.36; unchanged since 1.34).
 KUBERNETES_TABLE: list[Case] = [
     ('format.dns1123Label().validate("my-label-name")', lambda: v("dns1123Label", "my-label-name")),
     (
@@ -222,3 +223,55 @@ CASES: list[Case] = KUBERNETES_TABLE + _validate_cases() + _named_cases()
 @pytest.mark.parametrize(("expr", "thunk"), CASES, ids=ids(CASES))
 def test_matches_kubernetes(expr: str, thunk: object) -> None:
     check(expr, thunk)  # type: ignore[arg-type]
+
+
+_QNAME_REGEX = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+    "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_LABEL_VALUE_REGEX = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used "
+    "for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        # apimachinery v0.36's content package (qualifiedName = content.IsLabelKey, labelValue =
+        # content.IsLabelValue): max lengths in bytes, the three-part message worded as a label key
+        ("labelValue", "x" * 64, ["must be no more than 63 bytes"]),
+        ("labelValue", "a" * 64 + "-", ["must be no more than 63 bytes", _LABEL_VALUE_REGEX]),
+        ("labelValue", "\u00e9" * 32, ["must be no more than 63 bytes", _LABEL_VALUE_REGEX]),
+        ("qualifiedName", "x" * 64, ["name part must be no more than 63 bytes"]),
+        ("qualifiedName", "b/" + "a" * 64, ["name part must be no more than 63 bytes"]),
+        (
+            "qualifiedName",
+            "a-" * 32,
+            ["name part must be no more than 63 bytes", "name part " + _QNAME_REGEX],
+        ),
+        (
+            "qualifiedName",
+            "a/b/c",
+            [
+                "a valid label key "
+                + _QNAME_REGEX
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            ],
+        ),
+        # the prefix is checked by content.IsDNS1123Subdomain (bytes), not pkg/util/validation's
+        ("qualifiedName", "a" * 254 + "/b", ["prefix part must be no more than 253 bytes"]),
+        ("qualifiedName", "/b", ["prefix part must be non-empty"]),
+        ("qualifiedName", "a/", ["name part must be non-empty", "name part " + _QNAME_REGEX]),
+        # the DNS formats still call pkg/util/validation, whose MaxLenError says characters
+        ("dns1123Label", "x" * 64, ["must be no more than 63 characters"]),
+        ("dns1035Label", "x" * 64, ["must be no more than 63 characters"]),
+        ("dns1123LabelPrefix", "x" * 64, ["must be no more than 63 characters"]),
+        ("dns1123Subdomain", "a" * 254, ["must be no more than 253 characters"]),
+    ],
+    ids=lambda x: x if isinstance(x, str) and len(x) < 20 else None,
+)
+def test_apimachinery_036_messages(key: str, value: str, expected: list[str]) -> None:
+    assert F.validate(F.FORMATS[key], value) == expected

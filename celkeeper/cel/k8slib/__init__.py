@@ -6,8 +6,10 @@ returns an error; `str(err)` is Kubernetes' message byte for byte (checked again
 tests/cel/k8slib). Python values for CEL types: bool, int, celvalues.Uint, float, str, bytes, None (null),
 list, dict, datetime (timestamp), timedelta (duration).
 
-The format library's validation messages are k8s.io/apimachinery v0.36.2's (what Gatekeeper v3.23.1 builds
-with), not v0.34's: format.labelValue() and format.qualifiedName() state lengths in bytes (see format.py).
+Where Kubernetes' answers changed by v0.36.2 (what Gatekeeper v3.23.1 builds with, with Go 1.26), the port
+gives the new ones: the format library's validation messages are k8s.io/apimachinery v0.36.2's
+(format.labelValue() and format.qualifiedName() state lengths in bytes: see format.py), and URLs are parsed
+as Go 1.26's net/url parses them (see gourl.py).
 
 Binding table (module: CEL function -> Python callable; "q" Quantity, "u" URL, "a" Addr (IP), "p" Prefix
 (CIDR), "v" Semver, "f" Format):

@@ -1,6 +1,15 @@
-"""A port of the parts of Go 1.24's net/url (the Go release Kubernetes 1.34.4 is built with, go1.24.12)
-that Kubernetes' urls and format libraries reach: Parse, ParseRequestURI, URL.String, Hostname, Port,
-EscapedPath and Query. Go strings are bytes, so this works on UTF-8 bytes and decodes at the edges.
+"""A port of the parts of Go 1.26's net/url (the Go release Gatekeeper v3.23.1 is built with, and the
+local toolchain that builds the cel-go engine and the goldens, go1.26.8) that Kubernetes' urls and
+format libraries reach: Parse, ParseRequestURI, URL.String, Hostname, Port, EscapedPath and Query.
+Go strings are bytes, so this works on UTF-8 bytes and decodes at the edges.
+
+What changed since Go 1.24 (the release Kubernetes 1.34 is built with, which this port followed
+before) is all in parseHost: a "[" anywhere but at the start of the host is an 'invalid IP-literal'
+("http://a[::1]/", "http://[[::1]]/"), and for http and https the port starts at the host's first
+colon, not its last (GODEBUG urlstrictcolons=1, Go 1.26's default), so "http://::1/",
+"http://host:80:90/" and "https://a:b:c/" fail with 'invalid port ... after host'. Other schemes keep
+the last colon (go.dev/issue/78077, as go1.26.8 does: "postgres://h1:5432,h2:5432/" still parses).
+The rest (the escaping table, unescape, setPath, String, the query parameter limit) is unchanged.
 """
 
 from __future__ import annotations
@@ -162,9 +171,12 @@ def _valid_userinfo(s: bytes) -> bool:
     return not s.translate(None, _USERINFO_CHARS)
 
 
-def _parse_host(host: bytes) -> bytes:
+def _parse_host(scheme: bytes, host: bytes) -> bytes:
+    """parseHost (Go 1.26): "[" may only open the host, and an http(s) port starts at the first colon."""
     open_idx = host.rfind(b"[")
-    if open_idx != -1:
+    if open_idx > 0:
+        raise URLError("invalid IP-literal")
+    if open_idx == 0:
         close_idx = host.rfind(b"]")
         if close_idx < 0:
             raise URLError("missing ']' in host")
@@ -172,7 +184,6 @@ def _parse_host(host: bytes) -> bytes:
         if not valid_optional_port(colon_port):
             raise URLError(f"invalid port {go_quote_bytes(colon_port)} after host")
         unescaped_port = unescape(colon_port, ENCODE_HOST)
-        # close_idx > open_idx here: anything after a "]" that precedes the last "[" fails the port check.
         hostname = host[open_idx + 1 : close_idx]
         zone_idx = hostname.find(b"%25")
         if zone_idx >= 0:
@@ -188,15 +199,18 @@ def _parse_host(host: bytes) -> bytes:
         if addr.is4:
             raise URLError("invalid IP-literal")
         return b"[" + unescaped + b"]" + unescaped_port
-    i = host.rfind(b":")
-    if i != -1 and not valid_optional_port(host[i:]):
-        raise URLError(f"invalid port {go_quote_bytes(host[i:])} after host")
+    i = host.find(b":")
+    if i != -1:
+        if scheme not in (b"http", b"https"):
+            i = host.rfind(b":")
+        if not valid_optional_port(host[i:]):
+            raise URLError(f"invalid port {go_quote_bytes(host[i:])} after host")
     return unescape(host, ENCODE_HOST)
 
 
-def _parse_authority(authority: bytes) -> tuple[tuple[bytes, bytes | None] | None, bytes]:
+def _parse_authority(scheme: bytes, authority: bytes) -> tuple[tuple[bytes, bytes | None] | None, bytes]:
     i = authority.rfind(b"@")
-    host = _parse_host(authority if i < 0 else authority[i + 1 :])
+    host = _parse_host(scheme, authority if i < 0 else authority[i + 1 :])
     if i < 0:
         return None, host
     userinfo = authority[:i]
@@ -244,7 +258,7 @@ def _parse(raw: bytes, via_request: bool) -> URL:
         j = authority.find(b"/")
         if j >= 0:
             authority, rest = authority[:j], authority[j:]
-        user, host = _parse_authority(authority)
+        user, host = _parse_authority(scheme, authority)
     elif scheme and rest.startswith(b"/"):
         omit_host = True
     return URL(

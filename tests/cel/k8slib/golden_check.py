@@ -1,6 +1,6 @@
 """Golden results from real Kubernetes: golden/results.json holds what Gatekeeper v3.23.1's CEL
 environment (k8s.io/apiserver v0.36.2, cel-go v0.30.0, built with Go 1.26) answers for each case
-expression (cases Kubernetes changed since the 1.34 this port follows are listed in unported.py).
+expression (cases the port answers otherwise would be listed in unported.py: none today).
 golden/regenerate.py rebuilds it from the CASES of the test modules (needs Go and network access to the
 Go module proxy); the tests themselves only read the JSON.
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from celkeeper.cel.k8slib import LibraryError
+from celkeeper.cel.k8slib import format as F
 from celkeeper.cel.k8slib import urls as U
+from celkeeper.cel.k8slib.gourl import URLError, parse, parse_request_uri
 from tests.cel.k8slib.golden_check import Case, check, ids, lit
 
 # The expressions of apiextensions-apiserver's CRD validation tests (schema/cel/validation_test.go).
@@ -95,7 +98,8 @@ KUBERNETES_TABLE: list[Case] = [
 ]
 
 # Inputs that walk Go's net/url: schemes, opaque forms, authority and userinfo, IPv6 literals and the
-# bracket checks of go1.24.8+, ports, escapes in host/path/query/fragment, control characters, ForceQuery.
+# bracket and colon checks of Go 1.26, ports, escapes in host/path/query/fragment, control characters,
+# ForceQuery.
 URL_INPUTS = [
     "https://user:pass@example.com:80/path?query=val#fragment",
     "/absolute-path",
@@ -235,3 +239,45 @@ def test_matches_kubernetes(expr: str, thunk: object) -> None:
 def test_relative_urls_are_rejected_as_design_md_says() -> None:
     assert not U.is_url("x")
     assert U.is_url("/x")
+
+
+# Go 1.26's net/url (parseHost): a "[" may only open the host, and an http(s) host's port starts at its
+# first colon (GODEBUG urlstrictcolons=1). Error texts as the goldens (Gatekeeper v3.23.1) give them;
+# the HTTP:// and ftp:// ones as go1.26.8's url.Parse does.
+GO_126_REJECTIONS = [
+    ("http://::1/", 'parse "http://::1/": invalid port "::1" after host'),
+    ("http://host:80:90/", 'parse "http://host:80:90/": invalid port ":80:90" after host'),
+    ("https://a:b:c/", 'parse "https://a:b:c/": invalid port ":b:c" after host'),
+    ("HTTP://host:1:2/", 'parse "HTTP://host:1:2/": invalid port ":1:2" after host'),
+    ("http://a[::1]/", 'parse "http://a[::1]/": invalid IP-literal'),
+    ("http://[[::1]]/", 'parse "http://[[::1]]/": invalid IP-literal'),
+    ("ftp://ho[st/", 'parse "ftp://ho[st/": invalid IP-literal'),
+]
+
+
+@pytest.mark.parametrize(("s", "message"), GO_126_REJECTIONS)
+def test_go_126_rejects_extra_colons_and_text_around_an_ip_literal(s: str, message: str) -> None:
+    assert not U.is_url(s)
+    with pytest.raises(LibraryError) as e:
+        U.url(s)
+    assert str(e.value) == "URL parse error during conversion from string: " + message
+    with pytest.raises(URLError) as e2:
+        parse_request_uri(s)
+    assert str(e2.value) == message
+
+
+def test_format_uri_reports_go_126_port_error() -> None:
+    errors = F.validate(F.FORMATS["uri"], "http://a:b:c/")
+    assert errors == ['parse "http://a:b:c/": invalid port ":b:c" after host']
+
+
+def test_go_126_keeps_the_last_colon_for_other_schemes() -> None:
+    # go.dev/issue/78077: database URLs list hosts with ports; only http and https are strict
+    # (checked against go1.26.8's url.Parse).
+    u = U.url("postgres://h1:5432,h2:5433/db")
+    assert (U.get_host(u), U.get_hostname(u), U.get_port(u)) == ("h1:5432,h2:5433", "h1:5432,h2", "5433")
+    assert U.is_url("mongodb://a:1:2/")
+    with pytest.raises(URLError, match='invalid port ":x" after host'):
+        parse("mongodb://a:1:x/")
+    # An IPv6 literal still needs its brackets in http(s) URLs, and a bracketed host may carry a port.
+    assert U.get_port(U.url("http://[::1]:8080/")) == "8080"

@@ -1,5 +1,5 @@
-"""Rebuild results.json: evaluate every case expression of the k8slib tests in real Kubernetes 1.34
-(the base CEL environment; see tests/cel/goldens.py).
+"""Rebuild results.json: evaluate every case expression of the k8slib tests in real Kubernetes
+(Gatekeeper v3.23.1's: k8s.io/apiserver v0.36.2, the base CEL environment; see tests/cel/goldens.py).
 
     .venv/bin/python tests/cel/k8slib/golden/regenerate.py
 """

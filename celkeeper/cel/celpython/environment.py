@@ -12,9 +12,10 @@ Two cel-cpp environments are built from this module:
   declares differently (the relational operators, to add the cross-type numeric ones; `string`, to
   add `string(<net.IP>)` and `string(<net.CIDR>)`), the extensions without `strings` (whose
   functions are redeclared here together with the Kubernetes `indexOf`/`lastIndexOf` on lists),
-  and every Kubernetes library function with its exact signature and opaque result types
-  (kubernetes.Quantity, net.IP, ...). A YAML `functions:` block only declares, it registers nothing
-  at run time, so no clash with the runtime's own overloads is possible.
+  every Kubernetes library function with its exact signature and opaque result types
+  (kubernetes.Quantity, net.IP, ...), and cel-go's optional (version 2) `optional.unwrap` /
+  `unwrapOpt`, which cel-cpp's optional extension lacks. A YAML `functions:` block only declares,
+  it registers nothing at run time, so no clash with the runtime's own overloads is possible.
 - the runtime environment, from `runtime_yaml()`: the stdlib and the extensions including `strings`.
   Calls to Kubernetes functions are renamed (see `celkeeper.cel.celpython.library`) to internal `@k8s.<id>`
   functions implemented in Python; an internal name cannot be written in a CEL source (`@` is not
@@ -212,6 +213,16 @@ def _strings_v2_overloads() -> list[Overload]:
     ]
 
 
+def optional_v2_unwrap_overloads() -> list[Overload]:
+    """cel-go's optional library (version 2) `optional.unwrap` / `unwrapOpt` (cel/library.go), which
+    cel-cpp's optional extension lacks: declared for the checker, evaluated by
+    `celkeeper.cel.celpython.extensions.unwrap_optionals`."""
+    return [
+        _o("optional.unwrap", "optional_unwrap", ("list(optional_type(~V))",), "list(~V)"),
+        _o("unwrapOpt", "optional_unwrapOpt", ("list(optional_type(~V))",), "list(~V)", True),
+    ]
+
+
 def _redeclared_stdlib_overloads() -> list[Overload]:
     out: list[Overload] = []
     relations = {"_<_": "less", "_<=_": "less_equals", "_>_": "greater", "_>=_": "greater_equals"}
@@ -314,7 +325,7 @@ def checker_yaml() -> str:
     head = "stdlib:\n  exclude_functions:\n" + "".join(f"    - name: '{n}'\n" for n in excluded)
     head += "extensions:\n" + _EXTENSIONS_COMMON
     overloads = _redeclared_stdlib_overloads() + _strings_v2_overloads() + list(FUNCTIONS.values())
-    overloads += authz_overloads()
+    overloads += optional_v2_unwrap_overloads() + authz_overloads()
     return head + _functions_yaml(overloads) + _type_identifiers_yaml()
 
 

@@ -11,6 +11,7 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
+from celkeeper.cel.celpython.dispatch import key_text
 from celkeeper.cel.celpython.formatting import string_format
 from celkeeper.cel.celpython.values import NONE, Optional, compare, equal, is_number, type_name
 from celkeeper.cel.k8slib import LibraryError
@@ -207,6 +208,44 @@ def _value(o: Any) -> Any:
     return o.value
 
 
+def _go_native_text(v: Any) -> str:
+    """Go's %v of a plain Go value inside request data (`map[k:v]`, `[a b]`, `<nil>`)."""
+    if v is None:
+        return "<nil>"
+    if isinstance(v, list):
+        return "[" + " ".join(_go_native_text(x) for x in v) + "]"
+    if isinstance(v, dict):
+        items = sorted((key_text(k), _go_native_text(x)) for k, x in v.items())
+        return "map[" + " ".join(f"{k}:{x}" for k, x in items) + "]"
+    return key_text(v)
+
+
+def _go_value_text(v: Any) -> str:
+    """Go's %v of a CEL value as cel-go's `value %v is not optional` prints it: null is 0 (types.Null
+    has no String method), a list `[a, b]` (its elements as Go prints Kubernetes' unstructured
+    data), a map `{k: v}` (its values CEL values; cel-go's order is Go's map order, sorted here)."""
+    if v is None:
+        return "0"
+    if isinstance(v, list):
+        return "[" + ", ".join(_go_native_text(x) for x in v) + "]"
+    if isinstance(v, dict):
+        items = sorted((key_text(k), _go_value_text(x)) for k, x in v.items())
+        return "{" + ", ".join(f"{k}: {x}" for k, x in items) + "}"
+    return key_text(v)
+
+
+def unwrap_optionals(items: list[Any]) -> list[Any]:
+    """`optional.unwrap(l)` / `l.unwrapOpt()` (cel-go's optUnwrap, optional library version 2): the
+    values of the present optionals in order; an element that is not optional is an error."""
+    out: list[Any] = []
+    for v in items:
+        if not isinstance(v, Optional):
+            raise LibraryError(f"value {_go_value_text(v)} is not optional")
+        if v.present:
+            out.append(v.value)
+    return out
+
+
 EXTENSIONS: dict[str, Callable[..., Any]] = {
     "charAt": char_at,
     "indexOf": index_of,
@@ -239,4 +278,6 @@ EXTENSIONS: dict[str, Callable[..., Any]] = {
     "value": _value,
     "orValue": lambda o, d: _optional(o).value if _optional(o).present else d,
     "or": lambda o, other: o if _optional(o).present else _optional(other),
+    "optional.unwrap": unwrap_optionals,
+    "unwrapOpt": unwrap_optionals,
 }

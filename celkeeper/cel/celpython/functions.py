@@ -227,6 +227,8 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], ...]] = {
     "lists.range": (("int",),),
     "first": (("list",),),
     "last": (("list",),),
+    "optional.unwrap": (("list(optional_type)",),),  # cel-go: list(optional_type(V))
+    "unwrapOpt": (("list(optional_type)",),),
     "sets.contains": (("list", "list"),),
     "sets.equivalent": (("list", "list"),),
     "sets.intersects": (("list", "list"),),

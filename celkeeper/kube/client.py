@@ -230,19 +230,17 @@ class _CyclesUncollected:
 _cycles_uncollected = _CyclesUncollected()
 
 
-class _ListDecoder:
+def _decode_list(data: bytes) -> Any:
     """orjson (fast) for list responses, with the cycle collector paused (_CyclesUncollected); the
     standard parser, allowed to go as deep as the API server does, for the rare response orjson
     refuses (nested deeper than 1024 levels)."""
+    import orjson
 
-    def __call__(self, data: bytes) -> Any:
-        import orjson
-
-        try:
-            with _cycles_uncollected:
-                return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return loads_deep(data)
+    try:
+        with _cycles_uncollected:
+            return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return loads_deep(data)
 
 
 class KubeClient:
@@ -367,7 +365,7 @@ class KubeClient:
             query["labelSelector"] = resource.label_selector
         if resource.field_selector:
             query["fieldSelector"] = resource.field_selector
-        doc = self._json("GET", resource.collection_path(), query, decode=_ListDecoder())
+        doc = self._json("GET", resource.collection_path(), query, decode=_decode_list)
         items: list[dict[str, Any]] = []
         for item in doc.get("items") or ():
             if isinstance(item, dict):

@@ -5,7 +5,7 @@ orjson stops at 1024 and Python's json module at the interpreter's recursion lim
 such a document with the standard parser, on a thread of its own with a stack and a recursion limit
 large enough for 10,000 levels.
 
-Adapter (celkeeper.kube): how the client decodes API responses (and audit measures objects).
+Adapter (celkeeper.kube): how the client decodes API responses (and the webhook, reviews orjson refuses).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from celkeeper.kube.client import _cycles_uncollected, _ListDecoder
+from celkeeper.kube.client import _cycles_uncollected, _decode_list
 
 PAGE = orjson.dumps({"items": [{"metadata": {"name": f"p{i}", "labels": {"a": "b"}}} for i in range(3000)]})
 
@@ -27,7 +27,7 @@ def test_the_collector_is_paused_during_a_parse_and_runs_again_after() -> None:
     seen: list[bool] = []
     gc.callbacks.append(lambda phase, info: seen.append(True))
     try:
-        doc = _ListDecoder()(PAGE)
+        doc = _decode_list(PAGE)
     finally:
         gc.callbacks.pop()
     assert len(doc["items"]) == 3000 and doc["items"][-1]["metadata"]["name"] == "p2999"
@@ -37,7 +37,7 @@ def test_the_collector_is_paused_during_a_parse_and_runs_again_after() -> None:
 
 def test_a_collector_paused_by_someone_else_stays_paused() -> None:
     gc.disable()
-    _ListDecoder()(PAGE)
+    _decode_list(PAGE)
     assert not gc.isenabled()
 
 
@@ -54,7 +54,7 @@ def test_parses_on_several_threads_resume_the_collector_when_the_last_ends() -> 
     other = threading.Thread(target=slow_parse)
     other.start()
     assert inside.wait(10)
-    _ListDecoder()(PAGE)  # begins and ends while the other thread parses
+    _decode_list(PAGE)  # begins and ends while the other thread parses
     assert not gc.isenabled()
     release.set()
     other.join()
@@ -64,6 +64,5 @@ def test_parses_on_several_threads_resume_the_collector_when_the_last_ends() -> 
 def test_a_document_orjson_refuses_still_parses_and_leaves_the_collector_running() -> None:
     gc.enable()
     deep = b'{"items": [' + b"[" * 2000 + b"]" * 2000 + b"]}"
-    decoder = _ListDecoder()
-    assert decoder(deep)["items"]  # orjson refuses 2000 levels: the standard parser's result
+    assert _decode_list(deep)["items"]  # orjson refuses 2000 levels: the standard parser's result
     assert gc.isenabled()

@@ -22,7 +22,7 @@ from celkeeper.cel import get_engine
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.documents import parse_documents
-from celkeeper.errors import CelkeeperError
+from celkeeper.errors import CelkeeperError, is_compile_problem
 from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
 from celkeeper.gator.suite import GROUP, Suite
 from celkeeper.localfiles import walk
@@ -94,11 +94,18 @@ def run(args: argparse.Namespace) -> int:
             results.append(suite)
         else:
             results.append(runner.run(suite, flt))
-    sys.stdout.write(render(results, verbose=args.verbose, trace=args.trace))
-    if args.verbose:  # what Gatekeeper accepts silently, e.g. an expression that does not compile
-        for warning in dict.fromkeys(str(w) for w in backend.warnings):
+    # CEL that does not compile: Gatekeeper loads the template (the part fails each request it applies
+    # to, and the cases see that), celkeeper says so and fails the run (a policy that does not do what
+    # it says is never a clean result); what Gatekeeper silently ignores is a warning (-v)
+    compile_problems = list(dict.fromkeys(str(w) for w in backend.warnings if is_compile_problem(w)))
+    problems = [str(e) for e in errors] + compile_problems
+    sys.stdout.write(render(results, verbose=args.verbose, trace=args.trace, failed=bool(problems)))
+    for problem in compile_problems:
+        print(f"celkeeper verify: {problem}", file=sys.stderr)
+    if args.verbose:  # what Gatekeeper accepts silently, e.g. a key it ignores
+        for warning in dict.fromkeys(str(w) for w in backend.warnings if not is_compile_problem(w)):
             print(f"celkeeper verify: warning: {warning}", file=sys.stderr)
-    summary = summarize(results, errors=[str(e) for e in errors])
+    summary = summarize(results, errors=problems)
     print(summary.line())
     return 0 if summary.ok else 1
 
@@ -135,7 +142,7 @@ def discover(paths: list[str]) -> tuple[list[Suite | SuiteResult], list[Celkeepe
     errors: list[CelkeeperError] = []
     for path in paths:
         try:
-            candidates = _suite_files(path)
+            candidates = _suite_files(path, errors)
         except CelkeeperError as err:
             errors.append(err)
             continue
@@ -159,11 +166,14 @@ def discover(paths: list[str]) -> tuple[list[Suite | SuiteResult], list[Celkeepe
     return suites, errors
 
 
-def _suite_files(path: str) -> list[str]:
+def _suite_files(path: str, errors: list[CelkeeperError]) -> list[str]:
     if path.endswith("/...") or path == "...":
         path = path[: -len("...")] or "."
     if os.path.isdir(path):
-        return walk(path, files.SUITE_SUFFIXES)
+        unlisted: list[str] = []
+        found = walk(path, files.SUITE_SUFFIXES, unlisted)
+        errors.extend(files.PathError(problem) for problem in unlisted)  # a folder that cannot be listed
+        return found
     if not os.path.exists(path):
         raise files.PathError(f"{path}: no such file or directory")
     if not path.endswith(files.SUITE_SUFFIXES):

@@ -338,10 +338,13 @@ def _scalar(node: Any) -> Any:
         return None
     if kind == "bool":
         return value.lower() == "true"
-    if kind == "int":
-        return _int(value)
-    if kind == "float":
-        return _float(value)
+    try:
+        if kind == "int":
+            return _int(value)
+        if kind == "float":
+            return _float(value)
+    except ValueError:  # what the pattern takes and no number is (`-_`, `0x_`, `!!int abc`): as written
+        return value
     return value  # str, timestamp (kept as written, as Kubernetes does), binary, ...
 
 

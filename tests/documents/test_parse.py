@@ -250,3 +250,9 @@ def test_a_character_yaml_does_not_allow_is_one_located_line() -> None:
     assert [str(e) for e in parsed.errors] == [
         "suite.yaml:3:1: cannot read: unacceptable character #x0000: special characters are not allowed"
     ]
+
+
+def test_what_looks_like_a_number_and_is_not_one_stays_as_written() -> None:
+    # YAML 1.2's int pattern takes `-_` and `0x_`, which are no numbers (no crash: the text as written)
+    parsed = parse_documents("a: -_\nb: 0x_\nc: !!int abc\nd: 0x1F\n", "odd.yaml")
+    assert [d.data for d in parsed.documents] == [{"a": "-_", "b": "0x_", "c": "abc", "d": 31}]

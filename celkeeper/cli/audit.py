@@ -238,25 +238,20 @@ def _offline(args: argparse.Namespace) -> int:
         policy_sources = inputs.sources([*args.policy_dir, *args.filenames])
         separate = bool(args.objects)  # objects only from --objects; policies only from the others
         object_sources = inputs.sources(args.objects) if separate else policy_sources
-        policy_ids = {id(s) for s in policy_sources}
         object_ids = {id(s) for s in object_sources}
-        found = inputs.policies(
-            [*policy_sources, *(object_sources if separate else ())],
-            policies=lambda s: id(s) in policy_ids,
-            namespaces=lambda s: id(s) in object_ids,
-            is_policy=is_policy_document,
-            report=lambda s: separate and id(s) not in object_ids,
+        documents = inputs.policies(
+            policy_sources, is_policy=is_policy_document, report=lambda s: id(s) not in object_ids
         )
         backend = PolicyBackend(engine_name(args), EnforcementPoint.AUDIT)
-        loaded = backend.build(found.documents)
+        loaded = backend.build(documents)
         for error in loaded.errors:
             inputs.error(error)
         results = RunResults(args.constraint_violations_limit)
         # templates that read synced data read every object given (as `celkeeper test` gives them)
         data_objects = (Document.from_object(o) for o in inputs.stream_data(object_sources) if _auditable(o))
         with backend.inventory(loaded.policies, data_objects) as data:
-            sink = _AuditSink(inputs, Evaluator(loaded.policies, data), found.namespaces, results)
-            inputs.consume(inputs.objects(object_sources), sink)
+            sink = _AuditSink(inputs, Evaluator(loaded.policies, data), results)
+            inputs.consume(object_sources, sink)
     finally:
         inputs.close()
     ordered = sorted(sink.violations, key=_row_order)
@@ -307,7 +302,6 @@ class _AuditSink:
         self,
         inputs: Any,
         evaluator: Any,
-        namespaces: dict[str, JsonObject],
         results: RunResults,
     ) -> None:
         from celkeeper.audit import ObjectRef
@@ -316,7 +310,7 @@ class _AuditSink:
         self.object_ref = ObjectRef
         self.inputs = inputs
         self.evaluator = evaluator
-        self.namespaces = namespaces
+        self.namespaces = inputs.namespaces  # as far as they are read (cli.inputs)
         self.results = results
         self.violations: list[Violation] = []
         self._nothing = NOTHING

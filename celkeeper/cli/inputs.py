@@ -1,22 +1,28 @@
 """The objects `audit` and `test` read: every input accounted for, objects streamed one at a time.
 
     inputs = Inputs(tool="audit", verb="audited")
-    sources = inputs.sources(paths)                 # folders walked, stdin copied to a temporary file
-    found = inputs.policies(sources, object_sources)  # pass 1: policy documents and Namespaces
-    inputs.consume(inputs.objects(sources), sink)   # pass 2: each object, as it is read
+    sources = inputs.sources(paths)               # folders walked, stdin copied to a temporary file
+    documents = inputs.policies(sources, ...)     # first: the policy documents among them
+    inputs.consume(sources, sink)                 # then each object, evaluated as it is read
     print(inputs.summary(), file=sys.stderr)
 
-Objects are read by documents.stream (one object in memory at a time, a List's items one by one);
-policy documents by the policy reader (every field located) when the file is small enough for it.
+Objects are read by documents.stream (one object in memory at a time, a List's items one by one), in a
+reader process of their own beside the evaluation when there are many (cli.reader); policy documents by
+the policy reader (every field located) when their file is small enough for it.
 
-Policies and Namespaces must be known before any object is evaluated, and they may be among the
-objects (`test -f DIR`, `audit -f DIR`): a first pass reads them. Files that cannot hold one are not
-parsed in that pass: a template, a constraint, an ExpansionTemplate or a Namespace names its kind or
-API group in its text (`ConstraintTemplate`, `constraints.gatekeeper.sh`, `Namespace`, ...), unless
-the text spells it with escapes (`\\u`, `\\x`, `\\U`, a line continued by `\\`) or is not UTF-8 (UTF-16
-has zero bytes): a file whose bytes hold none of the names and none of those is skipped. Files read only
-for policies (`audit --policy-dir` beside `--objects`) are all read. Standard input is copied to a
-temporary file as it is read (memory does not grow with it; disk does), so that it can be read twice.
+Policies must be known before any object is evaluated, and they may be among the objects (`test -f
+DIR`, `audit -f DIR`): a first pass finds them. A file that cannot hold one is not parsed then: a
+template, a constraint or an ExpansionTemplate names its kind or API group in its text
+(`ConstraintTemplate`, `constraints.gatekeeper.sh`, ...), unless the text spells it with escapes (`\\u`,
+`\\x`, `\\U`, a line continued by `\\`) or is not UTF-8 (UTF-16 has zero bytes): a file whose bytes hold
+none of the names and none of those is skipped. Files read only for policies (`audit --policy-dir`
+beside `--objects`) are all read.
+
+Namespaces are taken as the objects are read: each object is evaluated with the Namespaces read before
+it, and its result recorded at the end, once it is known that its Namespace did not come later or
+change (the last of a name wins); the objects of a namespace whose Namespace did are read and evaluated
+again, alone. Standard input is copied to a temporary file as it is read (memory does not grow with it;
+disk does), so that it can be read more than once.
 
 Everything is counted: objects read, evaluated ("audited", "reviewed"), not evaluated (with the
 reason), and errors (each printed once, located). `summary()` is the line the tools end with:
@@ -32,7 +38,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Generic, Protocol, TypeVar
 
 from celkeeper.cli import files
@@ -53,10 +59,18 @@ from celkeeper.model import JsonObject
 #: that the policy's errors are located field by field (parse.py's fast path takes texts of this size)
 POLICY_FILE_BYTES = 300_000
 
-#: names a policy document or a Namespace has in its text (its kind or API group)
-POLICY_NAMES = (b"ConstraintTemplate", b"constraints.gatekeeper.sh", b"constraints.celkeeper.io")
-EXPANSION_NAMES = (b"ExpansionTemplate", b"expansion.gatekeeper.sh")
-NAMESPACE_NAMES = (b"Namespace",)
+#: bytes of objects from which they are read by a process of their own (cli.reader), beside the evaluation:
+#: below, starting it costs more than it saves
+PARALLEL_BYTES = 4 * 1024 * 1024
+
+#: names a policy document has in its text (its kind or API group)
+POLICY_NAMES = (
+    b"ConstraintTemplate",
+    b"constraints.gatekeeper.sh",
+    b"constraints.celkeeper.io",
+    b"ExpansionTemplate",
+    b"expansion.gatekeeper.sh",
+)
 #: what may spell a name in other characters (escapes in double quotes or JSON, a continued line),
 #: and zero bytes (UTF-16 or UTF-32 text)
 DISGUISES = (b"\\u", b"\\U", b"\\x", b"\\\n", b"\\\r", b"\x00")
@@ -94,15 +108,6 @@ class Source:
         return os.stat(self.path).st_size
 
 
-@dataclass
-class Found:
-    """What the first pass found: policy documents (templates, constraints, ExpansionTemplates) and the
-    Namespaces among the objects (by name; a later one replaces an earlier one, as before)."""
-
-    documents: list[Document] = field(default_factory=list)
-    namespaces: dict[str, JsonObject] = field(default_factory=dict)
-
-
 class Sink(Protocol[_R]):
     """What a tool does with each object: evaluate it (the result must not hold the object unless it
     is printed), then record the result once the object is known to stand (see documents.stream's
@@ -125,6 +130,8 @@ class Inputs(Generic[_R]):
         self.errors = 0
         self._said: set[str] = set()
         self._copies: list[IO[bytes]] = []
+        #: the Namespaces among the objects, by name, as far as they are read (the last of a name wins)
+        self.namespaces: dict[str, JsonObject] = {}
 
     # -- reporting -------------------------------------------------------------------------------------
     def error(self, problem: CelkeeperError | str) -> None:
@@ -198,45 +205,29 @@ class Inputs(Generic[_R]):
             self.error(DocumentError(f"cannot read: {err.strerror or err}", Location(file=source.name)))
             return None
 
-    # -- the first pass: policies and Namespaces ------------------------------------------------------
+    # -- the first pass: policies -----------------------------------------------------------------------
     def policies(
         self,
         sources: Iterable[Source],
         *,
-        policies: Callable[[Source], bool],
-        namespaces: Callable[[Source], bool],
         is_policy: Callable[[Document], bool],
         report: Callable[[Source], bool],
-    ) -> Found:
-        """The policy documents of the sources for which `policies(source)`, and the Namespaces of
-        those for which `namespaces(source)`. A source for which `report(source)` (read in this pass
-        only) has its problems reported here and every file of it is read; the others (read again
-        for their objects, which reports their problems) are skipped when they cannot hold either."""
-        found = Found()
+    ) -> list[Document]:
+        """The policy documents of the sources. A source for which `report(source)` (read in this pass
+        only) has its problems reported here and is read whole; the others (read again for their
+        objects, which reports their problems) are parsed only when they can hold a policy document."""
+        found: list[Document] = []
         for source in sources:
-            want_policies, want_namespaces = policies(source), namespaces(source)
-            if not (want_policies or want_namespaces):
-                continue
-            names = (POLICY_NAMES + EXPANSION_NAMES if want_policies else ()) + (
-                NAMESPACE_NAMES if want_namespaces else ()
-            )
             reporting = report(source)
-            if not reporting and not self._may_hold(source, names):
+            if not reporting and not self._may_hold(source, POLICY_NAMES):
                 continue
-            self._find(
-                source,
-                found,
-                want_policies=want_policies,
-                want_namespaces=want_namespaces,
-                is_policy=is_policy,
-                reporting=reporting,
-            )
+            found.extend(self._find(source, is_policy, reporting))
         return found
 
     def _may_hold(self, source: Source, names: tuple[bytes, ...]) -> bool:
         handle = self._open(source)
         if handle is None:
-            return False  # reported; not read again
+            return False  # reported (the objects pass tries again: said once)
         wanted = names + DISGUISES
         overlap = max(len(n) for n in wanted) - 1
         tail = b""
@@ -250,46 +241,31 @@ class Inputs(Generic[_R]):
                     return True
                 tail = window[-overlap:]
 
-    def _find(
-        self,
-        source: Source,
-        found: Found,
-        *,
-        want_policies: bool,
-        want_namespaces: bool,
-        is_policy: Callable[[Document], bool],
-        reporting: bool,
-    ) -> None:
+    def _find(self, source: Source, is_policy: Callable[[Document], bool], reporting: bool) -> list[Document]:
         handle = self._open(source)
         if handle is None:
-            return
+            return []
         located: dict[int, Document] | None = None
-        pending: list[tuple[str, Document | JsonObject]] = []  # tentative items, until Settled
+        found: list[Document] = []
+        pending: list[Document] = []  # tentative items, until Settled
         with handle:
             for piece in read_objects(handle, source.name):
                 if isinstance(piece, Streamed):
                     document = _document(piece)
-                    if want_policies and is_policy(document):
-                        if piece.item is None:
-                            if located is None:
-                                located = self._located(source)
-                            document = located.get(piece.document, document)
-                        entry: tuple[str, Document | JsonObject] = ("policy", document)
-                    elif want_namespaces and _is_namespace(piece.data):
-                        entry = ("namespace", piece.data)
-                    else:
+                    if not is_policy(document):
                         continue
-                    if piece.tentative:
-                        pending.append(entry)
-                    else:
-                        _keep(found, entry)
+                    if piece.item is None:
+                        if located is None:
+                            located = self._located(source)
+                        document = located.get(piece.document, document)
+                    (pending if piece.tentative else found).append(document)
                 elif isinstance(piece, Settled):
                     if piece.is_list:
-                        for entry in pending:
-                            _keep(found, entry)
+                        found.extend(pending)
                     pending = []
                 elif reporting:
                     self.error(piece.error if isinstance(piece, Unread) else piece)
+        return found
 
     def _located(self, source: Source) -> dict[int, Document]:
         """The documents of a small file read by the policy reader (fields located), by index."""
@@ -305,7 +281,14 @@ class Inputs(Generic[_R]):
 
     # -- the objects -----------------------------------------------------------------------------------
     def objects(self, sources: Iterable[Source]) -> Iterator[Streamed | Settled | Unread | DocumentError]:
-        """Every object of the sources, one at a time (documents.stream's pieces)."""
+        """Every object of the sources, one at a time (documents.stream's pieces): read by a process of
+        its own (cli.reader) when there is much to read and a second core to read it on."""
+        sources = list(sources)
+        if _read_beside(sources):
+            from celkeeper.cli.reader import read_in_child
+
+            yield from read_in_child([(s.name, s.path, s.copy.fileno() if s.copy else None) for s in sources])
+            return
         for source in sources:
             handle = self._open(source)
             if handle is None:
@@ -313,24 +296,60 @@ class Inputs(Generic[_R]):
             with handle:
                 yield from read_objects(handle, source.name)
 
-    def consume(self, pieces: Iterable[Streamed | Settled | Unread | DocumentError], sink: Sink[_R]) -> None:
-        """Evaluate each object as it is read; record it (count it) once it stands."""
-        pending: list[_R] = []
+    def consume(self, sources: list[Source], sink: Sink[_R]) -> None:
+        """Evaluate each object of the sources as it is read, with the Namespaces read before it
+        (`namespaces`: a Namespace is known from where it is read on, the last of a name wins), and
+        record the results (count them) once the run is over: those of objects whose Namespace came
+        after them, or changed, are dropped and these objects read and evaluated again, alone, with
+        the Namespaces as they ended up (Namespaces before the objects in them, as `kubectl get
+        namespaces,pods` prints them, cost nothing more)."""
+        held: dict[tuple[str, int], tuple[JsonObject | None, list[_R]]] = {}
+        self._evaluate(self.objects(sources), sink, held, only=None)
+        stale = {key for (key, _), (seen, _) in held.items() if self.namespaces.get(key) is not seen}
+        again: dict[tuple[str, int], tuple[JsonObject | None, list[_R]]] = {}
+        if stale:
+            self._evaluate(self.objects(sources), sink, again, only=stale)
+        for (key, _), (_, results) in held.items():
+            if key not in stale:  # else every object in that namespace was evaluated again
+                for result in results:
+                    sink.record(result)
+        for _, results in again.values():
+            for result in results:
+                sink.record(result)
+
+    def _evaluate(
+        self,
+        pieces: Iterable[Streamed | Settled | Unread | DocumentError],
+        sink: Sink[_R],
+        held: dict[tuple[str, int], tuple[JsonObject | None, list[_R]]],
+        only: set[str] | None,
+    ) -> None:
+        """Evaluate the objects into `held` (by the namespace each saw); `only`: the namespaces whose
+        objects are evaluated again (everything else was counted the first time)."""
+        pending: list[tuple[str, JsonObject | None, _R]] = []  # tentative items, until Settled
         for piece in pieces:
             if isinstance(piece, Streamed):
+                key = _namespace_key(piece.data)
+                if only is not None and key not in only:
+                    continue
+                if only is None and key and _is_namespace(piece.data):
+                    self.namespaces[key] = piece.data
+                seen = self.namespaces.get(key) if key else None
                 result = sink.evaluate(piece)
                 if piece.tentative:
-                    pending.append(result)
+                    pending.append((key, seen, result))
                 else:
-                    sink.record(result)
+                    _hold(held, key, seen, result)
             elif isinstance(piece, Settled):
                 if piece.is_list:
-                    for result in pending:
-                        sink.record(result)
-                elif piece.failed:  # the document's error follows
+                    for key, seen, result in pending:
+                        _hold(held, key, seen, result)
+                elif piece.failed and only is None:  # the document's error follows
                     self.read += len(pending)
                     self.not_done[UNFINISHED] += len(pending)
                 pending = []
+            elif only is not None:
+                continue  # counted the first time
             elif isinstance(piece, Unread):
                 self.not_evaluated(piece.reason, piece.error)
             else:
@@ -345,14 +364,40 @@ class Inputs(Generic[_R]):
                 yield piece.data
 
 
-def _keep(found: Found, entry: tuple[str, Document | JsonObject]) -> None:
-    what, value = entry
-    if what == "policy":
-        assert isinstance(value, Document)
-        found.documents.append(value)
-    else:
-        assert isinstance(value, dict)
-        found.namespaces[str(value["metadata"]["name"])] = value
+def _read_beside(sources: list[Source]) -> bool:
+    """Whether the objects are worth a reader process: PARALLEL_BYTES or more, and two cores or more."""
+    if len(os.sched_getaffinity(0)) < 2:
+        return False
+    total = 0
+    for source in sources:
+        try:
+            total += source.size()
+        except OSError:  # reported when it is read
+            continue
+    return total >= PARALLEL_BYTES
+
+
+def _hold(
+    held: dict[tuple[str, int], tuple[JsonObject | None, list[_R]]],
+    key: str,
+    seen: JsonObject | None,
+    result: _R,
+) -> None:
+    group = held.get((key, id(seen)))
+    if group is None:
+        group = held[(key, id(seen))] = (seen, [])
+    group[1].append(result)
+
+
+def _namespace_key(obj: JsonObject) -> str:
+    """The namespace whose Namespace an object's evaluation reads: its own, or a Namespace's name."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return ""
+    if _is_namespace(obj):
+        return str(meta["name"])
+    namespace = meta.get("namespace")
+    return namespace if isinstance(namespace, str) else ""
 
 
 def _document(piece: Streamed) -> Document:
@@ -393,7 +438,6 @@ __all__ = [
     "NOT_REVIEWED",
     "POLICY_DOCUMENT",
     "SUITE",
-    "Found",
     "Inputs",
     "Sink",
     "Source",

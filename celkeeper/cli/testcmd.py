@@ -105,23 +105,17 @@ def run(args: argparse.Namespace) -> int:
     inputs: Inputs[_Reviewed] = Inputs("test", "reviewed")
     try:
         sources = inputs.sources(args.filenames or [files.STDIN])
-        # policies and Namespaces first (a first pass over the files that can hold them), then each
-        # object as it is read
-        found = inputs.policies(
-            sources,
-            policies=lambda _: True,
-            namespaces=lambda _: True,
-            is_policy=is_policy_document,
-            report=lambda _: False,
-        )
+        # the policies first (a first pass over the files that can hold them), then each object as it
+        # is read (the Namespaces among them too: cli.inputs)
+        documents = inputs.policies(sources, is_policy=is_policy_document, report=lambda _: False)
         backend = PolicyBackend(engine_name(args))
-        loaded = backend.build(found.documents)
+        loaded = backend.build(documents)
         # what Gatekeeper loads (ignored keys, a template without validations) is no problem here, as
         # for gator test (lint and verify -v show those warnings); CEL that does not compile is
         for error in loaded.errors:
             if not is_warning(error) or is_compile_problem(error):
                 inputs.error(error)
-        constraints = {(d.kind, d.name): d.data for d in found.documents if is_constraint_document(d)}
+        constraints = {(d.kind, d.name): d.data for d in documents if is_constraint_document(d)}
         # like gator test, every object is also synced data (for templates that read it)
         data_objects = (
             Document.from_object(o) for o in inputs.stream_data(sources) if not _is_policy_object(o)
@@ -131,12 +125,11 @@ def run(args: argparse.Namespace) -> int:
                 inputs,
                 backend=backend,
                 policies=loaded.policies,
-                namespaces=found.namespaces,
                 constraints=constraints,
                 data=data,
                 args=args,
             )
-            inputs.consume(inputs.objects(sources), sink)
+            inputs.consume(sources, sink)
     finally:
         inputs.close()
     if not inputs.read and not inputs.errors:
@@ -169,7 +162,6 @@ class _TestSink:
         *,
         backend: Any,
         policies: Any,
-        namespaces: dict[str, JsonObject],
         constraints: dict[tuple[str, str], JsonValue],
         data: Any,
         args: argparse.Namespace,
@@ -177,8 +169,8 @@ class _TestSink:
         self.inputs = inputs
         self.backend = backend
         self.policies = policies
-        self.lookup = gator_test_namespaces(namespaces)
-        self.namespaces = namespaces
+        self.lookup = gator_test_namespaces(inputs.namespaces)
+        self.namespaces = inputs.namespaces  # as far as they are read (cli.inputs)
         self.constraints = constraints
         self.data = data
         self.json = args.output == "json"

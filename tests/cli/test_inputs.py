@@ -25,63 +25,113 @@ def pod(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "prod"}}
 
 
-def found_in(paths: list[Path], *, policies: bool = True) -> tuple[list[Document], dict[str, Any], list[str]]:
-    """The policy documents and Namespaces the first pass finds, and the sources it parsed."""
+def found_in(paths: list[Path]) -> tuple[list[Document], list[str]]:
+    """The policy documents the first pass finds, and the sources it parsed."""
     inputs: Inputs[Any] = Inputs("test", "reviewed")
     sources = inputs.sources([str(p) for p in paths])
     parsed: list[str] = []
     find = inputs._find
 
-    def spy(source: Source, *args: Any, **kwargs: Any) -> None:
+    def spy(source: Source, *args: Any) -> list[Document]:
         parsed.append(source.name)
-        find(source, *args, **kwargs)
+        return find(source, *args)
 
     inputs._find = spy  # type: ignore[method-assign]
-    found = inputs.policies(
-        sources,
-        policies=lambda _: policies,
-        namespaces=lambda _: True,
-        is_policy=is_policy_document,
-        report=lambda _: False,
-    )
-    return found.documents, found.namespaces, parsed
+    return inputs.policies(sources, is_policy=is_policy_document, report=lambda _: False), parsed
 
 
-def test_the_first_pass_parses_only_files_that_can_hold_a_policy_or_a_namespace(tmp_path: Path) -> None:
+def test_the_first_pass_parses_only_files_that_can_hold_a_policy(tmp_path: Path) -> None:
     pods = tmp_path / "pods.yaml"
-    pods.write_text("---\n".join(yaml.safe_dump(pod(f"p{i}")) for i in range(20)))
-    after = tmp_path / "z-namespaces.yaml"
-    after.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [NAMESPACE]}))
+    pods.write_text(
+        "---\n".join(yaml.safe_dump(pod(f"p{i}")) for i in range(20)) + "---\n" + yaml.safe_dump(NAMESPACE)
+    )
     template = EXAMPLES / "allowed-registries" / "template.yaml"
-    documents, namespaces, parsed = found_in([pods, after, template])
-    assert parsed == [str(after), str(template)]  # pods.yaml names neither: not parsed
-    assert namespaces == {"prod": NAMESPACE}  # found in a List, after the Pods
-    (document,) = documents
-    assert document.kind == "ConstraintTemplate"
-    assert document.location("spec.crd").line == 11  # read again by the policy reader: fields located
+    listed = tmp_path / "z-listed.yaml"
+    listed.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(template.read_text())]})
+    )
+    documents, parsed = found_in([pods, template, listed])
+    assert parsed == [str(template), str(listed)]  # pods.yaml names no policy kind: not parsed
+    assert [(d.kind, d.file, d.index) for d in documents] == [
+        ("ConstraintTemplate", str(template), 1),
+        ("ConstraintTemplate", str(listed), 1),  # an item of a List
+    ]
+    assert documents[0].location("spec.crd").line == 11  # read again by the policy reader: fields located
 
 
 @pytest.mark.parametrize(
     "disguise",
     [
-        '"Namesp\\u0061ce"',  # a JSON or YAML escape
-        '"Namesp\\x61ce"',
-        '"Name\\\n  space"',  # a double-quoted line continued by a backslash
+        '"ConstraintTempl\\u0061te"',  # a JSON or YAML escape
+        '"ConstraintTempl\\x61te"',
+        '"ConstraintTem\\\n  plate"',  # a double-quoted line continued by a backslash
     ],
 )
 def test_a_name_spelled_with_escapes_is_still_found(tmp_path: Path, disguise: str) -> None:
-    path = tmp_path / "ns.yaml"
-    path.write_text(f"apiVersion: v1\nkind: {disguise}\nmetadata: {{name: prod}}\n")
-    _, namespaces, parsed = found_in([path], policies=False)
+    text = (EXAMPLES / "allowed-registries" / "template.yaml").read_text()
+    path = tmp_path / "t.yaml"
+    path.write_text(text.replace("kind: ConstraintTemplate", f"kind: {disguise}", 1))
+    documents, parsed = found_in([path])
     assert parsed == [str(path)]
-    assert list(namespaces) == ["prod"]
+    assert [d.kind for d in documents] == ["ConstraintTemplate"]
 
 
 def test_utf16_text_is_parsed(tmp_path: Path) -> None:
-    path = tmp_path / "ns.yaml"
-    path.write_bytes(yaml.safe_dump(NAMESPACE).encode("utf-16"))
-    _, namespaces, parsed = found_in([path], policies=False)
-    assert (parsed, list(namespaces)) == ([str(path)], ["prod"])
+    path = tmp_path / "t.yaml"
+    path.write_bytes((EXAMPLES / "allowed-registries" / "template.yaml").read_text().encode("utf-16"))
+    documents, parsed = found_in([path])
+    assert (parsed, [d.kind for d in documents]) == ([str(path)], ["ConstraintTemplate"])
+
+
+class Seen:
+    """A sink that records each object's name and the Namespace it saw."""
+
+    def __init__(self, inputs: Inputs[Any]) -> None:
+        self.inputs = inputs
+        self.recorded: list[tuple[str, Any]] = []
+
+    def evaluate(self, obj: Streamed) -> tuple[str, Any]:
+        namespace = self.inputs.namespaces.get(obj.data["metadata"].get("namespace", ""))
+        return str(obj.data["metadata"]["name"]), (namespace or {}).get("metadata", {}).get("labels")
+
+    def record(self, result: tuple[str, Any]) -> None:
+        self.inputs.read += 1
+        self.recorded.append(result)
+
+
+def consumed(*texts: str, tmp_path: Path) -> tuple[Inputs[Any], list[tuple[str, Any]]]:
+    paths = []
+    for i, text in enumerate(texts):
+        paths.append(tmp_path / f"{i}.yaml")
+        paths[-1].write_text(text)
+    inputs: Inputs[Any] = Inputs("test", "reviewed")
+    sink = Seen(inputs)
+    inputs.consume(inputs.sources([str(p) for p in paths]), sink)
+    return inputs, sink.recorded
+
+
+def test_objects_see_their_namespace_even_when_it_comes_after_them(tmp_path: Path) -> None:
+    before = yaml.safe_dump(pod("early"))
+    after = yaml.safe_dump(NAMESPACE) + "---\n" + yaml.safe_dump(pod("late"))
+    inputs, recorded = consumed(before, after, tmp_path=tmp_path)
+    assert sorted(recorded) == [
+        ("early", {"env": "prod"}),
+        ("late", {"env": "prod"}),
+        ("prod", None),  # this sink looks a Namespace up by its metadata.namespace (none)
+    ]
+    assert inputs.read == 3  # "early" evaluated twice, counted once
+
+
+def test_the_last_namespace_of_a_name_is_the_one_every_object_sees(tmp_path: Path) -> None:
+    other = {**NAMESPACE, "metadata": {"name": "prod", "labels": {"env": "other"}}}
+    text = "---\n".join(yaml.safe_dump(d) for d in (NAMESPACE, pod("a"), other, pod("b")))
+    _, recorded = consumed(text, tmp_path=tmp_path)
+    assert sorted(recorded) == [
+        ("a", {"env": "other"}),
+        ("b", {"env": "other"}),
+        ("prod", None),
+        ("prod", None),
+    ]
 
 
 def test_tentative_items_count_only_once_their_list_stands(tmp_path: Path) -> None:
@@ -103,7 +153,7 @@ def test_tentative_items_count_only_once_their_list_stands(tmp_path: Path) -> No
     path.write_text(bundle + kubectl + "---\n" + broken)
     inputs: Inputs[str] = Inputs("test", "reviewed")
     sink = Sink()
-    inputs.consume(inputs.objects(inputs.sources([str(path)])), sink)
+    inputs.consume(inputs.sources([str(path)]), sink)
     assert sink.recorded == ["bundle", "a", "b"]  # the Bundle is one object; c's document is broken
     assert inputs.errors == 1
     assert (inputs.read, dict(inputs.not_done)) == (1, {"in a document not read to its end": 1})

@@ -120,8 +120,8 @@ SHARED = "support"  # fixtures and helpers shared by the tests (tests/support/)
 NAME_EXCEPTIONS = {
     "tests/cel/k8slib/test_linear.py": "one property (linear time on hostile input) of every parser of the"
     " library at once: format, ip, quantity, semver and urls share one table of inputs",
-    "tests/cel/celgo/test_go_module.py": "runs `go vet` and `go test` in the engine's Go module"
-    " (celkeeper/cel/celgo/go/), which is not a Python module",
+    "tests/native/test_go_module.py": "runs `go vet`, `gofmt -l` and `go test` in the native library's Go"
+    " module (celkeeper/native/go/), which is not a Python module",
 }
 
 

@@ -32,8 +32,8 @@ from tests.e2e.install.support import (
 )
 from tests.incluster.support import configmap, required_labels, required_labels_template
 from tests.support.apiserver import ControlPlane
-from tests.support.celgo import require_celgo
 from tests.support.kubectl import apply
+from tests.support.native import require_celgo
 from tests.support.podsandbox import SandboxUnavailable, check_available, container
 from tests.support.requirements import NODE
 from tests.support.waiting import wait_for

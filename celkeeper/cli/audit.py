@@ -134,6 +134,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "e.g. events or leases.coordination.k8s.io (repeatable)",
     )
     kube.add_argument(
+        "--reports",
+        choices=("openreports", "none"),
+        default="openreports",
+        help="after each run, write every violation as OpenReports (openreports.io/v1alpha1 Report per "
+        "namespace, ClusterReport for cluster-scoped objects; nothing when their CRDs are not installed), "
+        "or none (default openreports)",
+    )
+    kube.add_argument(
         "--metrics-bind",
         default="0.0.0.0:8888",
         metavar="HOST:PORT",
@@ -187,6 +195,7 @@ def _cluster(args: argparse.Namespace) -> int:
         namespace=args.pod_namespace,
         emit_events=args.emit_audit_events,
         events_in_involved_namespace=args.audit_events_involved_namespace,
+        reports=args.reports == "openreports",
     )
     client = KubeClient.connect(args.kubeconfig)
     metrics = AuditMetrics()

@@ -191,3 +191,20 @@ class AuditServer:
         found = wait_for(enough, timeout=timeout, interval=0.2, what=f"{count} complete audit run(s)")
         assert found is not None
         return found
+
+
+REPORT_CRDS = ROOT / "crds" / "reports"
+
+
+def install_report_crds(cluster: ControlPlane) -> None:
+    """The OpenReports CRDs celkeeper vendors (crds/reports), as the chart installs them; idempotent."""
+    cluster.kubectl("apply", "-f", str(REPORT_CRDS))
+    for name in ("reports.openreports.io", "clusterreports.openreports.io"):
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{name}")
+        # served only once its storage is initialised (a list answers 429 until then)
+        wait_for(
+            lambda name=name: cluster.kubectl("get", name, "-A", check=False).returncode == 0,
+            timeout=30,
+            interval=0.2,
+            what=f"{name} to be listable",
+        )

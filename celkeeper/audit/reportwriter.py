@@ -16,13 +16,15 @@ from the stored reports that could have held them (the same bucket under the old
 
 celkeeper writes, updates and deletes only reports labelled as its own (RBAC cannot tell them apart: a
 Report of the same name someone else made is left alone and reported). Without the CRDs (not installed)
-nothing is written and a warning is logged once per run.
+nothing is written and a warning is logged once per run; CRDs just installed, whose storage answers 429
+for a moment, are waited for a few seconds.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +54,7 @@ from celkeeper.kube.resources import meta
 log = logging.getLogger("celkeeper.audit")
 
 LIST_CHUNK = 100  # stored reports per list request (metadata only)
+STORAGE_WAITS = (0.5, 1.0, 2.0, 4.0)  # seconds between lists answered 429 (CRDs just installed)
 REPORTS = Resource(GROUP, VERSION, "reports", REPORT)
 CLUSTER_REPORTS = Resource(GROUP, VERSION, "clusterreports", CLUSTER_REPORT)
 
@@ -169,13 +172,34 @@ def stored_reports(client: Client, chunk: int = LIST_CHUNK) -> dict[str, dict[st
     return found
 
 
+def _stored_reports_when_served(
+    client: Client, sleep: Callable[[float], None]
+) -> dict[str, dict[str, Stored]] | None:
+    """stored_reports, waiting a little for CRDs just installed: their storage answers 429 (`storage is
+    (re)initializing`) for a moment after they are established."""
+    for delay in STORAGE_WAITS:
+        try:
+            return stored_reports(client)
+        except ApiError as err:
+            if err.status != 429:
+                raise
+            log.info("the OpenReports are not served yet (%s): listing again in %.1f s", err, delay)
+            sleep(delay)
+    return stored_reports(client)
+
+
 def write_reports(
-    client: Client, rows: ReportRows, now: int, max_results: int = MAX_RESULTS
+    client: Client,
+    rows: ReportRows,
+    now: int,
+    max_results: int = MAX_RESULTS,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> ReportsWritten:
     """Make the stored reports say what `rows` hold (results first seen now get `now`, Unix seconds)."""
     out = ReportsWritten()
     try:
-        stored = stored_reports(client)
+        stored = _stored_reports_when_served(client, sleep)
     except ApiError as err:
         out.failed.append(f"listing the reports: {err}")
         log.error("could not list the OpenReports: %s (no report written this run)", err)

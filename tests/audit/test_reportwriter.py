@@ -15,7 +15,7 @@ from celkeeper.audit.openreports import ResultRow, result_row
 from celkeeper.audit.reportrows import ReportRows
 from celkeeper.audit.reportwriter import ReportsWritten, write_reports
 from celkeeper.audit.results import ObjectRef, Violation
-from celkeeper.kube import KubeClient
+from celkeeper.kube import ApiError, KubeClient, Page, Resource
 from tests.audit.support import install_report_crds
 from tests.incluster.support import create_namespace
 from tests.kube.fakes import FakeClient
@@ -144,3 +144,26 @@ def test_nothing_is_written_without_the_crds() -> None:
         store.add(row("ns", "a"))
         out = write_reports(fake, store, now=1)
     assert not out.installed and out.writes == 0 and fake.writes == []
+
+
+class Initialising(FakeClient):
+    """An API server whose reports' storage answers 429 to the first lists (CRDs just installed)."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__()
+        self.refusals = refusals
+
+    def list_page(self, resource: Resource, limit: int, continue_token: str = "") -> Page:
+        if self.refusals:
+            self.refusals -= 1
+            raise ApiError(429, "TooManyRequests", "storage is (re)initializing")
+        return super().list_page(resource, limit, continue_token)
+
+
+def test_crds_just_installed_are_waited_for_a_few_seconds() -> None:
+    slept: list[float] = []
+    with ReportRows.temporary() as store:
+        out = write_reports(Initialising(2), store, now=1, sleep=slept.append)
+        assert not out.installed and out.failed == [] and slept == [0.5, 1.0]  # then: not installed (404)
+        out = write_reports(Initialising(99), store, now=1, sleep=slept.append)
+    assert len(out.failed) == 1 and "429" in out.failed[0]

@@ -30,6 +30,8 @@ VARIANTS = {
         "exemptNamespaces={kube-system,tenant-*}",
         "extraArgs={--log-denies}",
         "logLevel=debug",
+        "webhook.exportDecisions=stdout",
+        "webhook.exportAllowed=true",
     ),
     "cert-manager": (
         "certificates.manage=false",
@@ -162,6 +164,8 @@ def test_values_reach_the_objects(helm: Helm) -> None:
     docs = documents(helm.template(*VARIANTS["five replicas, warn, exempt namespaces, extra args"]))
     args = webhook_container(docs)["args"]
     assert "--expected-pods=5" in args and "--policy-validation=warn" in args and "--log-denies" in args
+    assert "--export-decisions=stdout" in args and "--export-allowed" in args
+    assert not [a for a in webhook_container(documents(helm.template()))["args"] if a.startswith("--export")]
     assert "--log-level=debug" in args
     assert [a for a in args if a.startswith("--exempt-namespace=")] == [
         f"--exempt-namespace={NAMESPACE}",

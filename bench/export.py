@@ -4,7 +4,8 @@
 bench/webhook.py's workload (a Deployment's Pod reviewed against 20 Pod constraints, 2 Gunicorn workers over
 loopback HTTPS), served by two servers that differ only in the export: without it, and writing every
 decision to a file (each allowed review one line; each denied review one line per violation). They are
-measured alternately, `--rounds` times, with `wrk` (Debian package `wrk`):
+measured alternately, `--rounds` times, with `wrk` (Debian package `wrk`; without it, bench/webhook.py's
+Python client, which on 2 cores is itself the bottleneck):
   - open loop at `--rate` reviews/s (default 2,000; if the machine cannot reach it, the rate reached is
     printed), the allowed review, then the denied one;
   - closed loop (saturation), the denied review.
@@ -28,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.support.load import Result, run_wrk  # noqa: E402
+from bench.support.load import Result, run_python, run_wrk  # noqa: E402
 from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
 
@@ -52,9 +53,9 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=8, help="concurrent connections (default 8)")
     parser.add_argument("--workers", type=int, default=2, help="Gunicorn workers (default 2)")
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        print("bench/export.py: needs wrk (apt-get install -y wrk)", file=sys.stderr)
-        return 1
+    wrk = shutil.which("wrk")
+    if not wrk:
+        print("load generator: Python threads (wrk not found; `apt-get install -y wrk` for a lighter client)")
     print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-export-") as tmp:
         work = Path(tmp)
@@ -109,30 +110,30 @@ def main() -> int:
             )
             print(header)
             print("-" * len(header))
+
+            def measure(server: ServeProcess, body: str, rate: float | None, duration: int) -> Result:
+                if wrk:
+                    return run_wrk(
+                        server.url("/v1/admit"),
+                        files[body],
+                        work,
+                        duration,
+                        args.connections,
+                        1,
+                        rate,
+                        server.worker_pids(),
+                    )
+                data = files[body].read_bytes()
+                ca = server.certs.ca_cert
+                pids = server.worker_pids()
+                return run_python("localhost", server.port, data, ca, duration, args.connections, rate, pids)
+
             for server in servers.values():  # warm up: connections, caches, CPU frequency
-                run_wrk(
-                    server.url("/v1/admit"),
-                    files["denied"],
-                    work,
-                    3,
-                    args.connections,
-                    1,
-                    None,
-                    server.worker_pids(),
-                )
+                measure(server, "denied", None, 3)
             for _ in range(args.rounds):
                 for mode, body, rate in modes:
                     for name, server in servers.items():
-                        result = run_wrk(
-                            server.url("/v1/admit"),
-                            files[body],
-                            work,
-                            args.duration,
-                            args.connections,
-                            1,
-                            rate,
-                            server.worker_pids(),
-                        )
+                        result = measure(server, body, rate, args.duration)
                         figures.setdefault((mode, name), []).append(result)
                         per = result.server_cpu / max(result.requests, 1)
                         print(

@@ -28,6 +28,10 @@ still over the bound (one object with more results than `max_results`) is cut in
 `<name>-part<N>` pieces. Labels say the bucket and B (`celkeeper.io/report-bucket`,
 `celkeeper.io/report-buckets`).
 
+With `--reports policyreport`, the same reports as the `wgpolicyk8s.io/v1alpha2` PolicyReport and
+ClusterPolicyReport they succeed (field names from Kyverno's api/policyreport/v1alpha2, which carries that
+API): `source` then goes on each result (that version has none at the report level).
+
 Written only when their content changes: each report carries the digest of its results without their
 timestamps (annotation `celkeeper.io/results-digest`), so a run that finds the same results writes
 nothing.
@@ -45,11 +49,6 @@ from typing import NamedTuple
 from celkeeper.audit.results import ObjectRef, Violation
 from celkeeper.model import Action, JsonObject
 
-GROUP = "openreports.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-REPORT = "Report"
-CLUSTER_REPORT = "ClusterReport"
 SOURCE = "celkeeper"
 NAME = "celkeeper-audit"
 MAX_RESULTS = 500  # results per report: with messages of MESSAGE_BYTES, well under etcd's 1.5 MiB
@@ -62,6 +61,41 @@ DIGEST_ANNOTATION = "celkeeper.io/results-digest"
 SELECTOR = f"{MANAGED_BY}={SOURCE}"  # the reports celkeeper writes (and deletes)
 
 FAIL, WARN, ERROR = "fail", "warn", "error"
+
+
+@dataclass(frozen=True)
+class ReportApi:
+    """Which reports: OpenReports, or the PolicyReports they succeed (the same results, other names)."""
+
+    name: str  # as --reports names it
+    group: str
+    version: str
+    kind: str  # a namespace's
+    cluster_kind: str  # cluster-scoped objects'
+    plural: str
+    cluster_plural: str
+    # wgpolicyk8s.io/v1alpha2 has no report-level source: each result names it
+    source_in_results: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+OPENREPORTS = ReportApi(
+    "openreports", "openreports.io", "v1alpha1", "Report", "ClusterReport", "reports", "clusterreports"
+)
+POLICYREPORTS = ReportApi(
+    "policyreport",
+    "wgpolicyk8s.io",
+    "v1alpha2",
+    "PolicyReport",
+    "ClusterPolicyReport",
+    "policyreports",
+    "clusterpolicyreports",
+    source_in_results=True,
+)
+APIS = {api.name: api for api in (OPENREPORTS, POLICYREPORTS)}
 
 
 class ResultRow(NamedTuple):
@@ -234,7 +268,7 @@ def summary(rows: Iterable[ResultRow]) -> dict[str, int]:
     return {"pass": 0, "fail": counts[FAIL], "warn": counts[WARN], "error": counts[ERROR], "skip": 0}
 
 
-def result_entry(row: ResultRow, seconds: int) -> JsonObject:
+def result_entry(row: ResultRow, seconds: int, api: ReportApi = OPENREPORTS) -> JsonObject:
     resource: JsonObject = {"apiVersion": row.api_version, "kind": row.kind}
     if row.namespace:
         resource["namespace"] = row.namespace
@@ -246,7 +280,8 @@ def result_entry(row: ResultRow, seconds: int) -> JsonObject:
         properties["enforcementAction"] = row.action
     if row.actions:
         properties["enforcementActions"] = row.actions
-    entry: JsonObject = {
+    entry: JsonObject = {"source": SOURCE} if api.source_in_results else {}
+    entry |= {
         "policy": row.policy,
         "rule": row.rule,
         "result": row.result,
@@ -259,9 +294,16 @@ def result_entry(row: ResultRow, seconds: int) -> JsonObject:
     return entry
 
 
-def report(namespace: str, piece: Piece, first_seen: Mapping[tuple[str, ...], int], now: int) -> JsonObject:
+def report(
+    namespace: str,
+    piece: Piece,
+    first_seen: Mapping[tuple[str, ...], int],
+    now: int,
+    api: ReportApi = OPENREPORTS,
+) -> JsonObject:
     """The Report (ClusterReport when `namespace` is "") of one piece; each result's timestamp is when it
-    was first seen (`first_seen`, by ResultRow.key), else `now` (Unix seconds)."""
+    was first seen (`first_seen`, by ResultRow.key), else `now` (Unix seconds). `api`: OpenReports, or
+    wgpolicyk8s.io PolicyReports."""
     metadata: JsonObject = {
         "name": piece.name,
         "labels": {
@@ -273,14 +315,16 @@ def report(namespace: str, piece: Piece, first_seen: Mapping[tuple[str, ...], in
     }
     if namespace:
         metadata["namespace"] = namespace
-    return {
-        "apiVersion": API_VERSION,
-        "kind": REPORT if namespace else CLUSTER_REPORT,
+    body: JsonObject = {
+        "apiVersion": api.api_version,
+        "kind": api.kind if namespace else api.cluster_kind,
         "metadata": metadata,
-        "source": SOURCE,
-        "summary": summary(piece.rows),
-        "results": [result_entry(r, first_seen.get(r.key, now)) for r in piece.rows],
     }
+    if not api.source_in_results:
+        body["source"] = SOURCE
+    body["summary"] = summary(piece.rows)
+    body["results"] = [result_entry(r, first_seen.get(r.key, now), api) for r in piece.rows]
+    return body
 
 
 def rows_of(stored: Mapping[str, object]) -> Iterator[tuple[tuple[str, ...], int]]:
@@ -321,14 +365,16 @@ def rows_of(stored: Mapping[str, object]) -> Iterator[tuple[tuple[str, ...], int
         yield row.key, seconds
 
 
-def reports(rows: Iterable[ResultRow], now: int, max_results: int = MAX_RESULTS) -> list[JsonObject]:
+def reports(
+    rows: Iterable[ResultRow], now: int, max_results: int = MAX_RESULTS, api: ReportApi = OPENREPORTS
+) -> list[JsonObject]:
     """Every report of these rows, all timestamps `now` (the offline audit: `-o openreports`); the
     ClusterReports first, then the Reports by namespace."""
     by_namespace: dict[str, list[ResultRow]] = {}
     for row in rows:
         by_namespace.setdefault(row.namespace, []).append(row)
     return [
-        report(namespace, piece, {}, now)
+        report(namespace, piece, {}, now, api)
         for namespace in sorted(by_namespace)
         for piece in split(by_namespace[namespace], max_results)
     ]

@@ -35,7 +35,7 @@ from celkeeper.audit.logs import (
     violation_line,
 )
 from celkeeper.audit.metrics import AuditMetrics
-from celkeeper.audit.openreports import MAX_RESULTS, error_row, result_row
+from celkeeper.audit.openreports import APIS, MAX_RESULTS, error_row, result_row
 from celkeeper.audit.reportrows import ReportRows
 from celkeeper.audit.reportwriter import ReportsWritten, write_reports
 from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
@@ -67,7 +67,7 @@ class ProcessOptions:
     emit_events: bool = False
     events_in_involved_namespace: bool = False
     timing: Timing | None = None
-    reports: bool = True  # write OpenReports (every violation) after each run
+    reports: str = "openreports"  # every violation after each run: openreports, policyreport, or none
     report_max_results: int = MAX_RESULTS  # results per report
 
 
@@ -224,7 +224,8 @@ class AuditProcess:
         self.heartbeat = started
         self.metrics.started(started)
         log.info("auditing constraints and violations", extra=run_line("audit_started", run_id))
-        rows = ReportRows.temporary() if self.options.reports else None
+        api = APIS.get(self.options.reports)
+        rows = ReportRows.temporary() if api is not None else None
         try:
             templates = {c.constraint.kind: c.template.name for c in policies.all_candidates}
             reporter = _Reporter(
@@ -244,8 +245,8 @@ class AuditProcess:
                         extra=constraint_line(kind, name, found.action, found.total, run_id),
                     )
             reports = (
-                write_reports(self.client, rows, int(started), self.options.report_max_results)
-                if rows is not None
+                write_reports(self.client, rows, int(started), self.options.report_max_results, api=api)
+                if rows is not None and api is not None
                 else ReportsWritten(installed=False)
             )
         finally:
@@ -253,7 +254,11 @@ class AuditProcess:
                 rows.close()
         latest = [(a, self.manager.get(a.resource, a.name)) for a in audited]
         written = write_results(
-            self.client, latest, results, run_id, reports=reports.installed and not reports.failed
+            self.client,
+            latest,
+            results,
+            run_id,
+            reports=api if reports.installed and not reports.failed else None,
         )
         ended = self.clock()
         self.metrics.finished(results, started, ended)

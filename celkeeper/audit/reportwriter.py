@@ -1,4 +1,5 @@
-"""Writing a run's OpenReports: create what is new, update what changed, delete what is gone, nothing else.
+"""Writing a run's OpenReports (or PolicyReports): create what is new, update what changed, delete what
+is gone, nothing else.
 
     written = write_reports(client, rows, now=int(started))
 
@@ -31,16 +32,14 @@ from typing import Any
 from celkeeper.audit.openreports import (
     BUCKET_LABEL,
     BUCKETS_LABEL,
-    CLUSTER_REPORT,
     DIGEST_ANNOTATION,
-    GROUP,
     MANAGED_BY,
     MAX_RESULTS,
-    REPORT,
+    OPENREPORTS,
     SELECTOR,
     SOURCE,
-    VERSION,
     Piece,
+    ReportApi,
     bucket_count,
     pieces,
     report,
@@ -55,15 +54,30 @@ log = logging.getLogger("celkeeper.audit")
 
 LIST_CHUNK = 100  # stored reports per list request (metadata only)
 STORAGE_WAITS = (0.5, 1.0, 2.0, 4.0)  # seconds between lists answered 429 (CRDs just installed)
-REPORTS = Resource(GROUP, VERSION, "reports", REPORT)
-CLUSTER_REPORTS = Resource(GROUP, VERSION, "clusterreports", CLUSTER_REPORT)
 
 
-def collection(namespace: str) -> Resource:
-    """Where a namespace's reports are ("": the ClusterReports)."""
-    if not namespace:
-        return CLUSTER_REPORTS
-    return Resource(GROUP, VERSION, "reports", REPORT, namespace=namespace)
+def collection(api: ReportApi, namespace: str | None, *, listing: bool = False) -> Resource:
+    """Where a namespace's reports are ("": the cluster-scoped reports; None: every namespace's). With
+    `listing`: celkeeper's only, metadata only."""
+    selector = SELECTOR if listing else ""
+    if namespace == "":
+        return Resource(
+            api.group,
+            api.version,
+            api.cluster_plural,
+            api.cluster_kind,
+            label_selector=selector,
+            metadata_only=listing,
+        )
+    return Resource(
+        api.group,
+        api.version,
+        api.plural,
+        api.kind,
+        namespace=namespace,
+        label_selector=selector,
+        metadata_only=listing,
+    )
 
 
 @dataclass(frozen=True)
@@ -146,19 +160,13 @@ def ours(obj: Mapping[str, Any]) -> bool:
     return isinstance(labels, Mapping) and labels.get(MANAGED_BY) == SOURCE
 
 
-def stored_reports(client: Client, chunk: int = LIST_CHUNK) -> dict[str, dict[str, Stored]] | None:
-    """celkeeper's stored reports by namespace ("": ClusterReports) and name; None when the CRDs are not
+def stored_reports(
+    client: Client, api: ReportApi = OPENREPORTS, chunk: int = LIST_CHUNK
+) -> dict[str, dict[str, Stored]] | None:
+    """celkeeper's stored reports by namespace ("": cluster-scoped) and name; None when the CRDs are not
     installed. Raises ApiError when a list fails otherwise."""
     found: dict[str, dict[str, Stored]] = {}
-    for resource in (REPORTS, CLUSTER_REPORTS):
-        listed = Resource(
-            resource.group,
-            resource.version,
-            resource.plural,
-            resource.kind,
-            label_selector=SELECTOR,
-            metadata_only=True,
-        )
+    for listed in (collection(api, None, listing=True), collection(api, "", listing=True)):
         try:
             for page in pages(client, listed, chunk):
                 for obj in page.items:
@@ -173,19 +181,19 @@ def stored_reports(client: Client, chunk: int = LIST_CHUNK) -> dict[str, dict[st
 
 
 def _stored_reports_when_served(
-    client: Client, sleep: Callable[[float], None]
+    client: Client, api: ReportApi, sleep: Callable[[float], None]
 ) -> dict[str, dict[str, Stored]] | None:
     """stored_reports, waiting a little for CRDs just installed: their storage answers 429 (`storage is
     (re)initializing`) for a moment after they are established."""
     for delay in STORAGE_WAITS:
         try:
-            return stored_reports(client)
+            return stored_reports(client, api)
         except ApiError as err:
             if err.status != 429:
                 raise
-            log.info("the OpenReports are not served yet (%s): listing again in %.1f s", err, delay)
+            log.info("the %s are not served yet (%s): listing again in %.1f s", api.kind, err, delay)
             sleep(delay)
-    return stored_reports(client)
+    return stored_reports(client, api)
 
 
 def write_reports(
@@ -194,28 +202,32 @@ def write_reports(
     now: int,
     max_results: int = MAX_RESULTS,
     *,
+    api: ReportApi = OPENREPORTS,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ReportsWritten:
     """Make the stored reports say what `rows` hold (results first seen now get `now`, Unix seconds)."""
     out = ReportsWritten()
     try:
-        stored = _stored_reports_when_served(client, sleep)
+        stored = _stored_reports_when_served(client, api, sleep)
     except ApiError as err:
         out.failed.append(f"listing the reports: {err}")
-        log.error("could not list the OpenReports: %s (no report written this run)", err)
+        log.error("could not list the %ss: %s (no report written this run)", api.kind, err)
         return out
     if stored is None:
         out.installed = False
         log.warning(
-            "the OpenReports CRDs (reports.%s, clusterreports.%s) are not installed: no reports written",
-            GROUP,
-            GROUP,
+            "the %s CRDs (%s.%s, %s.%s) are not installed: no reports written",
+            api.kind,
+            api.plural,
+            api.group,
+            api.cluster_plural,
+            api.group,
         )
         return out
     for namespace in sorted(set(rows.namespaces()) | set(stored)):
         try:
             _write_namespace(
-                client, rows, namespace, stored.get(namespace, {}), out, now=now, limit=max_results
+                client, rows, namespace, stored.get(namespace, {}), out, now=now, limit=max_results, api=api
             )
         except ApiError as err:
             where = f"namespace {namespace}" if namespace else "cluster-scoped objects"
@@ -233,8 +245,9 @@ def _write_namespace(
     *,
     now: int,
     limit: int,
+    api: ReportApi,
 ) -> None:
-    resource = collection(namespace)
+    resource = collection(api, namespace)
     desired: set[str] = set()
     counts = rows.counts(namespace)
     if counts:
@@ -246,7 +259,8 @@ def _write_namespace(
                 if old is not None and old.digest == piece.digest:
                     out.unchanged += 1
                     continue
-                body = report(namespace, piece, _first_seen(client, namespace, piece, stored), now)
+                first_seen = _first_seen(client, resource, piece, stored)
+                body = report(namespace, piece, first_seen, now, api)
                 outcome = write_desired(
                     client,
                     resource,
@@ -275,12 +289,11 @@ def _same_digest(stored: Mapping[str, Any] | None, desired: Mapping[str, Any]) -
 
 
 def _first_seen(
-    client: Client, namespace: str, piece: Piece, stored: Mapping[str, Stored]
+    client: Client, resource: Resource, piece: Piece, stored: Mapping[str, Stored]
 ) -> dict[tuple[str, ...], int]:
     """When each of the piece's results was first found, from the stored reports that may hold them."""
     wanted = {row.key for row in piece.rows}
     found: dict[tuple[str, ...], int] = {}
-    resource = collection(namespace)
     for old in stored.values():
         if not old.may_hold(piece):
             continue

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from celkeeper.audit.openreports import API_VERSION, CLUSTER_REPORT, REPORT, SELECTOR, policy_name
+from celkeeper.audit.openreports import OPENREPORTS, SELECTOR, ReportApi, policy_name
 from celkeeper.audit.results import ConstraintKey, RunResults
 from celkeeper.kube import ApiError, Client, Resource, update_status
 from celkeeper.kube.resources import name_of, uid_of
@@ -42,11 +42,11 @@ AUDIT_FIELDS = (
 )
 
 
-def reports_field(key: ConstraintKey) -> JsonObject:
+def reports_field(key: ConstraintKey, api: ReportApi = OPENREPORTS) -> JsonObject:
     """status.reports: where the complete list of a constraint's violations is."""
     return {
-        "apiVersion": API_VERSION,
-        "kinds": [REPORT, CLUSTER_REPORT],
+        "apiVersion": api.api_version,
+        "kinds": [api.kind, api.cluster_kind],
         "labelSelector": SELECTOR,
         "policy": policy_name(*key),
     }
@@ -95,16 +95,16 @@ def write_results(
     results: RunResults,
     timestamp: str,
     *,
-    reports: bool = False,
+    reports: ReportApi | None = None,
 ) -> Written:
     """Write the run's results on each constraint (given with its latest watched copy, if any);
-    `reports`: the run's OpenReports were written (the status says where)."""
+    `reports`: the reports the run wrote (the status says where)."""
     written = gone = 0
     failed: list[str] = []
     for audited, stored in constraints:
         fields: dict[str, Any] = {"auditTimestamp": timestamp, **results.status_fields(audited.key)}
-        if reports:
-            fields["reports"] = reports_field(audited.key)
+        if reports is not None:
+            fields["reports"] = reports_field(audited.key, reports)
 
         def change(current: Mapping[str, JsonValue], audited: Audited = audited, fields: Any = fields) -> Any:
             if audited.uid and uid_of(current) != audited.uid:

@@ -149,11 +149,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     kube.add_argument(
         "--reports",
-        choices=("openreports", "none"),
+        choices=("openreports", "policyreport", "none"),
         default="openreports",
         help="after each run, write every violation as OpenReports (openreports.io/v1alpha1 Report per "
         "namespace, ClusterReport for cluster-scoped objects; nothing when their CRDs are not installed), "
-        "or none (default openreports)",
+        "as the older wgpolicyk8s.io/v1alpha2 PolicyReports, or none (default openreports)",
     )
     kube.add_argument(
         "--metrics-bind",
@@ -209,7 +209,7 @@ def _cluster(args: argparse.Namespace) -> int:
         namespace=args.pod_namespace,
         emit_events=args.emit_audit_events,
         events_in_involved_namespace=args.audit_events_involved_namespace,
-        reports=args.reports == "openreports",
+        reports=args.reports,
     )
     client = KubeClient.connect(args.kubeconfig)
     metrics = AuditMetrics()

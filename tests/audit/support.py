@@ -197,9 +197,11 @@ REPORT_CRDS = ROOT / "crds" / "reports"
 
 
 def install_report_crds(cluster: ControlPlane) -> None:
-    """The OpenReports CRDs celkeeper vendors (crds/reports), as the chart installs them; idempotent."""
+    """The report CRDs celkeeper vendors (crds/reports: OpenReports and wgpolicyk8s.io PolicyReports), as the
+    chart installs them; idempotent."""
     cluster.kubectl("apply", "-f", str(REPORT_CRDS))
-    for name in ("reports.openreports.io", "clusterreports.openreports.io"):
+    names = ("reports.openreports.io", "clusterreports.openreports.io")
+    for name in (*names, "policyreports.wgpolicyk8s.io", "clusterpolicyreports.wgpolicyk8s.io"):
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{name}")
         # served only once its storage is initialised (a list answers 429 until then)
         wait_for(

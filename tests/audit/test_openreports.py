@@ -17,6 +17,7 @@ from celkeeper.audit.openreports import (
     BUCKETS_LABEL,
     DIGEST_ANNOTATION,
     MANAGED_BY,
+    POLICYREPORTS,
     ResultRow,
     bucket_count,
     error_row,
@@ -115,6 +116,20 @@ def test_a_report_has_the_upstream_shape_and_counts_its_results() -> None:
     cluster = report("", split([row("n", namespace="", kind="Namespace")])[0], {}, now=1)
     assert cluster["kind"] == "ClusterReport" and "namespace" not in cluster["metadata"]
     schema_of("openreports.io_clusterreports.yaml").validate(json.loads(json.dumps(cluster)))
+
+
+def test_a_policyreport_holds_the_same_results_with_their_source() -> None:
+    [piece] = split([row("a"), row("b", action="warn")])
+    body = report("team-a", piece, {}, now=7, api=POLICYREPORTS)
+    assert (body["apiVersion"], body["kind"]) == ("wgpolicyk8s.io/v1alpha2", "PolicyReport")
+    assert "source" not in body and [r["source"] for r in body["results"]] == ["celkeeper", "celkeeper"]
+    schema_of("wgpolicyk8s.io_policyreports.yaml").validate(json.loads(json.dumps(body)))
+    openreport = report("team-a", piece, {}, now=7)
+    assert [{k: v for k, v in r.items() if k != "source"} for r in body["results"]] == openreport["results"]
+    assert body["summary"] == openreport["summary"]
+    cluster = report("", split([row("n", namespace="", kind="Namespace")])[0], {}, now=1, api=POLICYREPORTS)
+    assert cluster["kind"] == "ClusterPolicyReport"
+    schema_of("wgpolicyk8s.io_clusterpolicyreports.yaml").validate(json.loads(json.dumps(cluster)))
 
 
 def schema_of(file: str) -> Draft202012Validator:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from celkeeper.audit.openreports import ResultRow, result_row
+from celkeeper.audit.openreports import OPENREPORTS, POLICYREPORTS, ReportApi, ResultRow, result_row
 from celkeeper.audit.reportrows import ReportRows
 from celkeeper.audit.reportwriter import ReportsWritten, write_reports
 from celkeeper.audit.results import ObjectRef, Violation
@@ -28,11 +28,17 @@ def row(namespace: str, name: str, message: str = "", kind: str = "Pod") -> Resu
     return result_row(found, "k8slabels")
 
 
-def write(client: KubeClient, rows: Iterable[ResultRow], now: int, max_results: int = 500) -> ReportsWritten:
+def write(
+    client: KubeClient,
+    rows: Iterable[ResultRow],
+    now: int,
+    max_results: int = 500,
+    api: ReportApi = OPENREPORTS,
+) -> ReportsWritten:
     with ReportRows.temporary() as store:
         for r in rows:
             store.add(r)
-        return write_reports(client, store, now, max_results)
+        return write_reports(client, store, now, max_results, api=api)
 
 
 def stored(cluster: ControlPlane, resource: str, *where: str) -> dict[str, dict[str, Any]]:
@@ -167,3 +173,22 @@ def test_crds_just_installed_are_waited_for_a_few_seconds() -> None:
         assert not out.installed and out.failed == [] and slept == [0.5, 1.0]  # then: not installed (404)
         out = write_reports(Initialising(99), store, now=1, sleep=slept.append)
     assert len(out.failed) == 1 and "429" in out.failed[0]
+
+
+@pytest.mark.kube
+def test_policyreports_are_written_the_same_way(
+    kube_cluster: ControlPlane, client: KubeClient, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    rows = [row(ns, "a"), row(ns, "b"), row("", ns, kind="Namespace")]
+    out = write(client, rows, now=50, api=POLICYREPORTS)
+    assert (out.created, out.failed) == (2, [])
+    mine = stored(kube_cluster, "policyreports.wgpolicyk8s.io", "-n", ns)[f"{ns}/celkeeper-audit"]
+    assert mine["kind"] == "PolicyReport" and "source" not in mine
+    assert {r["source"] for r in mine["results"]} == {"celkeeper"}
+    assert results(mine) == {"a": 50, "b": 50}
+    cluster_scoped = stored(kube_cluster, "clusterpolicyreports.wgpolicyk8s.io")["/celkeeper-audit"]
+    assert cluster_scoped["kind"] == "ClusterPolicyReport"
+    again = write(client, rows, now=60, api=POLICYREPORTS)
+    assert (again.writes, again.unchanged) == (0, 2)
+    assert write(client, [], now=70, api=POLICYREPORTS).deleted == 2

@@ -58,6 +58,7 @@ VARIANTS = {
     ),
     "no audit, no VAP rights": ("audit.enabled=false", "vap.rbac=false"),
     "no reports": ("reports.enabled=false",),
+    "policyreports": ("reports.format=policyreport",),
     "reports, their CRDs installed by someone else": ("reports.installCRDs=false",),
     "placement": (
         "nodeSelector.pool=system",
@@ -354,6 +355,20 @@ def test_the_reports_values_reach_the_audit_its_rights_and_the_crds(helm: Helm) 
 
     theirs = documents(helm.template(*VARIANTS["reports, their CRDs installed by someone else"]))
     assert not report_crds(theirs) and REPORT_RULE in cluster_rules(theirs, "celkeeper-audit")
+    older = documents(helm.template(*VARIANTS["policyreports"]))
+    assert [c["metadata"]["name"] for c in older if c["kind"] == "CustomResourceDefinition"][-2:] == [
+        "policyreports.wgpolicyk8s.io",
+        "clusterpolicyreports.wgpolicyk8s.io",
+    ]
+    assert {
+        "apiGroups": ["wgpolicyk8s.io"],
+        "resources": ["policyreports", "clusterpolicyreports"],
+        "verbs": ["get", "list", "create", "update", "delete"],
+    } in cluster_rules(older, "celkeeper-audit")
+    args = find(older, "Deployment", "celkeeper-audit")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--reports=policyreport" in args and not report_crds(older)
+    refused = helm.run("template", "celkeeper", str(CHART), "--set", "reports.format=other", check=False)
+    assert refused.returncode != 0 and "reports.format must be openreports or policyreport" in refused.stderr
     none = documents(helm.template(*VARIANTS["no reports"]))
     assert not report_crds(none) and REPORT_RULE not in cluster_rules(none, "celkeeper-audit")
     args = find(none, "Deployment", "celkeeper-audit")["spec"]["template"]["spec"]["containers"][0]["args"]

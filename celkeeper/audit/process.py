@@ -244,11 +244,13 @@ class AuditProcess:
                         "audit results for constraint",
                         extra=constraint_line(kind, name, found.action, found.total, run_id),
                     )
+            reports_began = self.clock()
             reports = (
                 write_reports(self.client, rows, int(started), self.options.report_max_results, api=api)
                 if rows is not None and api is not None
                 else ReportsWritten(installed=False)
             )
+            reports_took = self.clock() - reports_began
         finally:
             if rows is not None:
                 rows.close()
@@ -280,6 +282,7 @@ class AuditProcess:
                 constraints_written=written.written,
                 constraints_failed=len(written.failed),
                 **{f"reports_{operation}": n for operation, n in reports.counts().items()},
+                reports_duration=go_duration(reports_took),
             ),
         )
         return results

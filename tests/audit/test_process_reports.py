@@ -136,6 +136,7 @@ def audit(world: World) -> dict[str, Any]:
     assert code == 0, raw[-4000:]
     [finished] = events_of(lines, "audit_finished")
     assert finished["reports_failed"] == 0, raw[-4000:]
+    assert finished["reports_duration"].endswith("s")  # how long writing them took (Go's duration)
     return finished
 
 

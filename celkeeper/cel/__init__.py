@@ -13,8 +13,8 @@
 - `cel-go` (celgo/): Kubernetes' own CEL (cel-go, k8s.io/apiserver) exactly as Gatekeeper v3.23.1
   runs it, in celkeeper's native library (celkeeper.native: the Go module's k8scel/,
   built by setup.py); the default.
-- `cel-python` (celpython/): a pure-Python engine (celpy's interpreter, with cel-cpp's checker as its
-  front end through cel-expr-python), for machines without Go; cross-checked against cel-go.
+- `cel-python` (celpython/): a pure-Python engine (celpy's interpreter behind a type-checking front end
+  of its own), for machines without Go; cross-checked against cel-go.
 
 Engines are expensive to build: build one per process and keep it (the caller holds it: there is
 no module-level cache). The cel-go library is loaded by the first cel-go engine of a process, which

@@ -77,23 +77,38 @@ def _text(value: object) -> str:
 
 
 class _Constraints:
-    """Each constraint's (group, version) by (kind, name), for the loaded policy set (made again when it
-    changes)."""
+    """The constraint's keys of a violation's line, serialised once per (constraint, action) for the loaded
+    policy set (made again when it changes): only the message is serialised per line."""
 
     def __init__(self) -> None:
         self._policies: weakref.ref[PolicySet] | None = None
-        self._found: dict[tuple[str, str], tuple[str, str]] = {}
+        self._api: dict[tuple[str, str], tuple[str, str]] = {}
+        self._keys: dict[tuple[str, str, str], bytes] = {}
 
-    def api(self, policies: PolicySet | None, kind: str, name: str) -> tuple[str, str]:
-        if policies is None:
-            return "", ""
-        if self._policies is None or self._policies() is not policies:
-            found = {}
+    def keys(self, policies: PolicySet | None, kind: str, name: str, action: str) -> bytes:
+        """`"eventType":"violation","group":..,"version":..,"kind":..,"name":..,"enforcementAction":..`"""
+        if policies is not None and (self._policies is None or self._policies() is not policies):
+            api = {}
             for constraint in policies.constraints:
                 group, _, version = constraint.document.api_version.rpartition("/")
-                found[(constraint.kind, constraint.name)] = (group, version)
-            self._policies, self._found = weakref.ref(policies), found
-        return self._found.get((kind, name), ("", ""))
+                api[(constraint.kind, constraint.name)] = (group, version)
+            self._policies, self._api, self._keys = weakref.ref(policies), api, {}
+        found = self._keys.get((kind, name, action))
+        if found is None:
+            group, version = self._api.get((kind, name), ("", "")) if policies is not None else ("", "")
+            found = orjson.dumps(
+                {
+                    "eventType": "violation",
+                    "group": group,
+                    "version": version,
+                    "kind": kind,
+                    "name": name,
+                    "enforcementAction": action,
+                }
+            )[1:-1]
+            if len(self._keys) < 100_000:  # bounded: (constraint, action) pairs of the loaded policies
+                self._keys[(kind, name, action)] = found
+        return found
 
 
 class DecisionExport:
@@ -154,21 +169,20 @@ class DecisionExport:
         if not results:
             self._put(base + _ALLOWED)
             return
-        lines = []
-        for result in results:
-            group, version = self._constraints.api(policies, result.constraint_kind, result.constraint_name)
-            own = orjson.dumps(
-                {
-                    "eventType": "violation",
-                    "group": group,
-                    "version": version,
-                    "kind": result.constraint_kind,
-                    "name": result.constraint_name,
-                    "enforcementAction": result.action.value,
-                    "message": result.message,
-                }
+        keys = self._constraints.keys
+        lines = [
+            b"".join(
+                (
+                    base,
+                    b",",
+                    keys(policies, r.constraint_kind, r.constraint_name, r.action.value),
+                    b',"message":',
+                    orjson.dumps(r.message),
+                    b"}",
+                )
             )
-            lines.append(base + b"," + own[1:])
+            for r in results
+        ]
         self._put(b"\n".join(lines))
 
     def error(self, raw: Mapping[str, object], message: str, *, allowed: bool) -> None:

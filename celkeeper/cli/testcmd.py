@@ -31,13 +31,14 @@ import argparse
 import copy
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
 from celkeeper.cli.cluster import add_cluster_options, read_cluster
 from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
+from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, is_warning
 from celkeeper.expansion import is_mutator
@@ -53,6 +54,7 @@ from celkeeper.model import JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:
     from celkeeper.incluster.cluster import ClusterReader
+    from celkeeper.policy import PolicySet
     from celkeeper.review import AdmissionRequest, NamespaceLookup
 
 TARGET = "admission.k8s.gatekeeper.sh"
@@ -77,7 +79,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser,
         "a file or folder (recursively) of templates, constraints and objects; - for stdin; repeatable",
     )
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "junit", "sarif"),
+        default="text",
+        help="text and json (gator's), junit (JUnit XML: a testcase per object and constraint) or sarif "
+        "(SARIF 2.1.0: each violation at its object's line)",
+    )
+    parser.add_argument("--output-file", metavar="FILE", help="write the output to FILE rather than stdout")
     parser.add_argument("--deny-only", action="store_true", help="print only results that deny")
     add_engine_option(parser)
     add_cluster_options(
@@ -142,13 +152,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"celkeeper test: {problem}", file=sys.stderr)
     rows.sort(key=lambda r: (r[2].enforcement_action, r[2].message))  # as gator orders its results
     shown = [row for row in rows if not args.deny_only or denies(row[2])]
-    if args.output == "json":
-        print(json.dumps([_json_row(*row) for row in shown], indent=4, ensure_ascii=False))
-    else:
-        for document, constraint, violation in shown:
-            name = str(_meta(constraint).get("name", "")) if constraint is not None else ""
-            message = go_quote(violation.message)
-            print(f"{_object_id(_reviewed(document))}: [{go_quote(name)}] Message: {message}")
+    with redirected(args.output_file):
+        if args.output in ("junit", "sarif"):
+            sys.stdout.write(formatted(args.output, documents, loaded.policies, shown, problems))
+        elif args.output == "json":
+            print(json.dumps([_json_row(*row) for row in shown], indent=4, ensure_ascii=False))
+        else:
+            for document, constraint, violation in shown:
+                name = str(_meta(constraint).get("name", "")) if constraint is not None else ""
+                message = go_quote(violation.message)
+                print(f"{_object_id(_reviewed(document))}: [{go_quote(name)}] Message: {message}")
     return 1 if any(denies(v) for _, _, v in rows) or problems else 0
 
 
@@ -192,14 +205,40 @@ def run_cluster(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"celkeeper test: {problem}", file=sys.stderr)
     shown = [(d, r, op) for d, r, op in rows if not args.deny_only or r.action is Action.DENY]
-    if args.output == "json":
-        print(json.dumps([_cluster_row(d, r, op) for d, r, op in shown], indent=2))
-    else:
-        for document, result, operation in shown:
-            line = f"{_object_id(_reviewed(document))}: [{result.constraint_name}] {result.message}"
-            print(f"{line} ({result.action}, {operation})")
+    with redirected(args.output_file):
+        if args.output in ("junit", "sarif"):
+            found = [(d, None, _violation(r)) for d, r, _ in shown]
+            sys.stdout.write(formatted(args.output, manifests, loaded.policies, found, problems))
+        elif args.output == "json":
+            print(json.dumps([_cluster_row(d, r, op) for d, r, op in shown], indent=2))
+        else:
+            for document, result, operation in shown:
+                line = f"{_object_id(_reviewed(document))}: [{result.constraint_name}] {result.message}"
+                print(f"{line} ({result.action}, {operation})")
     denied = any(r.action is Action.DENY for _, r, _ in rows)
     return 1 if denied or problems else 0
+
+
+def formatted(
+    output: str,
+    documents: Sequence[Document],
+    policies: PolicySet,
+    rows: Sequence[Row],
+    problems: Sequence[str],
+) -> str:
+    """-o junit, -o sarif: made by cli/output_junit.py, cli/output_sarif.py."""
+    if output == "junit":
+        from celkeeper.cli.output_junit import junit_test
+
+        return junit_test(documents, policies, rows, problems)
+    from celkeeper.cli.output_sarif import sarif_test
+
+    return sarif_test(rows, problems)
+
+
+def _violation(result: Result) -> Violation:
+    """A webhook result (test --cluster) as the offline tools' Violation."""
+    return Violation(result.message, str(result.action), (), (result.constraint_kind, result.constraint_name))
 
 
 def _cluster_request(

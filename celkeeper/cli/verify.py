@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 from celkeeper.cel import get_engine
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, engine_name
+from celkeeper.cli.output import redirected
 from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError
 from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
@@ -54,6 +55,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="run only matching tests/cases: REGEX (test or case name) or TEST//CASE",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="name every test and case")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "junit", "sarif"),
+        default="text",
+        help="text (gator's), junit (JUnit XML: a testcase per case) or sarif (SARIF 2.1.0: each failed "
+        "case at its line); with junit and sarif the summary line goes to stderr",
+    )
+    parser.add_argument("--output-file", metavar="FILE", help="write the output to FILE rather than stdout")
     parser.add_argument(
         "-t",
         "--trace",
@@ -94,13 +104,28 @@ def run(args: argparse.Namespace) -> int:
             results.append(suite)
         else:
             results.append(runner.run(suite, flt))
-    sys.stdout.write(render(results, verbose=args.verbose, trace=args.trace))
-    if args.verbose:  # what Gatekeeper accepts silently, e.g. an expression that does not compile
-        for warning in dict.fromkeys(str(w) for w in backend.warnings):
-            print(f"celkeeper verify: warning: {warning}", file=sys.stderr)
     summary = summarize(results, errors=[str(e) for e in errors])
-    print(summary.line())
+    with redirected(args.output_file):
+        if args.output == "text":
+            sys.stdout.write(render(results, verbose=args.verbose, trace=args.trace))
+        else:
+            sys.stdout.write(formatted(args.output, results, [str(e) for e in errors]))
+        if args.verbose:  # what Gatekeeper accepts silently, e.g. an expression that does not compile
+            for warning in dict.fromkeys(str(w) for w in backend.warnings):
+                print(f"celkeeper verify: warning: {warning}", file=sys.stderr)
+        print(summary.line(), file=sys.stdout if args.output == "text" else sys.stderr)
     return 0 if summary.ok else 1
+
+
+def formatted(output: str, results: list[SuiteResult], errors: list[str]) -> str:
+    """-o junit, -o sarif: made by cli/output_junit.py, cli/output_sarif.py."""
+    if output == "junit":
+        from celkeeper.cli.output_junit import junit_verify
+
+        return junit_verify(results, errors)
+    from celkeeper.cli.output_sarif import sarif_verify
+
+    return sarif_verify(results, errors)
 
 
 _T = TypeVar("_T")

@@ -7,7 +7,7 @@
 # BASE must provide `python3` (3.11) with the venv module (ensurepip); both stages use it, so the
 # environment's interpreter path is the same at build and at run time, and the engine's library is
 # linked against the C library the image runs with.
-# GO_IMAGE must hold a Go toolchain (>= the `go` line of celkeeper/cel/celgo/go/go.mod) in /usr/local/go;
+# GO_IMAGE must hold a Go toolchain (>= the `go` line of celkeeper/native/go/go.mod) in /usr/local/go;
 # only that directory is used.
 ARG BASE=python:3.11-slim
 ARG GO_IMAGE=golang:1.26-bookworm

@@ -1,8 +1,8 @@
-"""celkeeper's build step: the cel-go engine's shared library, built from the Go module in
-celkeeper/cel/celgo/go with `go build -buildmode=c-shared` (metadata is in setup.cfg).
+"""celkeeper's build step: its native library (the cel-go engine and the other Go capabilities), built
+from the Go module in celkeeper/native/go with `go build -buildmode=c-shared` (metadata is in setup.cfg).
 
 The library goes to a cache outside the repository named by the hash of the Go sources and the build
-flags (~/.cache/celkeeper-celgo/<hash>/libcelgo.so, see celkeeper/cel/celgo/locate.py), so
+flags (~/.cache/celkeeper-native/<hash>/libcelkeeper.so, see celkeeper/native/locate.py), so
 `pip install -e .` builds it only when the sources changed, and a wheel carries a copy in the package.
 Without Go (or a C compiler, which cgo needs) the build warns and celkeeper falls back to the
 cel-python engine; a Go build that fails is an error.
@@ -31,7 +31,7 @@ KEEP_BUILDS = 12  # older builds in the cache are removed (several worktrees sha
 
 
 def _locate() -> Any:
-    spec = importlib.util.spec_from_file_location("_celgo_locate", HERE / "celkeeper/cel/celgo/locate.py")
+    spec = importlib.util.spec_from_file_location("_native_locate", HERE / "celkeeper/native/locate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -57,14 +57,14 @@ def build_library() -> Path | None:
         return target
     go = shutil.which("go")
     if go is None:
-        _warn("no Go toolchain: the cel-go engine is not built; celkeeper will use cel-python")
+        _warn("no Go toolchain: the native library is not built; celkeeper will use cel-python")
         return None
     if shutil.which(os.environ.get("CC", "cc")) is None and shutil.which("gcc") is None:
-        _warn("no C compiler (cgo needs one): the cel-go engine is not built; celkeeper will use cel-python")
+        _warn("no C compiler (cgo needs one): the native library is not built; celkeeper will use cel-python")
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.parent / f".{target.name}.{os.getpid()}"
-    sys.stderr.write(f"celkeeper: building the cel-go engine into {target} (the first build takes minutes)\n")
+    sys.stderr.write(f"celkeeper: building the native library into {target} (first build: minutes)\n")
     started = time.monotonic()
     env = dict(os.environ, CGO_ENABLED="1")
     done = threading.Event()
@@ -72,7 +72,7 @@ def build_library() -> Path | None:
     def heartbeat() -> None:  # a line a minute, so that CI logs show the build is alive
         while not done.wait(60):
             sys.stderr.write(
-                f"celkeeper: still building the cel-go engine ({time.monotonic() - started:.0f} s)\n"
+                f"celkeeper: still building the native library ({time.monotonic() - started:.0f} s)\n"
             )
 
     threading.Thread(target=heartbeat, daemon=True).start()
@@ -86,9 +86,9 @@ def build_library() -> Path | None:
         leftover.unlink()
     if proc.returncode != 0:
         partial.unlink(missing_ok=True)
-        raise SystemExit(f"celkeeper: building the cel-go engine failed (go exited with {proc.returncode})")
+        raise SystemExit(f"celkeeper: building the native library failed (go exited with {proc.returncode})")
     os.replace(partial, target)
-    sys.stderr.write(f"celkeeper: cel-go engine built in {time.monotonic() - started:.0f} s\n")
+    sys.stderr.write(f"celkeeper: native library built in {time.monotonic() - started:.0f} s\n")
     _prune(target.parent.parent, target.parent)
     return target
 
@@ -100,7 +100,7 @@ class BuildPy(build_py):
         library = build_library()
         super().run()
         if library is not None and not getattr(self, "editable_mode", False):
-            dest = Path(self.build_lib) / "celkeeper" / "cel" / "celgo" / "_libcelgo.so"
+            dest = Path(self.build_lib) / "celkeeper" / "native" / _locate().PACKAGED.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(library, dest)
 

@@ -7,7 +7,8 @@ violate two constraints):
   - listing them in pages of 500 through the API server and parsing them, in process: objects/s;
   - a whole run of the real `celkeeper audit --source kubernetes --once` process: the run's own duration
     (its audit_finished line), the process's wall time (start-up and template compilation included),
-    and its peak RSS;
+    and its peak RSS; the same run without OpenReports (`--reports none`) and with them once they are
+    written (an unchanged run writes none), alternated;
   - with --large N (e.g. 50000): the same run after growing the cluster to N Pods, and the peak RSS
     growth of the process over a run that lists no Pods (`--excluded-resource pods`): memory must not
     grow with the cluster.
@@ -78,10 +79,12 @@ def cluster_policies() -> list[dict[str, Any]]:
 
 def install(cluster: Any) -> None:
     from celkeeper.crds import constraint_crd
+    from tests.audit.support import install_report_crds
     from tests.incluster.support import install_crds
     from tests.support.kubectl import apply
 
     install_crds(cluster)
+    install_report_crds(cluster)  # the audit writes its OpenReports (every violation) after each run
     policies = cluster_policies()
     templates = [p for p in policies if p["kind"] == "ConstraintTemplate"]
     for template in templates:
@@ -179,6 +182,7 @@ class Run:
     peak_mib: float
     objects: int
     violations: int
+    report_writes: int = 0  # OpenReports created, updated or deleted by the run
 
 
 def high_water_kib(pid: int) -> int:
@@ -239,6 +243,7 @@ def audit_process(cluster: Any, work: Path, *extra: str, celkeeper: Path = CELKE
         peak_kib / 1024,
         finished["objects"],
         finished["violations"],
+        sum(finished.get(f"reports_{op}", 0) for op in ("created", "updated", "deleted")),
     )
 
 
@@ -313,6 +318,15 @@ def main() -> int:
                 f"  peak RSS {run.peak_mib:.0f} MiB; a run listing no Pods {baseline_run.peak_mib:.0f} MiB; "
                 f"growth {run.peak_mib - baseline_run.peak_mib:.0f} MiB"
             )
+            # the OpenReports: the run above wrote them; an unchanged run writes none; against runs without
+            # them (--reports none), alternated
+            print(f"  OpenReports: that run wrote {run.report_writes}")
+            for reports in ("none", "openreports", "none", "openreports"):
+                again = audit_process(cluster, work, "--reports", reports)
+                print(
+                    f"  --reports {reports:<11}: run {again.seconds:.2f} s, CPU {again.cpu:.2f} s, peak RSS "
+                    f"{again.peak_mib:.0f} MiB, {again.report_writes} report writes"
+                )
             if baseline is not None:
                 theirs = baseline / ".venv" / "bin" / "celkeeper"
                 for who, executable in ((baseline, theirs), (ROOT, CELKEEPER), (baseline, theirs)):

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULE = ROOT / "celkeeper" / "cel" / "celgo" / "go"
+MODULE = ROOT / "celkeeper" / "native" / "go"
 OLD_PATH = "github.com/google/cel-go"
 NEW_PATH = "cel.dev/cel-go"
 # k8s.io/apiserver v0.36 converts a checker.SizeEstimate to a checker.CostEstimate, which newer cel-go's
@@ -77,14 +77,14 @@ def fixed_apiserver(work: Path) -> Path:
 
 
 def test_binary(module: Path, out: Path) -> Path:
-    go("test", "-c", "-o", str(out), "./engine", cwd=module)
+    go("test", "-c", "-o", str(out), "./k8scel", cwd=module)
     return out
 
 
 def bench(binary: Path) -> tuple[float, int]:
     out = subprocess.run(
         [str(binary), "-test.run", "XXX", "-test.bench", "Validate$", "-test.benchtime", "2s"],
-        cwd=MODULE / "engine",
+        cwd=MODULE / "k8scel",
         capture_output=True,
         text=True,
         check=True,
@@ -117,7 +117,7 @@ def instructions(binary: Path, work: Path) -> float | None:
                     "-test.benchtime",
                     f"{n}x",
                 ],
-                cwd=MODULE / "engine",
+                cwd=MODULE / "k8scel",
                 capture_output=True,
                 check=False,
                 env=os.environ
@@ -160,16 +160,14 @@ def main() -> None:
             f"{NEW_PATH} {args.upstream}": test_binary(module, work / "upstream.test"),
         }
         tests = subprocess.run(
-            ["go", "test", "./engine"], check=False, cwd=module, capture_output=True, text=True
+            ["go", "test", "./k8scel"], check=False, cwd=module, capture_output=True, text=True
         )
         figures: dict[str, list[tuple[float, int]]] = {name: [] for name in binaries}
         for _ in range(args.rounds):  # alternated: load from elsewhere hits both alike
             for name, binary in binaries.items():
                 figures[name].append(bench(binary))
         counted = {name: instructions(binary, work) for name, binary in binaries.items()}
-    print(
-        "BenchmarkValidate (celkeeper/cel/celgo/go/engine): one request, bench/decision.py's 20 constraints"
-    )
+    print("BenchmarkValidate (celkeeper/native/go/k8scel): one request, bench/decision.py's 20 constraints")
     print(f"{'cel-go':<40} {f'ns/op, median of {args.rounds}':>24} {'allocs/op':>10} {'instructions/op':>16}")
     for name, runs in figures.items():
         count = counted[name]

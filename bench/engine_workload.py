@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Dump a benchmark's workload (templates, the constraints a Pod review selects, the request) as
-JSON for the Go benchmark that replays it (celkeeper/cel/celgo/go/engine/workload_test.go), so that
+JSON for the Go benchmark that replays it (celkeeper/native/go/k8scel/workload_test.go), so that
 the Go path can be profiled on exactly what the Python benchmarks decide: bench/decision.py's
 (`decision`) or bench/webhook.py's (`webhook`: the examples' 20 Pod constraints). Prints the CPU
 time of one decision in process (Python and Go) and the part spent in the library call.
 
     .venv/bin/python bench/engine_workload.py [decision|webhook [/tmp/w.json]]
-    cd celkeeper/cel/celgo/go && CELGO_WORKLOAD=/tmp/w.json go test -run XXX -bench Workload \\
-        -cpuprofile /tmp/cpu.prof ./engine/
+    cd celkeeper/native/go && CELGO_WORKLOAD=/tmp/w.json go test -run XXX -bench Workload \\
+        -cpuprofile /tmp/cpu.prof ./k8scel/
 
 Without arguments (`./dev bench`): both workloads, figures only.
 """

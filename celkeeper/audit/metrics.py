@@ -14,6 +14,8 @@ celkeeper's own, about the last complete run:
     celkeeper_audit_list_failures{group,version,kind}         1 for each kind whose list failed
     celkeeper_audit_runs_total{result}                        complete, failed
     celkeeper_audit_events_total{result}                      emitted, failed, dropped, suppressed
+    celkeeper_audit_report_writes_total{operation}            OpenReports created, updated, deleted,
+                                                              unchanged (not written), failed
 The per-run gauges come from one snapshot of the last run, replaced in one step: a scrape never sees
 half of one run and half of another, and constraints that are gone disappear.
 
@@ -24,7 +26,7 @@ half of one run and half of another, and constraints that are gone disappear.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,6 +36,7 @@ from prometheus_client.registry import Collector
 
 from celkeeper.audit.results import KNOWN_ACTIONS, RunResults
 
+REPORT_OPERATIONS = ("created", "updated", "deleted", "unchanged", "failed")
 DURATION_BUCKETS = (60, 180, 300, 600, 900, 1200, 2400, 4800, 9600, 19200)  # Gatekeeper's
 
 
@@ -117,6 +120,14 @@ class AuditMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.report_writes = Counter(
+            "celkeeper_audit_report_writes",
+            "OpenReports written by the audit, by operation (created, updated, deleted, unchanged, failed)",
+            ["operation"],
+            registry=self.registry,
+        )
+        for operation in REPORT_OPERATIONS:
+            self.report_writes.labels(operation)
         self._events_seen: dict[str, int] = {}
 
     def started(self, at: float) -> None:
@@ -127,6 +138,12 @@ class AuditMetrics:
         self._last.started, self._last.ended = started, ended
         self.duration.observe(max(0.0, ended - started))
         self.runs.labels("complete").inc()
+
+    def reports_written(self, counts: Mapping[str, int]) -> None:
+        """One run's report writes, by operation (REPORT_OPERATIONS)."""
+        for operation, n in counts.items():
+            if n:
+                self.report_writes.labels(operation).inc(n)
 
     def failed(self) -> None:
         self.runs.labels("failed").inc()

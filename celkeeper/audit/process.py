@@ -8,8 +8,9 @@ then and reports on each constraint's status.
 The policies come from the same watches as the webhook pods' (kube.PolicyWatch), built into a policy
 set at the start of each run (templates are compiled once and kept while unchanged). Each run: log
 `audit_started`, audit every kind (audit.run), log one `violation_audited` line per violation (and an
-Event with --emit-audit-events), log `constraint_audited` per constraint with violations, write every
-constraint's status (audit.status), update the metrics, log `audit_finished`. A run is written only
+Event with --emit-audit-events), log `constraint_audited` per constraint with violations, write the
+OpenReports (every violation: audit.reportwriter), write every constraint's status (audit.status), update
+the metrics, log `audit_finished`. A run is written only
 once it is complete: stopped or killed mid-run, nothing of it is written, and the statuses keep the
 last complete run; the next run starts afresh.
 """
@@ -34,6 +35,9 @@ from celkeeper.audit.logs import (
     violation_line,
 )
 from celkeeper.audit.metrics import AuditMetrics
+from celkeeper.audit.openreports import APIS, MAX_RESULTS, error_row, result_row
+from celkeeper.audit.reportrows import ReportRows
+from celkeeper.audit.reportwriter import ReportsWritten, write_reports
 from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
 from celkeeper.audit.run import AuditOptions, audit_cluster
 from celkeeper.audit.status import Audited, audit_id, write_results
@@ -63,6 +67,8 @@ class ProcessOptions:
     emit_events: bool = False
     events_in_involved_namespace: bool = False
     timing: Timing | None = None
+    reports: str = "openreports"  # every violation after each run: openreports, policyreport, or none
+    report_max_results: int = MAX_RESULTS  # results per report
 
 
 class _Namespaces:
@@ -95,21 +101,32 @@ class _Reporter:
         events: EventSink | None,
         stop: threading.Event,
         heartbeat: Callable[[], None],
+        *,
+        rows: ReportRows | None = None,
+        templates: Mapping[str, str] | None = None,
     ) -> None:
         self.run_id = run_id
         self.annotations = annotations
         self.events = events
         self.stop = stop
         self.heartbeat = heartbeat
+        self.rows = rows  # every result, for the reports
+        self.templates = templates or {}  # constraint kind -> its template
 
     def violation(self, violation: Violation) -> None:
         message, extra = violation_line(violation, self.run_id, self.annotations.get(violation.constraint))
         log.info(message, extra=extra)
         if self.events is not None:
             self.events.emit(violation, self.run_id)
+        if self.rows is not None:
+            self.rows.add(result_row(violation, self.templates.get(violation.constraint[0], "")))
 
     def error(self, constraint: ConstraintKey, ref: ObjectRef, message: str) -> None:
         log.warning("%s could not be evaluated for %s %s: %s", ref, *constraint, message)
+        if self.rows is not None:
+            row = error_row(constraint, ref, message, self.templates.get(constraint[0], ""))
+            if row is not None:
+                self.rows.add(row)
 
     def page(self, resource: ApiResource, objects: int) -> None:
         del resource, objects
@@ -207,24 +224,47 @@ class AuditProcess:
         self.heartbeat = started
         self.metrics.started(started)
         log.info("auditing constraints and violations", extra=run_line("audit_started", run_id))
-        reporter = _Reporter(run_id, annotations, self.events, stop, self._beat)
-        results = audit_cluster(
-            self.client,
-            Evaluator(policies),
-            _Namespaces(self.manager, self.client),
-            self.options.audit,
-            reporter,
-        )
-        for (kind, name), found in sorted(results.constraints.items()):
-            if found.total:
-                log.info(
-                    "audit results for constraint",
-                    extra=constraint_line(kind, name, found.action, found.total, run_id),
-                )
+        api = APIS.get(self.options.reports)
+        rows = ReportRows.temporary() if api is not None else None
+        try:
+            templates = {c.constraint.kind: c.template.name for c in policies.all_candidates}
+            reporter = _Reporter(
+                run_id, annotations, self.events, stop, self._beat, rows=rows, templates=templates
+            )
+            results = audit_cluster(
+                self.client,
+                Evaluator(policies),
+                _Namespaces(self.manager, self.client),
+                self.options.audit,
+                reporter,
+            )
+            for (kind, name), found in sorted(results.constraints.items()):
+                if found.total:
+                    log.info(
+                        "audit results for constraint",
+                        extra=constraint_line(kind, name, found.action, found.total, run_id),
+                    )
+            reports_began = self.clock()
+            reports = (
+                write_reports(self.client, rows, int(started), self.options.report_max_results, api=api)
+                if rows is not None and api is not None
+                else ReportsWritten(installed=False)
+            )
+            reports_took = self.clock() - reports_began
+        finally:
+            if rows is not None:
+                rows.close()
         latest = [(a, self.manager.get(a.resource, a.name)) for a in audited]
-        written = write_results(self.client, latest, results, run_id)
+        written = write_results(
+            self.client,
+            latest,
+            results,
+            run_id,
+            reports=api if reports.installed and not reports.failed else None,
+        )
         ended = self.clock()
         self.metrics.finished(results, started, ended)
+        self.metrics.reports_written(reports.counts())
         if self.events is not None:
             sink = self.events
             self.metrics.events_seen(sink.emitted, sink.failed, sink.dropped, sink.suppressed)
@@ -241,6 +281,8 @@ class AuditProcess:
                 errors=results.errors,
                 constraints_written=written.written,
                 constraints_failed=len(written.failed),
+                **{f"reports_{operation}": n for operation, n in reports.counts().items()},
+                reports_duration=go_duration(reports_took),
             ),
         )
         return results

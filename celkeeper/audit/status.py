@@ -7,6 +7,8 @@ webhook pods aggregate there, `byPod` and `enforced`, is kept as stored):
     violations         at most --constraint-violations-limit of them (absent when there are none)
     totalAuditErrors   objects (or kinds) that could not be evaluated for it (absent when none): celkeeper's
     auditErrors        at most the same limit of them, each naming the object and why (absent when none)
+    reports            where every violation is (when the run wrote its OpenReports): the reports'
+                       apiVersion, kinds and label selector, and this constraint's `policy` in them
 Gatekeeper writes every constraint of every kind at each run, with 0 when nothing violates it; so does
 celkeeper. The write is a status-subresource update of the stored object: a conflict (a webhook pod
 wrote its byPod meanwhile) reads it again and writes again; a constraint deleted meanwhile is not
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from celkeeper.audit.openreports import OPENREPORTS, SELECTOR, ReportApi, policy_name
 from celkeeper.audit.results import ConstraintKey, RunResults
 from celkeeper.kube import ApiError, Client, Resource, update_status
 from celkeeper.kube.resources import name_of, uid_of
@@ -29,7 +32,24 @@ from celkeeper.model import JsonObject, JsonValue
 
 log = logging.getLogger("celkeeper.audit")
 
-AUDIT_FIELDS = ("auditTimestamp", "totalViolations", "violations", "totalAuditErrors", "auditErrors")
+AUDIT_FIELDS = (
+    "auditTimestamp",
+    "totalViolations",
+    "violations",
+    "totalAuditErrors",
+    "auditErrors",
+    "reports",
+)
+
+
+def reports_field(key: ConstraintKey, api: ReportApi = OPENREPORTS) -> JsonObject:
+    """status.reports: where the complete list of a constraint's violations is."""
+    return {
+        "apiVersion": api.api_version,
+        "kinds": [api.kind, api.cluster_kind],
+        "labelSelector": SELECTOR,
+        "policy": policy_name(*key),
+    }
 
 
 def audit_id(seconds: float) -> str:
@@ -74,12 +94,17 @@ def write_results(
     constraints: Iterable[tuple[Audited, Mapping[str, JsonValue] | None]],
     results: RunResults,
     timestamp: str,
+    *,
+    reports: ReportApi | None = None,
 ) -> Written:
-    """Write the run's results on each constraint (given with its latest watched copy, if any)."""
+    """Write the run's results on each constraint (given with its latest watched copy, if any);
+    `reports`: the reports the run wrote (the status says where)."""
     written = gone = 0
     failed: list[str] = []
     for audited, stored in constraints:
-        fields = {"auditTimestamp": timestamp, **results.status_fields(audited.key)}
+        fields: dict[str, Any] = {"auditTimestamp": timestamp, **results.status_fields(audited.key)}
+        if reports is not None:
+            fields["reports"] = reports_field(audited.key, reports)
 
         def change(current: Mapping[str, JsonValue], audited: Audited = audited, fields: Any = fields) -> Any:
             if audited.uid and uid_of(current) != audited.uid:

@@ -11,13 +11,14 @@
     engine.evaluate(p, engine.activation(object=..., old_object=..., request=...), params=...)
 
 - `cel-go` (celgo/): Kubernetes' own CEL (cel-go, k8s.io/apiserver) exactly as Gatekeeper v3.23.1
-  runs it, in a Go shared library built by setup.py; the default.
-- `cel-python` (celpython/): a pure-Python engine (celpy's interpreter, with cel-cpp's checker as its
-  front end through cel-expr-python), for machines without Go; cross-checked against cel-go.
+  runs it, in celkeeper's native library (celkeeper.native: the Go module's k8scel/,
+  built by setup.py); the default.
+- `cel-python` (celpython/): a pure-Python engine (celpy's interpreter behind a type-checking front end
+  of its own), for machines without Go; cross-checked against cel-go.
 
 Engines are expensive to build: build one per process and keep it (the caller holds it: there is
 no module-level cache). The cel-go library is loaded by the first cel-go engine of a process, which
-must not fork afterwards (celgo/library.py).
+must not fork afterwards (celkeeper.native.ffi).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class EngineUnavailable(CelkeeperError):
 def engine_available(name: EngineName) -> tuple[bool, str]:
     """Whether `get_engine(name)` can work in this installation, and why not (without loading)."""
     if name == "cel-go":
-        from celkeeper.cel.celgo.library import available
+        from celkeeper.native.ffi import available
 
         return available()
     return name in ENGINES, "" if name in ENGINES else f"unknown CEL engine {name!r}"
@@ -83,7 +84,7 @@ def engine_available(name: EngineName) -> tuple[bool, str]:
 def get_engine(name: EngineName = DEFAULT_ENGINE, limits: CelLimits | None = None) -> Engine:
     """A new engine by name ('cel-go' or 'cel-python'); EngineUnavailable when it cannot run here."""
     if name == "cel-go":
-        from celkeeper.cel.celgo.library import LibraryUnavailable, load
+        from celkeeper.native.ffi import LibraryUnavailable, load
 
         try:  # the library first: the Go runtime initialises on its own thread while Python imports
             library = load()

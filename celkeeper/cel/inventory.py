@@ -16,8 +16,8 @@ The store (a SQLite file the informer writes in WAL mode; engines open it read-o
     kinds(id, api_version, kind)         every kind ever stored
     objects(kind_id, namespace, name, body)   body: the object's JSON; namespace "" when cluster-scoped
 
-`SCHEMA` is the one definition; the cel-go engine's reader (go/engine/inventory.go) and the cel-python
-engine's reader (celpython/inventory.py) read it.
+`SCHEMA` is the one definition; the cel-go engine's reader (celkeeper/native/go/k8scel/inventory.go)
+and the cel-python engine's reader (celpython/inventory.py) read it.
 """
 
 from __future__ import annotations

@@ -26,17 +26,21 @@ from typing import TYPE_CHECKING, Any
 
 from celkeeper.cli.inputs import ADMISSION_REVIEW, NOT_AN_OBJECT, POLICY_DOCUMENT, SUITE
 from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
+from celkeeper.cli.output import redirected
 from celkeeper.errors import DocumentError
 from celkeeper.model import JsonObject
 
 if TYPE_CHECKING:  # imported where they are used (the audit's modules load only for `celkeeper audit`)
     from celkeeper.audit import RunResults, Violation
     from celkeeper.constraints import Constraint
+    from celkeeper.policy import PolicySet
 
 DEFAULT_NAMESPACE = "celkeeper-system"
 EXAMPLES = """examples:
   celkeeper audit --source kubernetes --kubeconfig ~/.kube/config --once
   celkeeper audit --policy-dir examples/ --objects manifests/
+  celkeeper audit --policy-dir policies/ --objects manifests/ -o html --output-file audit.html
+  celkeeper audit --policy-dir policies/ --objects manifests/ -o openreports | kubectl apply -f -
   kubectl get pods,deployments -A -o yaml | celkeeper audit --policy-dir policies/ --objects - -o json
 """
 
@@ -79,7 +83,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="objects to audit (file or folder; - for stdin; `kind: List` is expanded; repeatable)",
     )
     add_filename_option(offline, "templates, constraints and objects together (repeatable)")
-    offline.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    offline.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "openreports", "html"),
+        default="text",
+        help="output format: text, json, openreports (the Reports the cluster's audit would write, as a "
+        "List), html (one self-contained page: totals, charts, every violation)",
+    )
+    offline.add_argument(
+        "--output-file", metavar="FILE", help="write the output to FILE rather than to stdout (e.g. -o html)"
+    )
     kube = parser.add_argument_group("kubernetes (--source kubernetes)")
     kube.add_argument(
         "--kubeconfig",
@@ -132,6 +146,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="RESOURCE",
         help="never list this resource: plural for the core group, plural.group otherwise, "
         "e.g. events or leases.coordination.k8s.io (repeatable)",
+    )
+    kube.add_argument(
+        "--reports",
+        choices=("openreports", "policyreport", "none"),
+        default="openreports",
+        help="after each run, write every violation as OpenReports (openreports.io/v1alpha1 Report per "
+        "namespace, ClusterReport for cluster-scoped objects; nothing when their CRDs are not installed), "
+        "as the older wgpolicyk8s.io/v1alpha2 PolicyReports, or none (default openreports)",
     )
     kube.add_argument(
         "--metrics-bind",
@@ -187,6 +209,7 @@ def _cluster(args: argparse.Namespace) -> int:
         namespace=args.pod_namespace,
         emit_events=args.emit_audit_events,
         events_in_involved_namespace=args.audit_events_involved_namespace,
+        reports=args.reports,
     )
     client = KubeClient.connect(args.kubeconfig)
     metrics = AuditMetrics()
@@ -255,13 +278,39 @@ def _offline(args: argparse.Namespace) -> int:
     finally:
         inputs.close()
     ordered = sorted(sink.violations, key=_row_order)
-    if args.output == "json":
-        print(json.dumps(_json(loaded.policies.constraints, results, ordered, inputs), indent=2))
-    else:
-        _table(loaded.policies.constraints, results, ordered, inputs.done)
+    with redirected(args.output_file):
+        if args.output in ("openreports", "html"):
+            sys.stdout.write(formatted(args.output, loaded.policies, results, ordered, inputs.done))
+        elif args.output == "json":
+            print(json.dumps(_json(loaded.policies.constraints, results, ordered, inputs), indent=2))
+        else:
+            _table(loaded.policies.constraints, results, ordered, inputs.done)
     print(inputs.summary(), file=sys.stderr)
     denied = any(v.denies for v in sink.violations)
     return 1 if denied or inputs.errors else 0
+
+
+def formatted(
+    output: str, policies: PolicySet, results: RunResults, violations: list[Violation], audited: int
+) -> str:
+    """-o openreports (celkeeper.audit.openreports: the Reports as a List), -o html (cli/output_html.py)."""
+    import time
+
+    from celkeeper.audit.status import audit_id
+
+    now = time.time()
+    if output == "openreports":
+        from celkeeper.audit.openreports import reports, result_row
+
+        templates = {c.constraint.kind: c.template.name for c in policies.all_candidates}
+        rows = [result_row(v, templates.get(v.constraint[0], "")) for v in violations]
+        return (
+            json.dumps({"apiVersion": "v1", "kind": "List", "items": reports(rows, int(now))}, indent=2)
+            + "\n"
+        )
+    from celkeeper.cli.output_html import audit_page, render
+
+    return render(audit_page(policies.constraints, results, violations, audited, generated=audit_id(now)))
 
 
 def _auditable(obj: JsonObject) -> bool:

@@ -129,6 +129,7 @@ class Inputs(Generic[_R]):
         self.not_done: Counter[str] = Counter()
         self.errors = 0
         self._said: set[str] = set()
+        self.problems: list[str] = []  # every error, as printed (for outputs that list them)
         self._copies: list[IO[bytes]] = []
         #: the Namespaces among the objects, by name, as far as they are read (the last of a name wins)
         self.namespaces: dict[str, JsonObject] = {}
@@ -140,6 +141,7 @@ class Inputs(Generic[_R]):
         if text in self._said:
             return
         self._said.add(text)
+        self.problems.append(text)
         self.errors += 1
         print(f"celkeeper {self.tool}: {text}", file=sys.stderr)
 

@@ -199,6 +199,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "as `celkeeper explain` shows it)",
     )
     pol.add_argument(
+        "--export-decisions",
+        metavar="stdout|FILE",
+        help="write every violation found at admission (deny, warn, dryrun; and each request answered "
+        "by --failure-mode) as one JSON line to stdout or appended to FILE (docs/results.md: the "
+        "schema); never delays a review: lines that cannot be written in time are dropped and counted",
+    )
+    pol.add_argument(
+        "--export-allowed",
+        action="store_true",
+        help="with --export-decisions, also a line per request allowed without any violation",
+    )
+    pol.add_argument(
         "--policy-validation",
         choices=POLICY_VALIDATION,
         default="deny",
@@ -354,6 +366,10 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--eval-deadline cannot be negative")
     if args.max_policy_file_bytes < 1:
         raise CelkeeperError("--max-policy-file-bytes must be at least 1")
+    if args.export_allowed and not args.export_decisions:
+        raise CelkeeperError("--export-allowed needs --export-decisions")
+    if args.export_decisions and args.export_decisions != "stdout":
+        _check_export_file(Path(args.export_decisions))
     settings = _settings(args)
     cert_file, key_file = _certificate_files(args)
     certificates = _certificate_config(args)
@@ -410,6 +426,9 @@ def run(args: argparse.Namespace) -> int:
             log_denies=args.log_denies is not None,
             explain_denies=args.log_denies == "explain",
             freeze_gc=True,
+            export_decisions=args.export_decisions,
+            export_allowed=args.export_allowed,
+            pod_name=args.pod_name,
         )
         return create_app(config, heartbeat=heartbeat)
 
@@ -443,6 +462,19 @@ def run(args: argparse.Namespace) -> int:
         if temporary and os.getpid() == master:
             shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def _check_export_file(path: Path) -> None:
+    """The decision export's file can be appended to (each worker opens it after the fork)."""
+    from celkeeper.errors import CelkeeperError
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    except OSError as err:
+        raise CelkeeperError(
+            f"--export-decisions {path}: cannot append to it ({err.strerror or err})"
+        ) from err
+    os.close(fd)
 
 
 def _state_dir(given: Path | None) -> StateDir:

@@ -31,13 +31,14 @@ import argparse
 import copy
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
 from celkeeper.cli.cluster import add_cluster_options, read_cluster
 from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
+from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, is_compile_problem, is_warning
 from celkeeper.expansion import is_mutator
@@ -53,6 +54,7 @@ from celkeeper.model import JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:
     from celkeeper.incluster.cluster import ClusterReader
+    from celkeeper.policy import PolicySet
     from celkeeper.review import AdmissionRequest, NamespaceLookup
 
 TARGET = "admission.k8s.gatekeeper.sh"
@@ -77,7 +79,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser,
         "a file or folder (recursively) of templates, constraints and objects; - for stdin; repeatable",
     )
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "junit", "sarif"),
+        default="text",
+        help="text and json (gator's), junit (JUnit XML: a testcase per object and constraint) or sarif "
+        "(SARIF 2.1.0: each violation at its object's line)",
+    )
+    parser.add_argument("--output-file", metavar="FILE", help="write the output to FILE rather than stdout")
     parser.add_argument("--deny-only", action="store_true", help="print only results that deny")
     add_engine_option(parser)
     add_cluster_options(
@@ -92,6 +102,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(needs get on its kind)",
     )
     parser.set_defaults(func=run)
+
+
+Row = tuple[Document, Mapping[str, JsonValue] | None, Violation]  # reviewed document, its constraint, result
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,11 +148,19 @@ def run(args: argparse.Namespace) -> int:
     if not inputs.read and not inputs.errors:
         inputs.error("no input data identified")  # as gator test says it
     sink.rows.sort(key=lambda r: (r[0], r[1]))  # as gator orders its results: action, then message
-    if args.output == "json":
-        print(json.dumps([row for _, _, row in sink.rows], indent=4, ensure_ascii=False))
-    else:
-        for _, _, line in sink.rows:
-            print(line)
+    with redirected(args.output_file):
+        if args.output in ("junit", "sarif"):
+            order = {source.name: i for i, source in enumerate(sources)}
+            reviewed = [
+                d for _, d in sorted(sink.documents, key=lambda e: (order.get(e[0][0], 0), *e[0][1:]))
+            ]
+            rows = [row for _, _, row in sink.rows]
+            sys.stdout.write(formatted(args.output, reviewed, loaded.policies, rows, inputs.problems))
+        elif args.output == "json":
+            print(json.dumps([row for _, _, row in sink.rows], indent=4, ensure_ascii=False))
+        else:
+            for _, _, line in sink.rows:
+                print(line)
     print(inputs.summary(), file=sys.stderr)
     return 1 if sink.denied or inputs.errors else 0
 
@@ -150,9 +171,10 @@ def _is_policy_object(obj: JsonObject) -> bool:
 
 
 # an object reviewed: (its rows: (action, message, what is printed), whether a result denies, a
-# mutator's error); or why it is not reviewed: ("skip", reason, error)
+# mutator's error, and for -o junit the object (a testcase per object and constraint)); or why it is not
+# reviewed: ("skip", reason, error)
 _Reviewed = tuple[Any, ...]
-_CLEAN: _Reviewed = ((), False, None)
+_CLEAN: _Reviewed = ((), False, None, None)
 
 
 class _TestSink:
@@ -173,9 +195,11 @@ class _TestSink:
         self.namespaces = inputs.namespaces  # as far as they are read (cli.inputs)
         self.constraints = constraints
         self.data = data
-        self.json = args.output == "json"
+        self.output = args.output
         self.deny_only = args.deny_only
         self.rows: list[tuple[str, str, Any]] = []
+        # -o junit: every object reviewed (its identity, where it is), by (file, document, item)
+        self.documents: list[tuple[tuple[str, int, int], Document]] = []
         self.denied = False
 
     def evaluate(self, piece: Any) -> _Reviewed:
@@ -198,8 +222,9 @@ class _TestSink:
             mutator = located(
                 CelkeeperError("mutators are not supported: objects are reviewed unmutated"), piece
             )
-        if not found:
-            return _CLEAN if mutator is None else ((), False, mutator)
+        light = _identity(piece, document) if self.output in ("junit", "sarif") else None
+        if not found and mutator is None and self.output != "junit":
+            return _CLEAN
         rows = []
         denied = False
         for violation in found:
@@ -207,26 +232,40 @@ class _TestSink:
             if self.deny_only and not denies(violation):
                 continue
             constraint = self.constraints.get(violation.constraint)
-            if self.json:
-                shown: Any = _json_row(document, constraint, violation)
+            if light is not None:
+                shown: Any = (light, constraint, violation)
+            elif self.output == "json":
+                shown = _json_row(document, constraint, violation)
             else:
                 name = str(_meta(constraint).get("name", "")) if constraint is not None else ""
                 message = go_quote(violation.message)
                 shown = f"{_object_id(_reviewed(document))}: [{go_quote(name)}] Message: {message}"
             rows.append((violation.enforcement_action, violation.message, shown))
-        return (tuple(rows), denied, mutator)
+        where = (piece.file, piece.document, -1 if piece.item is None else piece.item)
+        return (tuple(rows), denied, mutator, (where, light) if self.output == "junit" else None)
 
     def record(self, result: _Reviewed) -> None:
         if result[0] == "skip":
             self.inputs.not_evaluated(result[1], result[2])
             return
-        rows, denied, mutator = result
+        rows, denied, mutator, reviewed = result
         self.inputs.read += 1
         self.inputs.done += 1
         self.rows.extend(rows)
         self.denied = self.denied or denied
+        if reviewed is not None:
+            self.documents.append(reviewed)
         if mutator is not None:
             self.inputs.error(mutator)
+
+
+def _identity(piece: Any, document: Document) -> Document:
+    """What -o junit and -o sarif show of a reviewed object: its kind and name, and where it is (the
+    object itself is not kept: they list every object)."""
+    obj = _reviewed(document)
+    meta = {k: v for k, v in _meta(obj).items() if k in ("name", "namespace")}
+    data = {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""), "metadata": meta}
+    return Document(file=document.file, index=document.index, data=data, spans=document.spans)
 
 
 def run_cluster(args: argparse.Namespace) -> int:
@@ -269,14 +308,40 @@ def run_cluster(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"celkeeper test: {problem}", file=sys.stderr)
     shown = [(d, r, op) for d, r, op in rows if not args.deny_only or r.action is Action.DENY]
-    if args.output == "json":
-        print(json.dumps([_cluster_row(d, r, op) for d, r, op in shown], indent=2))
-    else:
-        for document, result, operation in shown:
-            line = f"{_object_id(_reviewed(document))}: [{result.constraint_name}] {result.message}"
-            print(f"{line} ({result.action}, {operation})")
+    with redirected(args.output_file):
+        if args.output in ("junit", "sarif"):
+            found = [(d, None, _violation(r)) for d, r, _ in shown]
+            sys.stdout.write(formatted(args.output, manifests, loaded.policies, found, problems))
+        elif args.output == "json":
+            print(json.dumps([_cluster_row(d, r, op) for d, r, op in shown], indent=2))
+        else:
+            for document, result, operation in shown:
+                line = f"{_object_id(_reviewed(document))}: [{result.constraint_name}] {result.message}"
+                print(f"{line} ({result.action}, {operation})")
     denied = any(r.action is Action.DENY for _, r, _ in rows)
     return 1 if denied or problems else 0
+
+
+def formatted(
+    output: str,
+    documents: Sequence[Document],
+    policies: PolicySet,
+    rows: Sequence[Row],
+    problems: Sequence[str],
+) -> str:
+    """-o junit, -o sarif: made by cli/output_junit.py, cli/output_sarif.py."""
+    if output == "junit":
+        from celkeeper.cli.output_junit import junit_test
+
+        return junit_test(documents, policies, rows, problems)
+    from celkeeper.cli.output_sarif import sarif_test
+
+    return sarif_test(rows, problems)
+
+
+def _violation(result: Result) -> Violation:
+    """A webhook result (test --cluster) as the offline tools' Violation."""
+    return Violation(result.message, str(result.action), (), (result.constraint_kind, result.constraint_name))
 
 
 def _cluster_request(

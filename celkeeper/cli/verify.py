@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 from celkeeper.cel import get_engine
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, engine_name
+from celkeeper.cli.output import redirected
 from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError, is_compile_problem
 from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
@@ -54,6 +55,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="run only matching tests/cases: REGEX (test or case name) or TEST//CASE",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="name every test and case")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "junit", "sarif"),
+        default="text",
+        help="text (gator's), junit (JUnit XML: a testcase per case) or sarif (SARIF 2.1.0: each failed "
+        "case at its line); with junit and sarif the summary line goes to stderr",
+    )
+    parser.add_argument("--output-file", metavar="FILE", help="write the output to FILE rather than stdout")
     parser.add_argument(
         "-t",
         "--trace",
@@ -99,15 +109,30 @@ def run(args: argparse.Namespace) -> int:
     # it says is never a clean result); what Gatekeeper silently ignores is a warning (-v)
     compile_problems = list(dict.fromkeys(str(w) for w in backend.warnings if is_compile_problem(w)))
     problems = [str(e) for e in errors] + compile_problems
-    sys.stdout.write(render(results, verbose=args.verbose, trace=args.trace, failed=bool(problems)))
-    for problem in compile_problems:
-        print(f"celkeeper verify: {problem}", file=sys.stderr)
-    if args.verbose:  # what Gatekeeper accepts silently, e.g. a key it ignores
-        for warning in dict.fromkeys(str(w) for w in backend.warnings if not is_compile_problem(w)):
-            print(f"celkeeper verify: warning: {warning}", file=sys.stderr)
     summary = summarize(results, errors=problems)
-    print(summary.line())
+    with redirected(args.output_file):
+        if args.output == "text":
+            sys.stdout.write(render(results, verbose=args.verbose, trace=args.trace, failed=bool(problems)))
+        else:
+            sys.stdout.write(formatted(args.output, results, problems))
+        for problem in compile_problems:
+            print(f"celkeeper verify: {problem}", file=sys.stderr)
+        if args.verbose:  # what Gatekeeper accepts silently, e.g. a key it ignores
+            for warning in dict.fromkeys(str(w) for w in backend.warnings if not is_compile_problem(w)):
+                print(f"celkeeper verify: warning: {warning}", file=sys.stderr)
+        print(summary.line(), file=sys.stdout if args.output == "text" else sys.stderr)
     return 0 if summary.ok else 1
+
+
+def formatted(output: str, results: list[SuiteResult], errors: list[str]) -> str:
+    """-o junit, -o sarif: made by cli/output_junit.py, cli/output_sarif.py."""
+    if output == "junit":
+        from celkeeper.cli.output_junit import junit_verify
+
+        return junit_verify(results, errors)
+    from celkeeper.cli.output_sarif import sarif_verify
+
+    return sarif_verify(results, errors)
 
 
 _T = TypeVar("_T")

@@ -13,21 +13,19 @@ from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from celkeeper.documents import parse  # its MAX_VALUES, read when used (one bound for both paths)
-
 __all__ = ["MarkedYAMLError", "TooManyValues", "YAMLError", "compose"]
 
 
 class TooManyValues(YAMLError):
-    def __init__(self, line: int) -> None:
-        super().__init__(
-            f"more than {parse.MAX_VALUES:,} values (maps, lists, scalars) in one file: not read"
-        )
+    def __init__(self, line: int, max_values: int) -> None:
+        super().__init__(f"more than {max_values:,} values (maps, lists, scalars) in one file: not read")
         self.line = line
 
 
 class _BoundedComposer(Composer):
-    """ruamel's composer, stopping at parse.MAX_VALUES nodes (its extension point: YAML.Composer)."""
+    """ruamel's composer, stopping after `max_values` nodes (its extension point: YAML.Composer)."""
+
+    max_values = 0  # set on the subclass `compose` makes
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -35,13 +33,19 @@ class _BoundedComposer(Composer):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self.composed += 1
-        if self.composed > parse.MAX_VALUES:
-            raise TooManyValues(self.parser.peek_event().start_mark.line + 1)
+        if self.composed > self.max_values:
+            raise TooManyValues(self.parser.peek_event().start_mark.line + 1, self.max_values)
         return super().compose_node(parent, index)
 
 
-def compose(text: str) -> Iterator[Any]:
-    """Every document's node, as ruamel.yaml composes them (round-trip: YAML 1.2)."""
+def compose(text: str, max_values: int) -> Iterator[Any]:
+    """Every document's node, as ruamel.yaml composes them (round-trip: YAML 1.2), at most
+    `max_values` nodes in all (TooManyValues beyond)."""
+
+    class Limited(_BoundedComposer):
+        pass
+
+    Limited.max_values = max_values
     ruamel = YAML(typ="rt")
-    ruamel.Composer = _BoundedComposer
+    ruamel.Composer = Limited
     yield from ruamel.compose_all(text)

@@ -206,7 +206,7 @@ def _compose_libyaml(text: str) -> Iterator[Any]:
 def _compose_ruamel(text: str) -> Iterator[Any]:
     from celkeeper.documents import composer  # imports ruamel.yaml: only texts that need it
 
-    return composer.compose(text)
+    return composer.compose(text, MAX_VALUES)
 
 
 def _collect(
@@ -447,7 +447,7 @@ def _parse_json_stream(text: str, name: str) -> ParsedText:
         from celkeeper.documents import composer
 
         try:
-            for node in composer.compose(padded):
+            for node in composer.compose(padded, MAX_VALUES):
                 _collect(
                     node,
                     name,

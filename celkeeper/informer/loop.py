@@ -20,7 +20,7 @@ Fail-static: a good policy set is never replaced by a smaller or broken one by a
   back are reported (log, informer status, /readyz, celkeeper_policy_load_errors) with file:line:col.
 - An item that was never good is published as it is, problems and all (`Snapshot.unproven`): a
   template that never compiled is loaded as Gatekeeper loads it, its compile errors becoming
-  evaluation errors of each request under its failurePolicy (issue 10). Only a *change* that
+  evaluation errors of each request under its failurePolicy. Only a *change* that
   breaks a good item is held back.
 - An item the source no longer lists is deleted (an explicit deletion is honoured), unless the
   listing is incomplete (the folder vanished) or names it in `keep` (gone for a moment).

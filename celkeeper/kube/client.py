@@ -38,6 +38,8 @@ CONNECT_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 30.0
 POOL_SIZE = 128  # one connection per watch (one per constraint kind) plus requests
 USER_AGENT = "celkeeper"
+# a list of each object's metadata only (the server falls back to whole objects if it cannot)
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 class ApiError(CelkeeperError):
@@ -289,12 +291,14 @@ class KubeClient:
         query: Mapping[str, str] | None = None,
         body: Mapping[str, Any] | None = None,
         timeout: Any = REQUEST_TIMEOUT,
+        *,
+        accept: str = "application/json",
     ) -> Any:
         """The raw urllib3 response (body not read yet); ApiError(0) when the server is unreachable."""
         import urllib3
         from kubernetes.client.exceptions import OpenApiException
 
-        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        headers = {"Accept": accept, "Content-Type": "application/json"}
         try:
             _, url, headers, _, _ = self._api.param_serialize(
                 method, path, header_params=headers, auth_settings=["BearerToken"]
@@ -321,10 +325,12 @@ class KubeClient:
         query: Mapping[str, str] | None = None,
         body: Mapping[str, Any] | None = None,
         decode: Callable[[bytes], Any] = json.loads,
+        *,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         import urllib3
 
-        response = self._send(method, path, query, body)
+        response = self._send(method, path, query, body, accept=accept)
         try:
             data = response.data
         except (urllib3.exceptions.HTTPError, OSError) as err:
@@ -365,7 +371,8 @@ class KubeClient:
             query["labelSelector"] = resource.label_selector
         if resource.field_selector:
             query["fieldSelector"] = resource.field_selector
-        doc = self._json("GET", resource.collection_path(), query, decode=_decode_list)
+        accept = METADATA_ONLY if resource.metadata_only else "application/json"
+        doc = self._json("GET", resource.collection_path(), query, decode=_decode_list, accept=accept)
         items: list[dict[str, Any]] = []
         for item in doc.get("items") or ():
             if isinstance(item, dict):

@@ -26,6 +26,8 @@ class Resource:
     namespace: str | None = None  # a namespaced collection in one namespace; None: cluster-wide
     label_selector: str = ""
     field_selector: str = ""  # e.g. metadata.name=X: one object (RBAC resourceNames then apply to list/watch)
+    # lists return only each object's metadata (PartialObjectMetadata: apiVersion meta.k8s.io/v1)
+    metadata_only: bool = False
 
     @property
     def api_version(self) -> str:

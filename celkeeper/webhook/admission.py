@@ -23,7 +23,10 @@ Answer contract (Gatekeeper's):
   `unable to expand object: ...`;
 - with --log-denies a denial is logged in one line, with --log-denies=explain also explained
   (review.explain: the decision made again with a recorder, only for denials, after the decision,
-  within the same deadline).
+  within the same deadline);
+- with --export-decisions every violation (and every request answered by the failure mode; with
+  --export-allowed every request allowed without one) is one JSON line (webhook/export.py), queued
+  without waiting.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from celkeeper.review.explain import explain
 from celkeeper.review.explain_text import render_text
 from celkeeper.settings import Settings
 from celkeeper.webhook.deadline import DeadlineExceeded, Watchdog
+from celkeeper.webhook.export import DecisionExport
 from celkeeper.webhook.live import LivePolicies, Loaded
 from celkeeper.webhook.metrics import WebhookMetrics
 
@@ -210,8 +214,10 @@ class Admission:
         explain_denies: bool = False,
         first_load_wait: float = 0.0,
         timer: Callable[[], float] = time.perf_counter,
+        export: DecisionExport | None = None,
     ) -> None:
         self.first_load_wait = first_load_wait
+        self.export = export
         self.live = live
         self.settings = settings
         self.metrics = metrics
@@ -244,9 +250,9 @@ class Admission:
             answer, decision_label = self._decide(uid, raw, request)
         except DeadlineExceeded:
             late = DeadlineError(f"the policies did not decide within {self.settings.eval_deadline} s")
-            return self._internal_error(start, uid, operation, late)
+            return self._internal_error(start, uid, operation, late, raw)
         except Exception as err:
-            return self._internal_error(start, uid, operation, err)
+            return self._internal_error(start, uid, operation, err, raw)
         self.metrics.observe_request(decision_label, operation, self.timer() - start)
         return answer
 
@@ -279,6 +285,8 @@ class Admission:
         self.metrics.observe_evaluations(decision.timings)
         for result in decision.results:
             self.metrics.count_violation(result.action.value, result.constraint_kind, result.constraint_name)
+        if self.export is not None:
+            self.export.decision(raw, decision.results, allowed=decision.allowed, policies=loaded.policies)
         for result in decision.dryruns:
             log.info("dryrun violation (uid %s, %s): %s", uid, _describe(raw), result.line())
         warnings = [r.line() for r in decision.warnings]
@@ -319,8 +327,17 @@ class Admission:
         self.metrics.observe_request("invalid", "", self.timer() - start)
         return bad_request(message)
 
-    def _internal_error(self, start: float, uid: str, operation: str, err: Exception) -> Answer:
+    def _internal_error(
+        self,
+        start: float,
+        uid: str,
+        operation: str,
+        err: Exception,
+        raw: Mapping[str, JsonValue] | None = None,
+    ) -> Answer:
         allow = self.settings.failure_mode == "allow"
+        if self.export is not None and raw is not None:
+            self.export.error(raw, str(err) or type(err).__name__, allowed=allow)
         log.error(
             "internal error answering uid %s (answered %s by the failure mode): %s",
             uid,

@@ -25,6 +25,7 @@ from werkzeug.exceptions import HTTPException
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
 from celkeeper.webhook.admission import Admission, bad_request, label_guard
+from celkeeper.webhook.export import DecisionExport
 from celkeeper.webhook.live import LivePolicies
 from celkeeper.webhook.metrics import WebhookMetrics
 from celkeeper.webhook.policycheck import PolicyAdmission
@@ -111,6 +112,11 @@ class WebhookConfig:
     fast_path: bool = True  # serve POST /v1/admit in front of Flask (see AdmitEndpoint)
     # gc.freeze() the loaded policies (a worker process of its own: not for in-process tests)
     freeze_gc: bool = False
+    export_decisions: str | None = (
+        None  # "stdout" or a file: every decision as a JSON line (webhook/export.py)
+    )
+    export_allowed: bool = False  # ... allowed requests without violations too
+    pod_name: str = ""  # named in exported decisions
 
 
 def synced_data(path: Path) -> dict[str, Any] | None:
@@ -138,6 +144,13 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     live.load_first(heartbeat)  # a worker started while the server runs is ready before it serves
     if config.watch:
         live.start(config.watch_interval)
+    export = (
+        DecisionExport(
+            config.export_decisions, pod=config.pod_name, allowed=config.export_allowed, counter=metrics
+        )
+        if config.export_decisions
+        else None
+    )
     admission = Admission(
         live,
         settings,
@@ -145,13 +158,14 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
         log_denies=config.log_denies,
         explain_denies=config.explain_denies,
         first_load_wait=config.first_load_wait,
+        export=export,
     )
 
     app = Flask("celkeeper.webhook")
     endpoint = AdmitEndpoint(admission, metrics, settings.max_request_bytes, app.wsgi_app)
     if config.fast_path:
         app.wsgi_app = endpoint  # type: ignore[method-assign]
-    app.extensions["celkeeper"] = {"live": live, "admission": admission, "metrics": metrics}
+    app.extensions["celkeeper"] = {"live": live, "admission": admission, "metrics": metrics, "export": export}
 
     @app.post("/v1/admit")
     def admit() -> Response:

@@ -6,8 +6,8 @@ is what makes the webhook's answer and the worker safe when evaluation does not 
 engine without a budget, a bug): `with watchdog.limit(seconds):` interrupts the code running in
 that block in this thread once `seconds` have passed, by raising `DeadlineExceeded` in it
 (PyThreadState_SetAsyncExc), again every `repeat` seconds until the block is left. The request is
-then answered by the failure mode, well-formed, and the worker goes on serving; before, only
-Gunicorn's --timeout stopped it, by killing the worker and every connection it held.
+then answered by the failure mode, well-formed, and the worker goes on serving, where Gunicorn's
+--timeout would kill the worker and every connection it holds.
 
 Python code is interrupted at its next bytecode; code running inside a C extension is interrupted
 when it returns to Python (an engine in C must honour the deadline itself; Gunicorn's --timeout

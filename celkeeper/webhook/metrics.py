@@ -11,6 +11,8 @@ Per request (workers):
     celkeeper_constraint_evaluation_seconds{kind}                    per constraint kind and request
     celkeeper_violations_total{action,kind,constraint}               deny, warn and dryrun results
     celkeeper_snapshot_loads_total{result}                           ok, error (per worker load)
+    celkeeper_decision_export_lines_total{result}                    --export-decisions: written,
+                                                                     dropped (buffer full), failed
 The per-request observations are gathered in the worker and written to the metric values together,
 at most FLUSH_INTERVAL seconds later (by a timer thread; and when this worker answers /metrics, and
 when it exits): writing each observation at once (a file-backed value per histogram bucket) cost
@@ -190,7 +192,15 @@ class WebhookMetrics:
             ["result"],
             registry=reg,
         )
+        self.export_lines = Counter(
+            "celkeeper_decision_export_lines",
+            "Decision export lines (--export-decisions), by result: written, dropped (the buffer was full), "
+            "failed (the write was refused)",
+            ["result"],
+            registry=reg,
+        )
         self._lock = threading.Lock()
+        self._exports: dict[str, float] = {}
         # observations not yet written: per label values, [count, sum, bucket counts...] of a
         # histogram (the request counter counts with its histogram), or [count] of a counter
         self._requests: dict[tuple[str, str], list[float]] = {}
@@ -236,6 +246,12 @@ class WebhookMetrics:
                 acc = self._violations[(action, kind, constraint)] = [0.0]
             acc[0] += 1
 
+    def count_export(self, result: str, lines: int) -> None:
+        """Decision export lines: written, dropped, failed (celkeeper.webhook.export)."""
+        with self._lock:
+            self._exports[result] = self._exports.get(result, 0.0) + lines
+        self._ensure_flusher()
+
     # -- writing ---------------------------------------------------------------------------------------------
     def flush(self) -> None:
         """Write the observations gathered so far to the metric values."""
@@ -243,6 +259,7 @@ class WebhookMetrics:
             requests, self._requests = self._requests, {}
             evaluations, self._evaluations = self._evaluations, {}
             violations, self._violations = self._violations, {}
+            exports, self._exports = self._exports, {}
         for (decision, operation), acc in requests.items():
             self._child(self.requests, decision, operation).inc(acc[0])
             _add(self._child(self.latency, decision, operation), acc)
@@ -250,6 +267,8 @@ class WebhookMetrics:
             _add(self._child(self.evaluation, kind), acc)
         for labels, acc in violations.items():
             self._child(self.violations, *labels).inc(acc[0])
+        for result, lines in exports.items():
+            self._child(self.export_lines, result).inc(lines)
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)

@@ -191,3 +191,22 @@ class AuditServer:
         found = wait_for(enough, timeout=timeout, interval=0.2, what=f"{count} complete audit run(s)")
         assert found is not None
         return found
+
+
+REPORT_CRDS = ROOT / "crds" / "reports"
+
+
+def install_report_crds(cluster: ControlPlane) -> None:
+    """The report CRDs celkeeper vendors (crds/reports: OpenReports and wgpolicyk8s.io PolicyReports), as the
+    chart installs them; idempotent."""
+    cluster.kubectl("apply", "-f", str(REPORT_CRDS))
+    names = ("reports.openreports.io", "clusterreports.openreports.io")
+    for name in (*names, "policyreports.wgpolicyk8s.io", "clusterpolicyreports.wgpolicyk8s.io"):
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{name}")
+        # served only once its storage is initialised (a list answers 429 until then)
+        wait_for(
+            lambda name=name: cluster.kubectl("get", name, "-A", check=False).returncode == 0,
+            timeout=30,
+            interval=0.2,
+            what=f"{name} to be listable",
+        )

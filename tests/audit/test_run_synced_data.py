@@ -24,7 +24,7 @@ from celkeeper.kube import KubeClient
 from celkeeper.policy import TemplateCompiler, build_policy_set
 from tests.incluster.support import ROOT, create_namespace
 from tests.support.apiserver import ControlPlane
-from tests.support.celgo import require_celgo
+from tests.support.native import require_celgo
 
 SUFFIX = secrets.token_hex(3)
 

@@ -6,15 +6,16 @@ silently. The cel-go engine is Kubernetes' own CEL: it has no entries.
 
 cel-python 0.5's own gaps (no `?.`/`[?`, no dotted function names such as `sets.contains`, no
 two-variable comprehensions, `2 * 2u` accepted, `30 == 30.0` an error, `1 < 2.5` an error, Python
-`re` instead of RE2) are not in these lists because celkeeper closes them: cel-cpp is the cel-python
-engine's front end (parse, type-check, validate), and cel-python runs a lowered form with
-celkeeper's comprehension macro and function table (celkeeper.cel.celpython.lowering, functions).
+`re` instead of RE2) are not in these lists because celkeeper closes them: the cel-python engine has
+a front end of its own (parse, type-check, validate: celkeeper.cel.celpython.frontend), and runs a
+lowered form with celkeeper's comprehension macro and function table (celkeeper.cel.celpython.lowering,
+functions).
 
 Known differences of cel-python no test case pins down (rare in policies; see also
 celkeeper/cel/celpython/validator.py):
 - evaluation error messages are translated into cel-go's words for the common errors (no such
   key, division/modulus by zero, no such overload, overflow, conversions); others keep celpy's;
-- cel-cpp's parser stops at 32 levels of nesting (Kubernetes allows 250): e.g. a chain of more than
+- the front end's parser stops at 32 levels of nesting (Kubernetes allows 250): e.g. a chain of more than
   31 `+` terms does not compile (a CelCompileError naming max_ast_depth);
 - `request` and `namespaceObject` are declared dyn (Kubernetes declares their fields' types): an
   unknown field of theirs is the compile error Kubernetes reports (`undefined field 'uid'`), but a
@@ -43,7 +44,7 @@ def k8s_golden_gap(engine: str, expr: str) -> str | None:
 #: corpus cases ("inputs:expression" -> reason), per engine
 _TYPED_REQUEST = (
     "Kubernetes declares `request` with its fields' types (plugin/cel/compile.go BuildRequestType): "
-    "request.dryRun is bool; cel-python's cel-cpp front end declares every admission variable dyn "
+    "request.dryRun is bool; cel-python's front end declares every admission variable dyn "
     "(it checks their field names, not their types)"
 )
 CORPUS_GAPS: dict[str, dict[str, str]] = {

@@ -67,7 +67,7 @@ def test_engines_are_known_and_default_first() -> None:
     assert ENGINES == ("cel-go", "cel-python")
     assert DEFAULT_ENGINE == "cel-go"
     with pytest.raises(ValueError, match="unknown CEL engine"):
-        get_engine("cel-cpp")
+        get_engine("cel-rust")
 
 
 def test_plain_expression(engine: Engine) -> None:

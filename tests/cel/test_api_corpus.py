@@ -3,8 +3,8 @@
 and evaluation errors. Also the differential check: on every policy expression both engines agree.
 
 Evaluation error messages are compared only for the Kubernetes libraries and the validators
-celkeeper implements itself; the core runtime's wording (e.g. cel-cpp's `Key not found in map` for
-cel-go's `no such key`) is each engine's own.
+celkeeper implements itself; the core runtime's wording is each engine's own (cel-python translates the
+common errors into cel-go's words: tests/cel/gaps.py).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _encoded(engine: Engine, inputs: str, expr: str, expected_kind: str) -> dict
 
 
 def _ours_message(message: str) -> bool:
-    """Compile errors whose text celkeeper writes (validators) rather than cel-cpp's checker."""
+    """Compile errors whose text celkeeper writes (validators) rather than the front end's checker."""
     return message.startswith(
         (
             "expected type",

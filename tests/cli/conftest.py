@@ -144,3 +144,68 @@ def _in_process(argv: tuple[str, ...]) -> Run:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return Run(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def failing_suites(example_copy, tmp_path: Path) -> Path:
+    """Two examples, one of them with a case that fails, a test that is skipped, and a Suite that cannot be
+    read."""
+    example_copy("block-service-types")
+    broken = example_copy("disallow-latest-tag")
+    suite = broken / "suite.yaml"
+    text = suite.read_text()
+    text = text.replace("          - violations: no\n", "          - violations: 2\n", 1)
+    suite.write_text(text)
+    write_dedented(
+        tmp_path / "bad" / "suite.yaml",
+        """\
+        kind: Suite
+        apiVersion: test.gatekeeper.sh/v1alpha1
+        tests: {not: a list}
+        """,
+    )
+    return tmp_path
+
+
+# a template and three constraints (owner: deny on Pods, team: warn on Pods, services: deny on Services)
+POLICY = """\
+apiVersion: templates.celkeeper.io/v1
+kind: ConstraintTemplate
+metadata: {name: k8slabels}
+spec:
+  crd:
+    spec:
+      names: {kind: K8sLabels}
+      validation:
+        openAPIV3Schema: {type: object, properties: {key: {type: string}}}
+  targets:
+  - target: admission.k8s.gatekeeper.sh
+    code:
+    - engine: K8sNativeValidation
+      source:
+        validations:
+        - expression: "has(object.metadata.labels) && variables.params.key in object.metadata.labels"
+          messageExpression: "'missing label ' + variables.params.key"
+---
+apiVersion: constraints.celkeeper.io/v1beta1
+kind: K8sLabels
+metadata: {name: owner}
+spec:
+  match: {kinds: [{apiGroups: [""], kinds: [Pod]}]}
+  parameters: {key: owner}
+---
+apiVersion: constraints.celkeeper.io/v1beta1
+kind: K8sLabels
+metadata: {name: team}
+spec:
+  enforcementAction: warn
+  match: {kinds: [{apiGroups: [""], kinds: [Pod]}]}
+  parameters: {key: team}
+---
+apiVersion: constraints.celkeeper.io/v1beta1
+kind: K8sLabels
+metadata: {name: services}
+spec:
+  match: {kinds: [{apiGroups: [""], kinds: [Service]}]}
+  parameters: {key: owner}
+"""

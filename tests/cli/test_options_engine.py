@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from tests.cli.conftest import EXAMPLES, ROOT
-from tests.support.celgo import require_celgo
+from tests.support.native import require_celgo
 
 SUITE = str(EXAMPLES / "required-labels" / "suite.yaml")
 
@@ -35,11 +35,11 @@ def _celkeeper(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_without_the_library_the_default_falls_back_to_cel_python() -> None:
-    missing = {"CELKEEPER_CELGO_LIB": "/nonexistent/libcelgo.so"}
+    missing = {"CELKEEPER_NATIVE_LIB": "/nonexistent/libcelkeeper.so"}
     run = _celkeeper("verify", SUITE, **missing)
     assert run.returncode == 0 and "PASS" in run.stdout
     assert "warning: the cel-go engine is not available" in run.stderr and "using cel-python" in run.stderr
     asked = _celkeeper("verify", "--engine", "cel-go", SUITE, **missing)
     assert asked.returncode != 0
-    assert "CELKEEPER_CELGO_LIB=/nonexistent/libcelgo.so does not exist" in asked.stderr
+    assert "CELKEEPER_NATIVE_LIB=/nonexistent/libcelkeeper.so does not exist" in asked.stderr
     assert "Traceback" not in asked.stderr

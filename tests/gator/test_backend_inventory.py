@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from celkeeper.cel import ENGINES
-from tests.support.celgo import require_celgo
+from tests.support.native import require_celgo
 from tests.support.syncdata import (
     ROOT,
 )

@@ -40,8 +40,8 @@ from tests.incluster.support import (
 )
 from tests.support.admission import NAMESPACE_LABEL
 from tests.support.apiserver import ControlPlane
-from tests.support.celgo import require_celgo
 from tests.support.kubectl import apply
+from tests.support.native import require_celgo
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kube

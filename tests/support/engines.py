@@ -15,7 +15,7 @@ import pytest
 from celkeeper.cel import get_engine
 from celkeeper.cel.api import Engine
 from celkeeper.settings import DEFAULT_ENGINE, ENGINES
-from tests.support.celgo import require_celgo
+from tests.support.native import require_celgo
 
 _ENGINES: dict[str, Engine] = {}
 _INSTALLED: list[Engine] = []

@@ -18,7 +18,7 @@ What is the pod's, taken from the Deployment's pod template (nothing else is inv
   therefore uses its in-cluster configuration, exactly as in a pod;
 - what the image carries besides the entrypoint: the cel-go engine's shared library (the image has it
   inside the installed package; the local editable install finds it in a cache under root's home, which
-  the pod's user cannot read), bound read-only at /run/celkeeper-celgo/ and named by CELKEEPER_CELGO_LIB,
+  the pod's user cannot read), bound read-only at /run/celkeeper-native/ and named by CELKEEPER_NATIVE_LIB,
   when the test process has one.
 
 Needs root (namespaces, veth, mounts) and `unshare`, `nsenter`, `setpriv` and `ip` (util-linux,
@@ -50,7 +50,7 @@ TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 API_FORWARD_PORT = 6443  # on each pod's loopback
 SUBNET_PREFIX = "172.31"  # /30s inside 172.31.0.0/16, skipping any the host already routes
 TOOLS = ("unshare", "nsenter", "setpriv", "ip", "mount")
-CELGO_IN_POD = "/run/celkeeper-celgo/libcelgo.so"
+CELGO_IN_POD = "/run/celkeeper-native/libcelkeeper.so"
 
 
 class SandboxUnavailable(Exception):
@@ -67,7 +67,7 @@ def check_available() -> None:
 
 def _celgo_library() -> Path | None:
     """The cel-go library this test process would load, None when it has none."""
-    from celkeeper.cel.celgo.locate import find_library
+    from celkeeper.native.locate import find_library
 
     return find_library()[0]
 
@@ -379,7 +379,7 @@ class SandboxPod:
             **resolve_env(container(self.deployment).get("env") or [], self.name, self.namespace),
         }
         if _celgo_library() is not None:
-            env["CELKEEPER_CELGO_LIB"] = CELGO_IN_POD
+            env["CELKEEPER_NATIVE_LIB"] = CELGO_IN_POD
         argv = [
             "nsenter",
             "-t",

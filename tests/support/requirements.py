@@ -14,6 +14,10 @@ from tests.support.binaries import BinariesUnavailable
 from tests.support.gator import GatorUnavailable
 
 
+class BrowserUnavailable(Exception):
+    """Headless Chromium cannot run here; the message says why and how to fix it."""
+
+
 @dataclass(frozen=True)
 class Requirement:
     """Tests that use `fixture` get `marker`; a missing prerequisite (`missing`: the exception that
@@ -53,3 +57,4 @@ class Requirement:
 KUBE = Requirement("CELKEEPER_REQUIRE_KUBE", "kube", "kube_cluster")
 NODE = Requirement("CELKEEPER_REQUIRE_NODE", "node", "node_cluster")
 GATOR = Requirement("CELKEEPER_REQUIRE_GATOR", "gator", "gator", GatorUnavailable)
+BROWSER = Requirement("CELKEEPER_REQUIRE_BROWSER", "browser", "chromium", BrowserUnavailable)

@@ -1,13 +1,14 @@
 """The cel-go engine: Kubernetes' own CEL, exactly as Gatekeeper v3.23.1 runs it, in a Go library.
 
 Templates compile into Gatekeeper's validator (pkg/drivers/k8scel/driver.go AddTemplate:
-Kubernetes' composited compiler, its match-condition matcher and validator) inside the library
-(`go/engine`); constraints are decoded there once; a request crosses once per decision with every
-constraint Python's matching selected and a deadline, and comes back as Kubernetes' validator
-decisions. See go/engine/validate.go for how the validator's work is shared between constraints.
+Kubernetes' composited compiler, its match-condition matcher and validator) inside the native
+library (`celkeeper/native/go/k8scel`); constraints are decoded there once; a request crosses once
+per decision with every constraint Python's matching selected and a deadline, and comes back as
+Kubernetes' validator decisions. See k8scel/validate.go for how the validator's work is shared
+between constraints.
 
 Thread and process safety: the library's handles may be used from any thread (the library locks
-what it shares); the library must be loaded after a fork (celkeeper.cel.celgo.library).
+what it shares); the library must be loaded after a fork (celkeeper.native.ffi).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from celkeeper.cel.api import (
     TemplateSource,
     VariableCompileError,
 )
-from celkeeper.cel.celgo.library import Library, load, pack_handle
 from celkeeper.errors import CelCompileError, ReviewError
+from celkeeper.native.ffi import Library, load, pack_handle
 
 NAME = "cel-go"
 _NONE = b"null"

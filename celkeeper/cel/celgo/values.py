@@ -1,5 +1,5 @@
 """cel-go values as plain Python data (the library encodes them as {"t": kind, "v": value}; see
-go/engine/encode.go)."""
+celkeeper/native/go/k8scel/encode.go)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Binding the Kubernetes libraries into the cel-python engine: the rewriting of checked trees.
 
-`bind(checked)` rewrites a checked tree so that engines only run plain calls:
+`bind(checked)` rewrites a checked tree so that the interpreter only runs plain calls:
 
 - a call to a Kubernetes overload becomes `@k8s.<overload id>(receiver, args...)` when the checker
   resolved one overload; when several are possible (dyn arguments) it becomes
   `@k8s.fn.<function>(...)`, which picks the overload from the run-time values. `string`,
   `indexOf` and `lastIndexOf` with several candidates keep their name (they share it with the
-  standard library and the strings extension): engines register the Kubernetes overloads under that
+  standard library and the strings extension): the engine registers the Kubernetes overloads under that
   name for the run-time kinds only Kubernetes uses (a map for opaque values, a list);
 - `format.named()` and `<format>.validate()` return optionals: they become
   `optional.ofNonZeroValue(@k8s.<id>(...))` around an internal call returning the value or null;

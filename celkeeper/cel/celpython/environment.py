@@ -1,4 +1,4 @@
-"""The Kubernetes 1.34 CEL environment, as declarations for the shared cel-cpp front end.
+"""The Kubernetes 1.34 CEL environment, as declarations for cel-python's front end (cel-cpp).
 
 Kubernetes builds its environment in k8s.io/apiserver/pkg/cel/environment/base.go: cel-go's standard
 library with cross-type numeric comparisons and optional types, the extensions strings (version 2),
@@ -16,12 +16,13 @@ Two cel-cpp environments are built from this module:
   (kubernetes.Quantity, net.IP, ...), and cel-go's optional (version 2) `optional.unwrap` /
   `unwrapOpt`, which cel-cpp's optional extension lacks. A YAML `functions:` block only declares,
   it registers nothing at run time, so no clash with the runtime's own overloads is possible.
-- the runtime environment, from `runtime_yaml()`: the stdlib and the extensions including `strings`.
+- the literal environment, from `runtime_yaml()`: the stdlib and the extensions including `strings`,
+  in which the front end evaluates duration and timestamp literals at compile time.
   Calls to Kubernetes functions are renamed (see `celkeeper.cel.celpython.library`) to internal `@k8s.<id>`
   functions implemented in Python; an internal name cannot be written in a CEL source (`@` is not
   an identifier character), so it adds nothing users can reach.
 
-`FUNCTIONS` lists the Kubernetes library overloads; both engines bind their implementations by
+`FUNCTIONS` lists the Kubernetes library overloads; the engine binds their implementations by
 overload id.
 """
 
@@ -189,7 +190,7 @@ FUNCTIONS: dict[str, Overload] = {o.id: o for o in _kubernetes_overloads()}
 
 
 def _strings_v2_overloads() -> list[Overload]:
-    """cel-go ext.Strings(version 2), redeclared for the checker (its runtime comes from cel-cpp)."""
+    """cel-go ext.Strings(version 2), redeclared for the checker (evaluated by `extensions`)."""
     s = "string"
     return [
         _o("charAt", "string_char_at_int", (s, "int"), s, True),

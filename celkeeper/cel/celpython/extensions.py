@@ -1,8 +1,7 @@
 """cel-go's extensions (strings v2, lists, sets, optional types) for cel-python, which lacks them.
 
 Plain functions over celpy values; errors are raised as LibraryError and become CEL errors.
-Behaviour and error cases follow cel-go's ext package (`format` is celkeeper.cel.celpython.formatting, which
-both engines use).
+Behaviour and error cases follow cel-go's ext package (`format` is celkeeper.cel.celpython.formatting).
 """
 
 from __future__ import annotations

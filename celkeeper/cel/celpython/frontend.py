@@ -1,8 +1,10 @@
-"""The shared front end: parse and type-check with cel-cpp, validate, and assemble one checked tree.
+"""cel-python's front end: parse and type-check with cel-cpp (through cel-expr-python), validate, and
+assemble one checked tree.
 
-Both engines compile through here, so both accept exactly the same sources, report the same
-compile errors and agree on every expression's checked type. The result is a `Compiled`: one
-checked tree in which the template's variables are bound once and evaluated lazily (memoised):
+The checker runs against a declared copy of Kubernetes' environment (`environment`), so a source
+compiles here exactly when it compiles in Kubernetes (differences: tests/cel/gaps.py), and compile
+errors are worded as cel-go words them. The result is a `Compiled`: one checked tree in which the
+template's variables are bound once and evaluated lazily (memoised):
 
     cel.@block([<variable 0>, <variable 1>, ...], <expression>)
 
@@ -33,9 +35,9 @@ from cel_expr_python import cel
 from celkeeper.cel.api import VariableCompileError
 from celkeeper.cel.celpython import ast, astcodec
 from celkeeper.cel.celpython.ast import Call, CelType, Checked, Comprehension, Expr, Ident, ListExpr, Select
+from celkeeper.cel.celpython.astvalidators import validate
 from celkeeper.cel.celpython.environment import VARIABLES, checker_yaml, runtime_yaml, split_types
 from celkeeper.cel.celpython.limits import check_source, check_tree, position
-from celkeeper.cel.celpython.validators import validate
 from celkeeper.cel.inventory import DATA_VARIABLE
 from celkeeper.errors import CelCompileError
 from celkeeper.settings import CelLimits

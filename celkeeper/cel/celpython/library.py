@@ -1,4 +1,4 @@
-"""The Kubernetes libraries (pure Python, `celkeeper.cel.k8slib`) as the engines call them.
+"""The Kubernetes libraries (pure Python, `celkeeper.cel.k8slib`) as the cel-python engine calls them.
 
 `binding.bind` rewrites checked trees to call internal functions (`@k8s.<overload id>`,
 `@k8s.fn.<function>`, `@k8s.eq.<type>`, `@ck.*`); a `LibraryRuntime` implements them for one engine.
@@ -155,7 +155,7 @@ def map_insert(m: dict[Any, Any], key: Any, value: Any = None, *rest: Any) -> di
 
 
 def _applier(fn: Impl, coercers: tuple[Callable[[Any], Any], ...]) -> Impl:
-    """`fn` over its arguments coerced (one coercer per declared parameter; engines call internal
+    """`fn` over its arguments coerced (one coercer per declared parameter; the engine calls internal
     functions with exactly the declared arity)."""
     if len(coercers) == 1:
         (c0,) = coercers
@@ -314,7 +314,7 @@ class LibraryRuntime:
     def implementation(self, overload_id: str) -> Impl:
         """`@k8s.<overload id>`: checks the library arguments' types, calls k8slib.
 
-        Raises LibraryError (Kubernetes' message) for CEL errors; engines turn it into an error value.
+        Raises LibraryError (Kubernetes' message) for CEL errors; the engine turns it into an error value.
         Results may be shared between calls: callers must not change them.
         """
         return self._impls[overload_id]

@@ -1,7 +1,7 @@
 """Lowering a checked (and bound) tree to CEL text cel-python's parser and interpreter accept.
 
 cel-python 0.5 cannot parse `?.`/`[?`/`{?`, dotted function names (`sets.contains`), and has no
-two-variable comprehensions; cel-cpp (the shared front end) already parsed, checked and expanded
+two-variable comprehensions; cel-cpp (the engine's front end) already parsed, checked and expanded
 the macros, so the lowering only has to print the tree in a dialect celpy understands:
 
 - operators print as CEL operators (fully parenthesised); cel-python resolves them through its

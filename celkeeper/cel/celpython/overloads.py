@@ -1,6 +1,7 @@
 """The Kubernetes library overloads' implementations over k8slib values: constant tables of pure
-functions, indexed by cel-go overload id (`celkeeper.cel.celpython.environment.FUNCTIONS`). How engines call
-them (argument decoding, results in engine form, memoising) is `celkeeper.cel.celpython.library`.
+functions, indexed by cel-go overload id (`celkeeper.cel.celpython.environment.FUNCTIONS`). How the
+engine calls them (argument decoding, results in its value form, memoising) is
+`celkeeper.cel.celpython.library`.
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ from celkeeper.cel.api import (
     TemplateRefused,
     TemplateSource,
 )
+from celkeeper.cel.celpython.astvalidators import PROGRAM_ERROR
 from celkeeper.cel.celpython.inventory import PyInventory, read_data
-from celkeeper.cel.celpython.validators import PROGRAM_ERROR
 from celkeeper.cel.inventory import Gvk
 from celkeeper.errors import CelCompileError
 

@@ -3,13 +3,13 @@ local toolchain that builds the cel-go engine and the goldens, go1.26.8) that Ku
 format libraries reach: Parse, ParseRequestURI, URL.String, Hostname, Port, EscapedPath and Query.
 Go strings are bytes, so this works on UTF-8 bytes and decodes at the edges.
 
-What changed since Go 1.24 (the release Kubernetes 1.34 is built with, which this port followed
-before) is all in parseHost: a "[" anywhere but at the start of the host is an 'invalid IP-literal'
+Go 1.26 parses hosts more strictly than Go 1.24 (the release Kubernetes 1.34 is built with), all in
+parseHost: a "[" anywhere but at the start of the host is an 'invalid IP-literal'
 ("http://a[::1]/", "http://[[::1]]/"), and for http and https the port starts at the host's first
 colon, not its last (GODEBUG urlstrictcolons=1, Go 1.26's default), so "http://::1/",
 "http://host:80:90/" and "https://a:b:c/" fail with 'invalid port ... after host'. Other schemes keep
 the last colon (go.dev/issue/78077, as go1.26.8 does: "postgres://h1:5432,h2:5432/" still parses).
-The rest (the escaping table, unescape, setPath, String, the query parameter limit) is unchanged.
+The rest (the escaping table, unescape, setPath, String, the query parameter limit) is the same in both.
 """
 
 from __future__ import annotations

@@ -34,3 +34,14 @@ app.kubernetes.io/component: audit
 {{- range (include "celkeeper.exemptNamespaces" . | fromJsonArray) }}{{ if not (hasSuffix "*" .) }}{{ $exact = append $exact . }}{{ end }}{{ end }}
 {{- toJson $exact }}
 {{- end }}
+
+{{/* The audit's reports: their API group and resources (reports.format). */}}
+{{- define "celkeeper.reportsApi" -}}
+{{- if eq .Values.reports.format "openreports" -}}
+{"group": "openreports.io", "resources": ["reports", "clusterreports"], "files": ["openreports.io_reports.yaml", "openreports.io_clusterreports.yaml"]}
+{{- else if eq .Values.reports.format "policyreport" -}}
+{"group": "wgpolicyk8s.io", "resources": ["policyreports", "clusterpolicyreports"], "files": ["wgpolicyk8s.io_policyreports.yaml", "wgpolicyk8s.io_clusterpolicyreports.yaml"]}
+{{- else -}}
+{{- fail (printf "reports.format must be openreports or policyreport, not %q" .Values.reports.format) -}}
+{{- end -}}
+{{- end }}

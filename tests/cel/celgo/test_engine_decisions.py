@@ -37,8 +37,7 @@ from celkeeper.cli.verify import discover
 from celkeeper.gator import Filter, Runner
 from celkeeper.gator.backend import PolicyBackend
 from celkeeper.templates import TemplateCompiler
-from tests.cel.celgo.test_go_module import run_go
-from tests.support.celgo import require_celgo
+from tests.support.native import require_celgo, run_go
 from tests.support.samples import LIBRARY, present
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -322,7 +321,7 @@ def test_decisions_are_gatekeepers(recorded: tuple[Recorder, Path]) -> None:
         "-run",
         "TestRecordedDecisionsMatchGatekeeper",
         "-v",
-        "./engine",
+        "./k8scel",
         env={"CELGO_CASES": str(path)},
     )
     assert f"{decisions} decisions compared" in out

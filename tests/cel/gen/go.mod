@@ -1,12 +1,12 @@
 module celkeeper.local/celgolden
 
 // the cel-go engine's value encoding (encode.go)
-replace celkeeper.local/celgo => ../../../celkeeper/cel/celgo/go
+replace celkeeper.local/native => ../../../celkeeper/native/go
 
 go 1.26.0
 
 require (
-	celkeeper.local/celgo v0.0.0
+	celkeeper.local/native v0.0.0
 	github.com/google/cel-go v0.30.0
 	github.com/open-policy-agent/gatekeeper/v3 v3.23.1
 	k8s.io/apimachinery v0.36.2
@@ -38,6 +38,7 @@ require (
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
+	github.com/mattn/go-sqlite3 v1.14.22 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

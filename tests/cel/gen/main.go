@@ -7,7 +7,7 @@
 // (`gen k8slib`); see corpus.go and k8slib.go for each input.
 //
 // A result is {"t": kind, "v": value}: values are encoded as the cel-go engine encodes them
-// (celkeeper/cel/celgo/go/engine/encode.go; only the encoding is shared), a compile error is
+// (celkeeper/native/go/k8scel/encode.go; only the encoding is shared), a compile error is
 // {"t": "compile_error", "v": message}, an evaluation error {"t": "error", "v": message}.
 package main
 
@@ -18,7 +18,7 @@ import (
 	"fmt"
 	"os"
 
-	"celkeeper.local/celgo/engine"
+	"celkeeper.local/native/k8scel"
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
@@ -41,13 +41,13 @@ type out struct {
 
 // encode is the cel-go engine's encoding of values (the engine's tests decode it the same way).
 func encode(v ref.Val) result {
-	return result(engine.Encode(v))
+	return result(k8scel.Encode(v))
 }
 
 // anyExpression accepts every output type, as a template variable does.
 type anyExpression string
 
-func (a anyExpression) GetExpression() string     { return string(a) }
+func (a anyExpression) GetExpression() string    { return string(a) }
 func (a anyExpression) ReturnTypes() []*cel.Type { return []*cel.Type{cel.AnyType} }
 
 // compiler is Gatekeeper's compiler for a template's variables (driver.go AddTemplate).

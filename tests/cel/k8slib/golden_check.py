@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from celkeeper.cel.api import LibraryValue
-from celkeeper.cel.celpython.validators import PROGRAM_ERROR
+from celkeeper.cel.celpython.astvalidators import PROGRAM_ERROR
 from celkeeper.cel.k8slib import LibraryError
 from celkeeper.cel.k8slib.celvalues import Uint
 from celkeeper.cel.k8slib.format import Format

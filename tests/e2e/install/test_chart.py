@@ -30,6 +30,8 @@ VARIANTS = {
         "exemptNamespaces={kube-system,tenant-*}",
         "extraArgs={--log-denies}",
         "logLevel=debug",
+        "webhook.exportDecisions=stdout",
+        "webhook.exportAllowed=true",
     ),
     "cert-manager": (
         "certificates.manage=false",
@@ -55,6 +57,9 @@ VARIANTS = {
         "vap.waitForBindingSeconds=10",
     ),
     "no audit, no VAP rights": ("audit.enabled=false", "vap.rbac=false"),
+    "no reports": ("reports.enabled=false",),
+    "policyreports": ("reports.format=policyreport",),
+    "reports, their CRDs installed by someone else": ("reports.installCRDs=false",),
     "placement": (
         "nodeSelector.pool=system",
         "tolerations[0].key=dedicated",
@@ -160,6 +165,8 @@ def test_values_reach_the_objects(helm: Helm) -> None:
     docs = documents(helm.template(*VARIANTS["five replicas, warn, exempt namespaces, extra args"]))
     args = webhook_container(docs)["args"]
     assert "--expected-pods=5" in args and "--policy-validation=warn" in args and "--log-denies" in args
+    assert "--export-decisions=stdout" in args and "--export-allowed" in args
+    assert not [a for a in webhook_container(documents(helm.template()))["args"] if a.startswith("--export")]
     assert "--log-level=debug" in args
     assert [a for a in args if a.startswith("--exempt-namespace=")] == [
         f"--exempt-namespace={NAMESPACE}",
@@ -271,6 +278,7 @@ def test_the_audit_values_reach_its_pod_and_its_rights(helm: Helm) -> None:
         "--audit-interval=60",
         "--audit-chunk-size=500",
         "--constraint-violations-limit=20",
+        "--reports=openreports",
         "--metrics-bind=0.0.0.0:8888",
         "--log-level=info",
     ]
@@ -308,6 +316,63 @@ def test_the_audit_values_reach_its_pod_and_its_rights(helm: Helm) -> None:
 
     none = documents(helm.template(*VARIANTS["no audit, no VAP rights"]))
     assert not [d for d in none if "audit" in d["metadata"]["name"]]
+
+
+REPORT_CRDS = ("reports.openreports.io", "clusterreports.openreports.io")
+REPORT_RULE = {
+    "apiGroups": ["openreports.io"],
+    "resources": ["reports", "clusterreports"],
+    "verbs": ["get", "list", "create", "update", "delete"],
+}
+
+
+def report_crds(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        d for d in docs if d["kind"] == "CustomResourceDefinition" and d["spec"]["group"] == "openreports.io"
+    ]
+
+
+def test_the_reports_values_reach_the_audit_its_rights_and_the_crds(helm: Helm) -> None:
+    default = documents(helm.template())
+    crds = report_crds(default)
+    assert [c["metadata"]["name"] for c in crds] == list(REPORT_CRDS)
+    # the upstream definitions (crds/reports), kept when the release is uninstalled
+    vendored = {
+        d["metadata"]["name"]: d
+        for f in sorted((CHART.parent.parent / "crds" / "reports").glob("*.yaml"))
+        for d in documents(f.read_text(encoding="utf-8"))
+    }
+    for crd in crds:
+        annotations = crd["metadata"]["annotations"]
+        assert annotations.pop("helm.sh/resource-policy") == "keep"
+        assert crd == vendored[crd["metadata"]["name"]]
+    audit = find(default, "Deployment", "celkeeper-audit")["spec"]["template"]["spec"]
+    assert "--reports=openreports" in audit["containers"][0]["args"]
+    assert REPORT_RULE in cluster_rules(default, "celkeeper-audit")
+    # a writable /tmp (its results until the reports are written) on the read-only root
+    assert {"name": "tmp", "mountPath": "/tmp"} in audit["containers"][0]["volumeMounts"]
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}} in audit["volumes"]
+
+    theirs = documents(helm.template(*VARIANTS["reports, their CRDs installed by someone else"]))
+    assert not report_crds(theirs) and REPORT_RULE in cluster_rules(theirs, "celkeeper-audit")
+    older = documents(helm.template(*VARIANTS["policyreports"]))
+    assert [c["metadata"]["name"] for c in older if c["kind"] == "CustomResourceDefinition"][-2:] == [
+        "policyreports.wgpolicyk8s.io",
+        "clusterpolicyreports.wgpolicyk8s.io",
+    ]
+    assert {
+        "apiGroups": ["wgpolicyk8s.io"],
+        "resources": ["policyreports", "clusterpolicyreports"],
+        "verbs": ["get", "list", "create", "update", "delete"],
+    } in cluster_rules(older, "celkeeper-audit")
+    args = find(older, "Deployment", "celkeeper-audit")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--reports=policyreport" in args and not report_crds(older)
+    refused = helm.run("template", "celkeeper", str(CHART), "--set", "reports.format=other", check=False)
+    assert refused.returncode != 0 and "reports.format must be openreports or policyreport" in refused.stderr
+    none = documents(helm.template(*VARIANTS["no reports"]))
+    assert not report_crds(none) and REPORT_RULE not in cluster_rules(none, "celkeeper-audit")
+    args = find(none, "Deployment", "celkeeper-audit")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--reports=none" in args
 
 
 def test_the_vap_values_reach_the_webhook_pods_and_their_rights(helm: Helm) -> None:
@@ -374,7 +439,16 @@ def test_helm_installs_upgrades_and_uninstalls_the_chart_as_the_readme_says(
     with ControlPlane(tmp_path / "cluster", kube_binaries) as cluster:
         kubeconfig = cluster.kubeconfig_path
         cluster.kubectl("create", "namespace", NAMESPACE)
+        # another tool installed one of the OpenReports CRDs: the chart installs only the absent one
+        theirs = CHART.parent.parent / "crds" / "reports" / "openreports.io_clusterreports.yaml"
+        cluster.kubectl("apply", "-f", str(theirs))
         helm.run("install", "celkeeper", str(CHART), "--namespace", NAMESPACE, kubeconfig=kubeconfig)
+        crds = {
+            name: json.loads(cluster.kubectl("get", "crd", name, "-o", "json").stdout)["metadata"]
+            for name in REPORT_CRDS
+        }
+        assert crds["reports.openreports.io"]["annotations"]["meta.helm.sh/release-name"] == "celkeeper"
+        assert "meta.helm.sh/release-name" not in crds["clusterreports.openreports.io"].get("annotations", {})
         rendering = tmp_path / "rendering.yaml"
         rendering.write_text(helm.template(), encoding="utf-8")
         assert cluster.kubectl("get", "-f", str(rendering), "-o", "name", check=False).returncode == 0
@@ -426,4 +500,6 @@ def test_helm_installs_upgrades_and_uninstalls_the_chart_as_the_readme_says(
         helm.run("uninstall", "celkeeper", "--namespace", NAMESPACE, kubeconfig=kubeconfig)
         gone = cluster.kubectl("get", "deployment", "-n", NAMESPACE, "-o", "name").stdout
         assert gone.strip() == ""
+        for name in REPORT_CRDS:  # kept: other tools' reports live in them
+            assert cluster.kubectl("get", "crd", name, check=False).returncode == 0
         assert cluster.kubectl("get", "validatingwebhookconfiguration", WEBHOOKS, check=False).returncode != 0

@@ -32,8 +32,8 @@ from tests.e2e.install.support import (
 )
 from tests.incluster.support import configmap, required_labels, required_labels_template
 from tests.support.apiserver import ControlPlane
-from tests.support.celgo import require_celgo
 from tests.support.kubectl import apply
+from tests.support.native import require_celgo
 from tests.support.podsandbox import SandboxUnavailable, check_available, container
 from tests.support.requirements import NODE
 from tests.support.waiting import wait_for
@@ -217,6 +217,16 @@ def test_the_audit_pod_reports_what_already_violates(installed: Installation, na
     assert sorted(v["name"] for v in status["violations"]) == ["old-a", "old-b"]
     assert {v["enforcementAction"] for v in status["violations"]} == {"dryrun"}
     assert audit.running() and installed.audit_probe("/healthz") == 200
+    # every violation in the namespace's OpenReport too (the manifest installs the CRDs; the pod's /tmp holds
+    # the run's results until they are written)
+    assert status["reports"]["policy"] == f"{kind}/audited"
+    report = json.loads(
+        cluster.kubectl("get", "report", "celkeeper-audit", "-n", namespace, "-o", "json").stdout
+    )
+    assert sorted((r["resources"][0]["name"], r["policy"], r["result"]) for r in report["results"]) == [
+        ("old-a", f"{kind}/audited", "warn"),
+        ("old-b", f"{kind}/audited", "warn"),
+    ]
 
 
 # The review once lost after 10 s while a CA was promoted under load: the API server builds a new webhook

@@ -1,0 +1,241 @@
+"""celkeeper's native library (Go, built from celkeeper/native/go), loaded with ctypes: the one module
+that calls it. Each capability of the library (k8scel: Kubernetes' CEL) has its typed wrappers here;
+the Python package of the capability (celkeeper.cel.celgo for k8scel) builds on them.
+
+The Go runtime does not survive `fork`: a process that has loaded the library must not fork and go
+on using it. `load()` therefore loads the library lazily, in the process that evaluates (each
+Gunicorn worker after its fork, the informer), records the process id, and every call checks it:
+a forked child that reaches the library gets `ForkedLibraryError` rather than a hang or a crash
+inside the Go runtime. A fork after loading is also reported on stderr at once (os.register_at_fork).
+
+The library is process-wide state by nature (dlopen): `load()` keeps the one instance of the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from celkeeper.native.locate import find_library
+
+
+class LibraryUnavailable(RuntimeError):
+    """The native library cannot be loaded (not built, or not loadable here)."""
+
+
+class ForkedLibraryError(RuntimeError):
+    """The library was loaded in a parent process; the Go runtime does not survive fork."""
+
+
+_c_char_pp = ctypes.POINTER(ctypes.POINTER(ctypes.c_char))
+_c_int_p = ctypes.POINTER(ctypes.c_int)
+
+
+def pack_handle(handle: int) -> bytes:
+    """A handle as `Library.validate` takes it (a native int64; handles are joined into one bytes)."""
+    return int(handle).to_bytes(8, sys.byteorder, signed=True)
+
+
+#: the timer slack (ns) of the Go runtime's own threads (see `_go_timer_slack`)
+GO_TIMER_SLACK_NS = 5_000_000
+_PR_SET_TIMERSLACK, _PR_GET_TIMERSLACK = 29, 30
+
+
+@contextmanager
+def _go_timer_slack(slack_ns: int) -> Iterator[None]:
+    """Load the library with this thread's timer slack at `slack_ns` (Linux prctl; elsewhere nothing).
+
+    Go's sysmon thread, woken each time a call enters the library, polls every 20 us while Go code
+    runs: with Linux's default 50 us timer slack, ~3.5 wake-ups of another thread per webhook review
+    (~1,500/s per worker under load, ~60 us of CPU per review on the other core). A thread inherits
+    its creator's slack, and the runtime's threads descend from the one that loads the library:
+    loading it with a 5 ms slack lets those short sleeps last up to 5 ms (sysmon sleeps up to 10 ms
+    when idle anyway; Go timers may fire up to 5 ms late, nothing the engine's deadlines of seconds
+    notice). This thread's own slack is restored at once. docs/known-issues.md: Go's sysmon."""
+    prctl = _libc_prctl()
+    before = prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0) if prctl is not None and slack_ns > 0 else -1
+    if before >= 0:
+        prctl(_PR_SET_TIMERSLACK, slack_ns, 0, 0, 0)
+    try:
+        yield
+    finally:
+        if before >= 0:
+            prctl(_PR_SET_TIMERSLACK, before, 0, 0, 0)
+
+
+def _libc_prctl() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return prctl
+
+
+class Library:
+    """The loaded library: thin, typed wrappers of its exported functions."""
+
+    def __init__(self, path: Path, go_timer_slack_ns: int = GO_TIMER_SLACK_NS) -> None:
+        try:
+            with _go_timer_slack(go_timer_slack_ns):
+                dll = ctypes.CDLL(str(path))
+        except OSError as err:
+            raise LibraryUnavailable(f"cannot load celkeeper's native library {path}: {err}") from err
+        self.path = path
+        self.pid = os.getpid()
+        self._dll = dll
+        ll, i, p, out, outn = ctypes.c_longlong, ctypes.c_int, ctypes.c_char_p, _c_char_pp, _c_int_p
+        self._sig(dll.native_free, None, [ctypes.c_void_p])
+        self._sig(dll.native_release, None, [ll])
+        self._sig(dll.native_info, None, [out, outn])
+        self._sig(dll.k8scel_template, ll, [p, i, p, i, out, outn])
+        self._sig(dll.k8scel_store_open, ll, [p, i, i, out, outn])
+        self._sig(dll.k8scel_store_close, None, [ll])
+        self._sig(dll.k8scel_constraint, ll, [ll, p, i, out, outn])
+        # the constraints' handles as packed int64s (bytes): no ctypes array to make per call
+        self._sig(dll.k8scel_validate, i, [p, i, p, i, p, i, p, i, ll, p, i, ll, out, outn])
+        self._sig(dll.k8scel_explain, i, [p, i, p, i, p, i, p, i, ll, p, i, ll, out, outn])
+        self._sig(dll.k8scel_expression, ll, [p, i, out, outn])
+        self._sig(dll.k8scel_evaluate, i, [ll, p, i, ll, out, outn])
+
+    @staticmethod
+    def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> None:
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+    def check(self) -> None:
+        if os.getpid() != self.pid:
+            raise ForkedLibraryError(
+                f"celkeeper's native library was loaded by process {self.pid} before it forked; the Go "
+                "runtime does not survive fork: load it in the child (celkeeper loads engines lazily)"
+            )
+
+    def _take(self, out: Any, n: ctypes.c_int) -> bytes:
+        try:
+            return ctypes.string_at(out, n.value)
+        finally:
+            self._dll.native_free(out)
+
+    def _reply(self) -> tuple[Any, ctypes.c_int]:
+        return ctypes.POINTER(ctypes.c_char)(), ctypes.c_int(0)
+
+    def info(self) -> dict[str, Any]:
+        self.check()
+        out, n = self._reply()
+        self._dll.native_info(ctypes.byref(out), ctypes.byref(n))
+        data: dict[str, Any] = orjson.loads(self._take(out, n))
+        return data
+
+    def template(self, source: bytes, options: bytes = b"") -> tuple[int, dict[str, Any]]:
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.k8scel_template(
+            source, len(source), options, len(options), ctypes.byref(out), ctypes.byref(n)
+        )
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def store_open(self, path: bytes, max_conns: int) -> tuple[int, dict[str, Any]]:
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.k8scel_store_open(path, len(path), max_conns, ctypes.byref(out), ctypes.byref(n))
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def store_close(self, handle: int) -> None:
+        if os.getpid() == self.pid:
+            self._dll.k8scel_store_close(handle)
+
+    def constraint(self, template: int, document: bytes) -> tuple[int, dict[str, Any]]:
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.k8scel_constraint(
+            template, document, len(document), ctypes.byref(out), ctypes.byref(n)
+        )
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def validate(  # noqa: PLR0917
+        self,
+        header: bytes,
+        object_json: bytes,
+        old_object_json: bytes,
+        namespace_json: bytes,
+        constraints: bytes,
+        timeout_ns: int,
+        store: int = 0,
+        *,
+        explain: bool = False,
+    ) -> Any:
+        """`constraints`: the constraints' handles, each packed as a native int64 (`pack_handles`).
+        k8scel_validate, or with `explain` k8scel_explain (the same decisions and every part's trace)."""
+        self.check()
+        out, n = self._reply()
+        call = self._dll.k8scel_explain if explain else self._dll.k8scel_validate
+        call(
+            header,
+            len(header),
+            object_json,
+            len(object_json),
+            old_object_json,
+            len(old_object_json),
+            namespace_json,
+            len(namespace_json),
+            store,
+            constraints,
+            len(constraints) // 8,
+            timeout_ns,
+            ctypes.byref(out),
+            ctypes.byref(n),
+        )
+        return orjson.loads(self._take(out, n))
+
+    def expression(self, request: bytes) -> tuple[int, dict[str, Any]]:
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.k8scel_expression(request, len(request), ctypes.byref(out), ctypes.byref(n))
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def evaluate(self, handle: int, inputs: bytes, timeout_ns: int) -> Any:
+        self.check()
+        out, n = self._reply()
+        self._dll.k8scel_evaluate(handle, inputs, len(inputs), timeout_ns, ctypes.byref(out), ctypes.byref(n))
+        return orjson.loads(self._take(out, n))
+
+    def release(self, handle: int) -> None:
+        """Free a handle; nothing in a forked child (the parent's runtime is not ours to call)."""
+        if os.getpid() == self.pid:
+            self._dll.native_release(handle)
+
+
+_lock = threading.Lock()
+_loaded: Library | None = None
+
+
+def load() -> Library:
+    """The process's library, loaded on first use. Raises LibraryUnavailable."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            path, why = find_library()
+            if path is None:
+                raise LibraryUnavailable(why)
+            _loaded = Library(path)
+        _loaded.check()
+        return _loaded
+
+
+def available() -> tuple[bool, str]:
+    """Whether `load()` can succeed here (without loading), and why not."""
+    if _loaded is not None:
+        return True, ""
+    path, why = find_library()
+    return path is not None, why

@@ -1,0 +1,264 @@
+package k8scel
+
+import (
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types/traits"
+	"k8s.io/apimachinery/pkg/util/version"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+// templateCompiler compiles templates exactly as the CompositedCompiler Gatekeeper's driver makes
+// for each template (k8s.io/apiserver v0.36.2 pkg/admission/plugin/cel/composition.go
+// NewCompositedCompiler, CompileAndStoreVariable; compile.go NewCompiler, createEnvForOpts,
+// CompileCELExpression), but with one set of environments for every template: each template's
+// compilation starts with no variable declared and declares its variables one by one as they
+// compile, as a fresh CompositedCompiler does. Environments are what costs (eight per
+// CompositedCompiler, each initialising its checker: ~10 ms and ~1 MB per template); the state of
+// the `variables` type (its fields) is the only thing that differs between templates.
+//
+// Template compilations are serialised (the fields are the compilation's state). The fields map is
+// replaced, never changed in place, so that programs running meanwhile read a consistent map
+// (cel-go reads struct field types only to plan field access on protobuf-style types, which the
+// `variables` type is not: its fields never change what a program does).
+type templateCompiler struct {
+	mu      sync.Mutex
+	mapType *apiservercel.DeclType
+	base    *environment.EnvSet
+	envs    map[envKey]*environment.EnvSet
+	// the template being compiled reads synced data (its expressions see `data`)
+	data bool
+}
+
+// envKey names an environment: Kubernetes' options, and whether `data` is declared.
+type envKey struct {
+	options plugincel.OptionalVariableDeclarations
+	data    bool
+}
+
+var (
+	sharedCompiler     *templateCompiler
+	sharedCompilerErr  error
+	sharedCompilerOnce sync.Once
+)
+
+// theCompiler is the process's template compiler.
+func theCompiler() (*templateCompiler, error) {
+	sharedCompilerOnce.Do(func() { sharedCompiler, sharedCompilerErr = newTemplateCompiler() })
+	return sharedCompiler, sharedCompilerErr
+}
+
+func newTemplateCompiler() (*templateCompiler, error) {
+	// NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+	// (driver.go: "StrictCost is now enabled by default in MustBaseEnvSet")
+	envSet := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+	newMapType := apiservercel.NewObjectType(variablesTypeName, map[string]*apiservercel.DeclField{})
+	newEnvSet, err := envSet.Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions: []cel.EnvOption{
+			cel.Variable("variables", newMapType.CelType()),
+		},
+		DeclTypes: []*apiservercel.DeclType{
+			newMapType,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &templateCompiler{mapType: newMapType, base: newEnvSet, envs: map[envKey]*environment.EnvSet{}}, nil
+}
+
+// begin starts a template's compilation (no variable declared; `data` declared when the template
+// reads synced data); end must follow.
+func (c *templateCompiler) begin(data bool) {
+	c.mu.Lock()
+	c.mapType.Fields = map[string]*apiservercel.DeclField{}
+	c.data = data
+}
+
+func (c *templateCompiler) end() {
+	c.data = false
+	c.mu.Unlock()
+}
+
+// compileAndStoreVariable is CompositedCompiler.CompileAndStoreVariable: the variable compiles in
+// the environment declaring the variables before it, then is declared with its output type.
+func (c *templateCompiler) compileAndStoreVariable(variable plugincel.NamedExpressionAccessor, options plugincel.OptionalVariableDeclarations) plugincel.CompilationResult {
+	result := c.compile(variable, options, environment.StoredExpressions)
+	// compositionState.AddField (a new map: see the type's comment)
+	fields := maps.Clone(c.mapType.Fields)
+	fields[variable.GetName()] = apiservercel.NewDeclField(variable.GetName(), convertCelTypeToDeclType(result.OutputType), true, nil, nil)
+	c.mapType.Fields = fields
+	return result
+}
+
+// env is compile.go mustBuildEnvs's environment for the options, built when first needed; for a
+// template that reads synced data, the same environment with `data` declared (dyn) besides.
+func (c *templateCompiler) env(options plugincel.OptionalVariableDeclarations) (*environment.EnvSet, error) {
+	key := envKey{options, c.data}
+	if env, ok := c.envs[key]; ok {
+		return env, nil
+	}
+	env, err := createEnvForOpts(c.base, plugincel.BuildNamespaceType(), plugincel.BuildRequestType(), options)
+	if err != nil {
+		return nil, err
+	}
+	if c.data {
+		env, err = env.Extend(environment.VersionedOptions{
+			IntroducedVersion: version.MajorMinor(1, 0),
+			EnvOptions:        []cel.EnvOption{cel.Variable(DataVarName, cel.DynType)},
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.envs[key] = env
+	return env, nil
+}
+
+// compile is compiler.CompileCELExpression (compile.go), line for line.
+func (c *templateCompiler) compile(expressionAccessor plugincel.ExpressionAccessor, options plugincel.OptionalVariableDeclarations, envType environment.Type) plugincel.CompilationResult {
+	resultError := func(errorString string, errType apiservercel.ErrorType, cause error) plugincel.CompilationResult {
+		return plugincel.CompilationResult{
+			Error: &apiservercel.Error{
+				Type:   errType,
+				Detail: errorString,
+				Cause:  cause,
+			},
+			ExpressionAccessor: expressionAccessor,
+		}
+	}
+
+	envSet, err := c.env(options)
+	if err != nil {
+		return resultError(fmt.Sprintf("unexpected error loading CEL environment: %v", err), apiservercel.ErrorTypeInternal, nil)
+	}
+	env, err := envSet.Env(envType)
+	if err != nil {
+		return resultError(fmt.Sprintf("unexpected error loading CEL environment: %v", err), apiservercel.ErrorTypeInternal, nil)
+	}
+
+	ast, issues := env.Compile(expressionAccessor.GetExpression())
+	if issues != nil {
+		return resultError("compilation failed: "+issues.String(), apiservercel.ErrorTypeInvalid, apiservercel.NewCompilationError(issues))
+	}
+	found := false
+	returnTypes := expressionAccessor.ReturnTypes()
+	for _, returnType := range returnTypes {
+		if ast.OutputType().IsExactType(returnType) || cel.AnyType.IsExactType(returnType) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		var reason string
+		if len(returnTypes) == 1 {
+			reason = fmt.Sprintf("must evaluate to %v but got %v", returnTypes[0].String(), ast.OutputType().String())
+		} else {
+			reason = fmt.Sprintf("must evaluate to one of %v but got %v", returnTypes, ast.OutputType().String())
+		}
+
+		return resultError(reason, apiservercel.ErrorTypeInvalid, nil)
+	}
+
+	_, err = cel.AstToCheckedExpr(ast)
+	if err != nil {
+		// should be impossible since env.Compile returned no issues
+		return resultError("unexpected compilation error: "+err.Error(), apiservercel.ErrorTypeInternal, nil)
+	}
+	prog, err := env.Program(ast,
+		cel.InterruptCheckFrequency(celconfig.CheckFrequency),
+	)
+	if err != nil {
+		return resultError("program instantiation failed: "+err.Error(), apiservercel.ErrorTypeInternal, nil)
+	}
+	return plugincel.CompilationResult{
+		Program:            prog,
+		ExpressionAccessor: expressionAccessor,
+		OutputType:         ast.OutputType(),
+	}
+}
+
+// createEnvForOpts is compile.go's createEnvForOpts for the options Gatekeeper uses (neither an
+// authorizer nor patch types).
+func createEnvForOpts(baseEnv *environment.EnvSet, namespaceType *apiservercel.DeclType, requestType *apiservercel.DeclType, opts plugincel.OptionalVariableDeclarations) (*environment.EnvSet, error) {
+	if opts.HasAuthorizer || opts.HasPatchTypes {
+		return nil, fmt.Errorf("environment misconfigured: Gatekeeper declares no authorizer and no patch types")
+	}
+	var envOpts []cel.EnvOption
+	envOpts = append(envOpts,
+		cel.Variable(plugincel.ObjectVarName, cel.DynType),
+		cel.Variable(plugincel.OldObjectVarName, cel.DynType),
+		cel.Variable(plugincel.NamespaceVarName, namespaceType.CelType()),
+		cel.Variable(plugincel.RequestVarName, requestType.CelType()))
+	if opts.HasParams {
+		envOpts = append(envOpts, cel.Variable(plugincel.ParamsVarName, cel.DynType))
+	}
+
+	extended, err := baseEnv.Extend(
+		environment.VersionedOptions{
+			// Feature epoch was actually 1.26, but we artificially set it to 1.0 because these
+			// options should always be present.
+			IntroducedVersion: version.MajorMinor(1, 0),
+			EnvOptions:        envOpts,
+			DeclTypes: []*apiservercel.DeclType{
+				namespaceType,
+				requestType,
+			},
+		},
+		environment.StrictCostOpt,
+	)
+	if err != nil {
+		return nil, fmt.Errorf("environment misconfigured: %w", err)
+	}
+	return extended, nil
+}
+
+// convertCelTypeToDeclType is composition.go's.
+func convertCelTypeToDeclType(celType *cel.Type) *apiservercel.DeclType {
+	if celType == nil {
+		return apiservercel.DynType
+	}
+	switch celType {
+	case cel.AnyType:
+		return apiservercel.AnyType
+	case cel.BoolType:
+		return apiservercel.BoolType
+	case cel.BytesType:
+		return apiservercel.BytesType
+	case cel.DoubleType:
+		return apiservercel.DoubleType
+	case cel.DurationType:
+		return apiservercel.DurationType
+	case cel.IntType:
+		return apiservercel.IntType
+	case cel.NullType:
+		return apiservercel.NullType
+	case cel.StringType:
+		return apiservercel.StringType
+	case cel.TimestampType:
+		return apiservercel.TimestampType
+	case cel.UintType:
+		return apiservercel.UintType
+	default:
+		if celType.HasTrait(traits.ContainerType) && celType.HasTrait(traits.IndexerType) {
+			parameters := celType.Parameters()
+			switch len(parameters) {
+			case 1:
+				elemType := convertCelTypeToDeclType(parameters[0])
+				return apiservercel.NewListType(elemType, -1)
+			case 2:
+				keyType := convertCelTypeToDeclType(parameters[0])
+				valueType := convertCelTypeToDeclType(parameters[1])
+				return apiservercel.NewMapType(keyType, valueType, -1)
+			}
+		}
+		return apiservercel.DynType
+	}
+}

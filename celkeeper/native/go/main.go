@@ -1,0 +1,118 @@
+// Command native is celkeeper's native core as a C shared library (go build -buildmode=c-shared),
+// loaded by celkeeper/native/ffi.py with ctypes, the one Python module that calls it. Each capability
+// is one folder of this module and one file of exports here (export_<folder>.go):
+//
+//	k8scel/   Kubernetes' CEL as Gatekeeper's K8sNativeValidation driver runs it (export_k8scel.go)
+//
+// Every call takes and returns JSON (or raw JSON parts); results are malloc'ed buffers the caller frees
+// with native_free. What a call compiles or binds lives here, named by a handle (a positive integer)
+// until native_release.
+//
+// The Go runtime does not survive fork(): load this library only in a process that will not fork
+// (celkeeper loads it lazily, in each worker after the fork).
+package main
+
+/*
+#include <stdlib.h>
+#include <stdint.h>
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+	"unsafe"
+
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+func main() {}
+
+var (
+	mu      sync.RWMutex
+	handles = map[int64]any{}
+	next    int64
+)
+
+func register(v any) int64 {
+	mu.Lock()
+	defer mu.Unlock()
+	next++
+	handles[next] = v
+	return next
+}
+
+func lookup(h int64) any {
+	mu.RLock()
+	defer mu.RUnlock()
+	return handles[h]
+}
+
+func bytesOf(p *C.char, n C.int) []byte {
+	if p == nil || n <= 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
+}
+
+func reply(out **C.char, outn *C.int, data []byte) {
+	*out = (*C.char)(C.CBytes(data))
+	*outn = C.int(len(data))
+}
+
+func replyJSON(out **C.char, outn *C.int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(map[string]string{"error": "cannot encode the result: " + err.Error()})
+	}
+	reply(out, outn, data)
+}
+
+// guard turns a panic into an error reply: a bug must not take the Python process down.
+func guard(out **C.char, outn *C.int, result *C.longlong) {
+	if r := recover(); r != nil {
+		replyJSON(out, outn, map[string]any{"error": fmt.Sprintf("internal error in celkeeper's native library: %v\n%s", r, debug.Stack()), "internal": true})
+		if result != nil {
+			*result = -1
+		}
+	}
+}
+
+// deadline is a context ending after timeout nanoseconds (0: never).
+func deadline(timeout C.longlong) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(context.Background(), time.Duration(timeout))
+	}
+	return context.WithCancel(context.Background())
+}
+
+//export native_free
+func native_free(p *C.char) {
+	C.free(unsafe.Pointer(p))
+}
+
+//export native_release
+func native_release(h C.longlong) {
+	mu.Lock()
+	defer mu.Unlock()
+	delete(handles, int64(h))
+}
+
+//export native_info
+func native_info(out **C.char, outn *C.int) {
+	info := map[string]any{"compatibilityVersion": environment.DefaultCompatibilityVersion().String()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		info["go"] = bi.GoVersion
+		for _, dep := range bi.Deps {
+			switch dep.Path {
+			case "github.com/google/cel-go", "k8s.io/apiserver", "github.com/open-policy-agent/gatekeeper/v3":
+				info[dep.Path] = dep.Version
+			}
+		}
+	}
+	replyJSON(out, outn, info)
+}

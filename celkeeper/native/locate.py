@@ -1,0 +1,78 @@
+"""Where celkeeper's native library is: shared by the build step (setup.py) and the loader (ffi.py).
+
+The library is built from the Go module in `go/` (next to this file) by `go build
+-buildmode=c-shared` into a cache outside the repository, in a folder named by the hash of the
+module's sources and the build flags: `~/.cache/celkeeper-native/<hash>/libcelkeeper.so`
+(`CELKEEPER_NATIVE_CACHE` overrides the cache folder). A wheel carries its library in the package
+instead (`_libcelkeeper.so`, next to this file). `CELKEEPER_NATIVE_LIB` names a library to use instead
+of either.
+
+Pure standard library (setup.py loads this file by path, before celkeeper is installed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GO_DIR = HERE / "go"
+LIBRARY_NAME = "libcelkeeper.so"
+PACKAGED = HERE / "_libcelkeeper.so"
+# what `go build` is given (bump FLAGS_REV when the build changes in a way the sources do not show)
+BUILD_ARGS = (
+    "build",
+    "-buildmode=c-shared",
+    "-mod=readonly",
+    "-buildvcs=false",
+    "-trimpath",
+    "-ldflags=-s -w",
+)
+FLAGS_REV = "1"
+
+
+def go_sources(go_dir: Path = GO_DIR) -> list[Path]:
+    """The files the library is built from (tests excluded), in a stable order."""
+    files = [go_dir / "go.mod", go_dir / "go.sum"]
+    files += sorted(p for p in go_dir.rglob("*.go") if not p.name.endswith("_test.go"))
+    return files
+
+
+def source_hash(go_dir: Path = GO_DIR) -> str:
+    """The hash naming a build: the sources' paths and contents and the build arguments."""
+    digest = hashlib.sha256()
+    digest.update(f"flags-rev {FLAGS_REV} {' '.join(BUILD_ARGS)}\n".encode())
+    for path in go_sources(go_dir):
+        digest.update(path.relative_to(go_dir).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("CELKEEPER_NATIVE_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "celkeeper-native"
+
+
+def cached_library(go_dir: Path = GO_DIR) -> Path:
+    """Where the build of the current sources is (or will be)."""
+    return cache_root() / source_hash(go_dir) / LIBRARY_NAME
+
+
+def find_library() -> tuple[Path | None, str]:
+    """The library to load, or None and why there is none."""
+    configured = os.environ.get("CELKEEPER_NATIVE_LIB")
+    if configured:
+        path = Path(configured)
+        return (path, "") if path.is_file() else (None, f"CELKEEPER_NATIVE_LIB={configured} does not exist")
+    if (GO_DIR / "go.mod").is_file():  # a source checkout: the build of these very sources
+        path = cached_library()
+        if path.is_file():
+            return path, ""
+        return None, (
+            f"the native library for the current Go sources is not built ({path} is missing): "
+            "run `pip install -e .` (or ./dev test) on a machine with Go"
+        )
+    if PACKAGED.is_file():
+        return PACKAGED, ""
+    return None, "this installation has no native library (it was built without Go)"

@@ -116,8 +116,21 @@ class TemplateWarning(TemplateError):
     lint, verify -v and the template's status; it never stops the template from being enforced."""
 
 
+class CompileWarning(TemplateWarning):
+    """A part of a template that decides (a validation, a variable, a match condition) and does not
+    compile: Gatekeeper loads the template and the part fails each request it applies to (so do the
+    webhook and `verify`); the offline tools report it as an error (lint, test, audit, verify: it is a
+    policy that does not do what it says). A messageExpression that does not compile is a plain
+    TemplateWarning: its validation's `message` is used instead, the decision is the same."""
+
+
 def is_warning(err: CelkeeperError) -> bool:
     return isinstance(err, TemplateWarning)
+
+
+def is_compile_problem(err: CelkeeperError) -> bool:
+    """A template's CEL that does not compile (a warning to the webhook, an error to the offline tools)."""
+    return isinstance(err, CompileWarning)
 
 
 class ConstraintError(CelkeeperError):

@@ -14,6 +14,7 @@ file could not be loaded), else 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -23,16 +24,15 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from celkeeper.cli import files
+from celkeeper.cli.inputs import ADMISSION_REVIEW, NOT_AN_OBJECT, POLICY_DOCUMENT, SUITE
 from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
 from celkeeper.cli.output import redirected
+from celkeeper.errors import DocumentError
 from celkeeper.model import JsonObject
 
 if TYPE_CHECKING:  # imported where they are used (the audit's modules load only for `celkeeper audit`)
-    from celkeeper.audit import ObjectRef, RunResults, Violation
-    from celkeeper.audit.results import ConstraintKey
+    from celkeeper.audit import RunResults, Violation
     from celkeeper.constraints import Constraint
-    from celkeeper.kube.discovery import ApiResource
     from celkeeper.policy import PolicySet
 
 DEFAULT_NAMESPACE = "celkeeper-system"
@@ -249,76 +249,45 @@ def _cluster(args: argparse.Namespace) -> int:
 
 # -- files ----------------------------------------------------------------------------------------------
 def _offline(args: argparse.Namespace) -> int:
-    from celkeeper.audit import Evaluator, RunResults, audit_objects
+    from celkeeper.audit import Evaluator, RunResults
+    from celkeeper.cli.inputs import Inputs
     from celkeeper.documents import Document
-    from celkeeper.gator.admission import is_admission_review
     from celkeeper.gator.backend import PolicyBackend
     from celkeeper.gator.kinds import is_policy_document
-    from celkeeper.gator.suite import is_suite
     from celkeeper.model import EnforcementPoint
 
-    policy_docs = files.read_all([*args.policy_dir, *args.filenames])
-    object_docs = files.read_all(args.objects) if args.objects else policy_docs
-    problems = [str(e) for e in policy_docs.errors]
-    if args.objects:
-        problems.extend(str(e) for e in object_docs.errors)
-    backend = PolicyBackend(engine_name(args), EnforcementPoint.AUDIT)
-    loaded = backend.build([d for d in policy_docs.documents if is_policy_document(d)])
-    problems.extend(str(e) for e in loaded.errors)
-    objects: list[JsonObject] = []
-    reviews = 0
-    for document in object_docs.documents:
-        if is_policy_document(document) or is_suite(document):
-            continue
-        if is_admission_review(document):
-            reviews += 1  # not an object that exists: `celkeeper test` reviews those
-            continue
-        objects.extend(_expanded(document.data))
-    if reviews:
-        print(
-            f"celkeeper audit: note: {reviews} AdmissionReview document(s) left out (not objects; "
-            "`celkeeper test` reviews them)",
-            file=sys.stderr,
+    inputs: Inputs[_Audited] = Inputs("audit", "audited")
+    try:
+        policy_sources = inputs.sources([*args.policy_dir, *args.filenames])
+        separate = bool(args.objects)  # objects only from --objects; policies only from the others
+        object_sources = inputs.sources(args.objects) if separate else policy_sources
+        object_ids = {id(s) for s in object_sources}
+        documents = inputs.policies(
+            policy_sources, is_policy=is_policy_document, report=lambda s: id(s) not in object_ids
         )
-    namespaces = {o["metadata"]["name"]: o for o in objects if _is_namespace_object(o)}
-
-    class Collect:
-        def __init__(self) -> None:
-            self.violations: list[Violation] = []
-
-        def violation(self, violation: Violation) -> None:
-            self.violations.append(violation)
-
-        def error(self, constraint: ConstraintKey, ref: ObjectRef, message: str) -> None:
-            problems.append(f"{ref}: not evaluated for {constraint[0]}/{constraint[1]}: {message}")
-
-        def page(self, resource: ApiResource, objects: int) -> None:
-            del resource, objects
-
-    collected = Collect()
-    results = RunResults(args.constraint_violations_limit)
-    # templates that read synced data read every object given (as `celkeeper test` gives them)
-    with backend.inventory(loaded.policies, (Document.from_object(o) for o in objects)) as data:
-        audited = audit_objects(
-            Evaluator(loaded.policies, data),
-            objects,
-            namespaces.get,
-            results,
-            collected,
-            skip_unknown_namespaces=False,
-        )
-    for problem in problems:
-        print(f"celkeeper audit: {problem}", file=sys.stderr)
-    ordered = sorted(collected.violations, key=_row_order)
+        backend = PolicyBackend(engine_name(args), EnforcementPoint.AUDIT)
+        loaded = backend.build(documents)
+        for error in loaded.errors:
+            inputs.error(error)
+        results = RunResults(args.constraint_violations_limit)
+        # templates that read synced data read every object given (as `celkeeper test` gives them)
+        data_objects = (Document.from_object(o) for o in inputs.stream_data(object_sources) if _auditable(o))
+        with backend.inventory(loaded.policies, data_objects) as data:
+            sink = _AuditSink(inputs, Evaluator(loaded.policies, data), results)
+            inputs.consume(object_sources, sink)
+    finally:
+        inputs.close()
+    ordered = sorted(sink.violations, key=_row_order)
     with redirected(args.output_file):
         if args.output in ("openreports", "html"):
-            sys.stdout.write(formatted(args.output, loaded.policies, results, ordered, audited))
+            sys.stdout.write(formatted(args.output, loaded.policies, results, ordered, inputs.done))
         elif args.output == "json":
-            print(json.dumps(_json(loaded.policies.constraints, results, ordered, audited), indent=2))
+            print(json.dumps(_json(loaded.policies.constraints, results, ordered, inputs), indent=2))
         else:
-            _table(loaded.policies.constraints, results, ordered, audited)
-    denied = any(v.denies for v in collected.violations)
-    return 1 if denied or problems else 0
+            _table(loaded.policies.constraints, results, ordered, inputs.done)
+    print(inputs.summary(), file=sys.stderr)
+    denied = any(v.denies for v in sink.violations)
+    return 1 if denied or inputs.errors else 0
 
 
 def formatted(
@@ -344,33 +313,96 @@ def formatted(
     return render(audit_page(policies.constraints, results, violations, audited, generated=audit_id(now)))
 
 
-def _is_namespace_object(obj: JsonObject) -> bool:
-    meta = obj.get("metadata")
-    return (
-        obj.get("apiVersion") == "v1"
-        and obj.get("kind") == "Namespace"
-        and isinstance(meta, dict)
-        and isinstance(meta.get("name"), str)
-    )
+def _auditable(obj: JsonObject) -> bool:
+    """An object the audit evaluates (not a policy document, a Suite or an AdmissionReview)."""
+    return _skipped(obj) is None and bool(obj.get("apiVersion") and obj.get("kind"))
 
 
-def _expanded(data: Any) -> list[JsonObject]:
-    """An object, or the items of a list (`kind: List`, or `<Kind>List` as the API returns it)."""
-    if not isinstance(data, dict):
-        return []
-    kind = str(data.get("kind") or "")
-    items = data.get("items")
-    if kind.endswith("List") and isinstance(items, list):
-        item_kind = kind[: -len("List")]
-        out = []
-        for item in items:
-            if isinstance(item, dict):
-                if item_kind and "kind" not in item:  # e.g. a PodList from the API: items carry no kind
-                    out.extend(_expanded({"apiVersion": data.get("apiVersion"), "kind": item_kind, **item}))
-                else:
-                    out.extend(_expanded(item))
-        return out
-    return [data] if data.get("apiVersion") and kind else []
+#: documents among the objects that are not objects that exist, by (API group, kind): not audited
+_NOT_OBJECTS = {
+    **{
+        (group, "ConstraintTemplate"): POLICY_DOCUMENT
+        for group in ("templates.gatekeeper.sh", "templates.celkeeper.io")
+    },
+    ("expansion.gatekeeper.sh", "ExpansionTemplate"): POLICY_DOCUMENT,
+    ("test.gatekeeper.sh", "Suite"): SUITE,
+    ("admission.k8s.io", "AdmissionReview"): ADMISSION_REVIEW,  # `celkeeper test` reviews those
+}
+_CONSTRAINT_GROUPS = frozenset({"constraints.gatekeeper.sh", "constraints.celkeeper.io"})
+
+
+def _skipped(obj: JsonObject) -> str | None:
+    """Why a document among the objects is not audited by design (it is not an object that exists)."""
+    api_version = obj.get("apiVersion")
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+    if group in _CONSTRAINT_GROUPS:
+        return POLICY_DOCUMENT
+    kind = obj.get("kind")
+    return _NOT_OBJECTS.get((group, kind)) if isinstance(kind, str) else None
+
+
+# an object audited: its (group, version, kind), and when it is not clean its outcome and reference;
+# or why it is not audited (a reason, and the error to report)
+_Audited = tuple[Any, ...]
+
+
+class _AuditSink:
+    def __init__(
+        self,
+        inputs: Any,
+        evaluator: Any,
+        results: RunResults,
+    ) -> None:
+        from celkeeper.audit import ObjectRef
+        from celkeeper.audit.evaluate import NOTHING
+
+        self.object_ref = ObjectRef
+        self.inputs = inputs
+        self.evaluator = evaluator
+        self.namespaces = inputs.namespaces  # as far as they are read (cli.inputs)
+        self.results = results
+        self.violations: list[Violation] = []
+        self._nothing = NOTHING
+        self._kinds: dict[tuple[str, str, str], tuple[Any, ...]] = {}  # one tuple per kind, shared
+
+    def evaluate(self, piece: Any) -> _Audited:
+        obj = piece.data
+        reason = _skipped(obj)
+        if reason is not None:
+            return ("skip", reason, None)
+        if not (obj.get("apiVersion") and obj.get("kind")):
+            error = DocumentError(
+                "not a Kubernetes object (apiVersion and kind are required)", piece.location()
+            )
+            return ("skip", NOT_AN_OBJECT, error)
+        meta = obj.get("metadata")
+        namespace_name = str(meta.get("namespace") or "") if isinstance(meta, dict) else ""
+        namespace = self.namespaces.get(namespace_name) if namespace_name else None
+        outcome = self.evaluator.evaluate(obj, namespace)
+        kind = self.object_ref.kind_of(obj)
+        if outcome is self._nothing:
+            found = self._kinds.get(kind)
+            if found is None:
+                found = self._kinds[kind] = ("ok", kind)
+            return found
+        return ("found", kind, outcome, self.object_ref.of(obj), piece.location())
+
+    def record(self, result: _Audited) -> None:
+        if result[0] == "skip":
+            self.inputs.not_evaluated(result[1], result[2])
+            return
+        self.inputs.read += 1
+        self.inputs.done += 1
+        self.results.counted(*result[1])
+        if result[0] == "ok":
+            return
+        _, _, outcome, ref, where = result
+        for violation in outcome.violations:
+            self.results.add(violation)
+            self.violations.append(dataclasses.replace(violation, labels={}))
+        for key, message in outcome.errors:
+            self.results.add_error(key, ref, message)
+            self.inputs.error(f"{where}: {ref}: not evaluated for {key[0]}/{key[1]}: {message}")
 
 
 def _row_order(violation: Violation) -> tuple[str, ...]:
@@ -425,7 +457,7 @@ def _print_rows(rows: list[tuple[str, ...]]) -> None:
 
 
 def _json(
-    constraints: Sequence[Constraint], results: RunResults, violations: list[Violation], audited: int
+    constraints: Sequence[Constraint], results: RunResults, violations: list[Violation], inputs: Any
 ) -> JsonObject:
     from celkeeper.audit.results import status_violation
 
@@ -443,7 +475,10 @@ def _json(
             }
         )
     return {
-        "objects": audited,
+        "objects": inputs.done,
+        "read": inputs.read,
+        "notAudited": dict(inputs.not_done),
+        "errors": inputs.errors,
         "totalViolations": results.total,
         "byEnforcementAction": {a: n for a, n in results.by_action.items() if n},
         "constraints": out,

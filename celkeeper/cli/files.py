@@ -1,7 +1,8 @@
 """Reading the files and folders named on the command line into documents.
 
 Folders are walked recursively in sorted order; names starting with a dot are skipped (.git, editor
-swap files). `-` reads standard input. Unreadable files become one-line errors, never tracebacks.
+swap files). `-` reads standard input. Unreadable files and folders become one-line errors, never
+tracebacks, and are never skipped without a word.
 """
 
 from __future__ import annotations
@@ -23,30 +24,38 @@ class PathError(CelkeeperError):
     """A path named on the command line that does not exist or has an unsupported extension."""
 
 
-def expand(paths: Iterable[str], suffixes: tuple[str, ...] = POLICY_SUFFIXES) -> list[str]:
+def expand(
+    paths: Iterable[str], suffixes: tuple[str, ...] = POLICY_SUFFIXES, errors: list[str] | None = None
+) -> list[str]:
     """The files named by `paths`: files as given (any extension), folders walked recursively.
 
     A trailing `/...` (gator's spelling of "recursively") is accepted and means the folder.
-    Raises PathError for a path that does not exist.
+    Raises PathError for a path that does not exist, and for a folder (or one under it) that cannot
+    be listed, unless `errors` is given: the folders' problems are then added to it.
     """
     found: list[str] = []
     seen: set[str] = set()
+    problems: list[str] = []
     for path in paths:
-        for file in _expand_one(path, suffixes):
+        for file in _expand_one(path, suffixes, problems):
             key = os.path.realpath(file) if file != STDIN else STDIN
             if key not in seen:
                 seen.add(key)
                 found.append(file)
+    if errors is not None:
+        errors.extend(problems)
+    elif problems:
+        raise PathError(problems[0])
     return found
 
 
-def _expand_one(path: str, suffixes: tuple[str, ...]) -> list[str]:
+def _expand_one(path: str, suffixes: tuple[str, ...], errors: list[str]) -> list[str]:
     if path == STDIN:
         return [STDIN]
     if path.endswith("/...") or path == "...":
         path = path[: -len("...")] or "."
     if os.path.isdir(path):
-        return walk(path, suffixes)
+        return walk(path, suffixes, errors)
     if os.path.exists(path):
         return [path]
     raise PathError(f"{path}: no such file or directory")
@@ -86,8 +95,10 @@ def read(path: str) -> ParsedText:
 def read_all(paths: Iterable[str], suffixes: tuple[str, ...] = POLICY_SUFFIXES) -> ParsedText:
     """The documents of every file under `paths`, and every problem reading them."""
     documents: list[Document] = []
-    errors: list[DocumentError] = []
-    for file in expand(paths, suffixes):
+    problems: list[str] = []
+    found = expand(paths, suffixes, problems)
+    errors: list[DocumentError] = [DocumentError(p) for p in problems]  # folders that cannot be listed
+    for file in found:
         parsed = read(file)
         documents.extend(parsed.documents)
         errors.extend(parsed.errors)

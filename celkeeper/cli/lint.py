@@ -7,11 +7,13 @@ become a ValidatingAdmissionPolicy and constraints scoped to vap.k8s.io that can
 (the reasons `celkeeper vap` gives) and Suite files (structure). Problems go to
 stdout as `file:line:col: document N: field: message`; the exit code is 1 when there is any.
 
-What Gatekeeper loads anyway is a *warning* (`file:line:col: document N: field: warning: message`):
-an expression that does not compile (Gatekeeper loads the template; the expression fails every
-request it applies to), a key Gatekeeper ignores (such as the plural `matchConditions`). Warnings
-do not change the exit code unless --strict is given. Kustomization files (kustomization.yaml, or
-documents of kustomize.config.k8s.io) are not policy documents and are skipped.
+A validation, variable or match condition that does not compile is a problem: Gatekeeper loads the
+template, and the expression fails every request it applies to, so the policy does not do what it
+says. What Gatekeeper loads and is likely a mistake is a *warning* (`file:line:col: document N: field:
+warning: message`): a messageExpression that does not compile (the validation's `message` is used
+instead), a key Gatekeeper ignores (such as the plural `matchConditions`), a template without
+validations. Warnings do not change the exit code unless --strict is given. Kustomization files
+(kustomization.yaml, or documents of kustomize.config.k8s.io) are not policy documents and are skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.documents import Document
-from celkeeper.errors import CelkeeperError, DocumentError, is_warning
+from celkeeper.errors import CelkeeperError, DocumentError, is_compile_problem, is_warning
 from celkeeper.gator import SuiteError, is_suite, parse_suite
 from celkeeper.gator.kinds import is_constraint_document, is_policy_document, is_template_document
 from celkeeper.settings import EngineName
@@ -44,8 +46,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def lint(paths: list[str], engine: EngineName) -> tuple[list[CelkeeperError], dict[str, int]]:
     """Every problem under `paths`, and counts of what was checked."""
-    file_list = [f for f in files.expand(paths) if not files.is_kustomization_file(f)]
-    problems: list[CelkeeperError] = []
+    unlisted: list[str] = []
+    file_list = [f for f in files.expand(paths, errors=unlisted) if not files.is_kustomization_file(f)]
+    problems: list[CelkeeperError] = [files.PathError(p) for p in unlisted]  # folders not listed
     documents: list[Document] = []
     for file in file_list:
         parsed = files.read(file)
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         f"{counts['files']} files: {counts['templates']} templates, {counts['constraints']} constraints, "
         f"{counts['suites']} suites"
     )
-    warnings = sum(1 for p in found if is_warning(p))
+    warnings = sum(1 for p in found if _is_warning(p))
     problems = len(found) - warnings
     if not found:
         print(f"celkeeper lint: no problems in {checked}", file=sys.stderr)
@@ -123,9 +126,14 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'s' if n != 1 else ''}"
 
 
+def _is_warning(problem: CelkeeperError) -> bool:
+    """What Gatekeeper loads and celkeeper only warns about; CEL that does not compile is an error."""
+    return is_warning(problem) and not is_compile_problem(problem)
+
+
 def _line(problem: CelkeeperError) -> str:
     """A problem's line; a warning says so before its message."""
-    if not is_warning(problem):
+    if not _is_warning(problem):
         return str(problem)
     where = str(problem.location)
     return f"{where}: warning: {problem.message}" if where else f"warning: {problem.message}"

@@ -32,7 +32,7 @@ import copy
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
@@ -40,7 +40,7 @@ from celkeeper.cli.cluster import add_cluster_options, read_cluster
 from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
 from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
-from celkeeper.errors import CelkeeperError, is_warning
+from celkeeper.errors import CelkeeperError, is_compile_problem, is_warning
 from celkeeper.expansion import is_mutator
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import (
@@ -112,57 +112,160 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--against-live needs --cluster")
     if args.cluster:
         return run_cluster(args)
-    paths = args.filenames or [files.STDIN]
-    parsed = files.read_all(paths)
-    problems = [str(e) for e in parsed.errors]
+    from celkeeper.cli.inputs import Inputs
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
 
-    backend = PolicyBackend(engine_name(args))
-    loaded = backend.build([d for d in parsed.documents if is_policy_document(d)])
-    # what Gatekeeper loads (compile problems, ignored keys) is no problem here, as for gator test:
-    # lint and verify -v show those warnings
-    problems.extend(str(e) for e in loaded.errors if not is_warning(e))
-    documents = list(parsed.documents)
-    problems.extend(
-        str(d.error(CelkeeperError, "mutators are not supported: objects are reviewed unmutated", ""))
-        for d in documents
-        if is_mutator(d)
-    )
-    namespaces = {d.name: d.data for d in documents if is_namespace(d) and d.name}
-    constraints = {(d.kind, d.name): d.data for d in documents if is_constraint_document(d)}
-    objects = [d for d in documents if not (is_template_document(d) or is_constraint_document(d))]
-    rows: list[Row] = []
-    # like gator test, every object is also synced data (for templates that read it)
-    with backend.inventory(loaded.policies, objects) as data:
-        for document in documents:
-            try:
-                decision = backend.decide(
-                    loaded.policies,
-                    document,
-                    gator_test_namespaces(namespaces),
-                    data,
-                    expansion_namespace=lambda obj: _namespace_name(obj, namespaces),
-                )
-                found = backend.violations(loaded.policies, decision)
-            except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
-                problems.append(str(err.at(file=document.file, document=document.index)))
-                continue
-            rows.extend((document, constraints.get(v.constraint), v) for v in found)
-    for problem in problems:
-        print(f"celkeeper test: {problem}", file=sys.stderr)
-    rows.sort(key=lambda r: (r[2].enforcement_action, r[2].message))  # as gator orders its results
-    shown = [row for row in rows if not args.deny_only or denies(row[2])]
+    inputs: Inputs[_Reviewed] = Inputs("test", "reviewed")
+    try:
+        sources = inputs.sources(args.filenames or [files.STDIN])
+        # the policies first (a first pass over the files that can hold them), then each object as it
+        # is read (the Namespaces among them too: cli.inputs)
+        documents = inputs.policies(sources, is_policy=is_policy_document, report=lambda _: False)
+        backend = PolicyBackend(engine_name(args))
+        loaded = backend.build(documents)
+        # what Gatekeeper loads (ignored keys, a template without validations) is no problem here, as
+        # for gator test (lint and verify -v show those warnings); CEL that does not compile is
+        for error in loaded.errors:
+            if not is_warning(error) or is_compile_problem(error):
+                inputs.error(error)
+        constraints = {(d.kind, d.name): d.data for d in documents if is_constraint_document(d)}
+        # like gator test, every object is also synced data (for templates that read it)
+        data_objects = (
+            Document.from_object(o) for o in inputs.stream_data(sources) if not _is_policy_object(o)
+        )
+        with backend.inventory(loaded.policies, data_objects) as data:
+            sink = _TestSink(
+                inputs,
+                backend=backend,
+                policies=loaded.policies,
+                constraints=constraints,
+                data=data,
+                args=args,
+            )
+            inputs.consume(sources, sink)
+    finally:
+        inputs.close()
+    if not inputs.read and not inputs.errors:
+        inputs.error("no input data identified")  # as gator test says it
+    sink.rows.sort(key=lambda r: (r[0], r[1]))  # as gator orders its results: action, then message
     with redirected(args.output_file):
         if args.output in ("junit", "sarif"):
-            sys.stdout.write(formatted(args.output, documents, loaded.policies, shown, problems))
+            order = {source.name: i for i, source in enumerate(sources)}
+            reviewed = [
+                d for _, d in sorted(sink.documents, key=lambda e: (order.get(e[0][0], 0), *e[0][1:]))
+            ]
+            rows = [row for _, _, row in sink.rows]
+            sys.stdout.write(formatted(args.output, reviewed, loaded.policies, rows, inputs.problems))
         elif args.output == "json":
-            print(json.dumps([_json_row(*row) for row in shown], indent=4, ensure_ascii=False))
+            print(json.dumps([row for _, _, row in sink.rows], indent=4, ensure_ascii=False))
         else:
-            for document, constraint, violation in shown:
+            for _, _, line in sink.rows:
+                print(line)
+    print(inputs.summary(), file=sys.stderr)
+    return 1 if sink.denied or inputs.errors else 0
+
+
+def _is_policy_object(obj: JsonObject) -> bool:
+    document = Document.from_object(obj)
+    return is_template_document(document) or is_constraint_document(document)
+
+
+# an object reviewed: (its rows: (action, message, what is printed), whether a result denies, a
+# mutator's error, and for -o junit the object (a testcase per object and constraint)); or why it is not
+# reviewed: ("skip", reason, error)
+_Reviewed = tuple[Any, ...]
+_CLEAN: _Reviewed = ((), False, None, None)
+
+
+class _TestSink:
+    def __init__(
+        self,
+        inputs: Any,
+        *,
+        backend: Any,
+        policies: Any,
+        constraints: dict[tuple[str, str], JsonValue],
+        data: Any,
+        args: argparse.Namespace,
+    ) -> None:
+        self.inputs = inputs
+        self.backend = backend
+        self.policies = policies
+        self.lookup = gator_test_namespaces(inputs.namespaces)
+        self.namespaces = inputs.namespaces  # as far as they are read (cli.inputs)
+        self.constraints = constraints
+        self.data = data
+        self.output = args.output
+        self.deny_only = args.deny_only
+        self.rows: list[tuple[str, str, Any]] = []
+        # -o junit: every object reviewed (its identity, where it is), by (file, document, item)
+        self.documents: list[tuple[tuple[str, int, int], Document]] = []
+        self.denied = False
+
+    def evaluate(self, piece: Any) -> _Reviewed:
+        from celkeeper.cli.inputs import NOT_REVIEWED, document_of, located
+
+        document = document_of(piece)
+        try:
+            decision = self.backend.decide(
+                self.policies,
+                document,
+                self.lookup,
+                self.data,
+                expansion_namespace=lambda obj: _namespace_name(obj, self.namespaces),
+            )
+            found = self.backend.violations(self.policies, decision)
+        except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
+            return ("skip", NOT_REVIEWED, located(err, piece))
+        mutator = None
+        if is_mutator(document):
+            mutator = located(
+                CelkeeperError("mutators are not supported: objects are reviewed unmutated"), piece
+            )
+        light = _identity(piece, document) if self.output in ("junit", "sarif") else None
+        if not found and mutator is None and self.output != "junit":
+            return _CLEAN
+        rows = []
+        denied = False
+        for violation in found:
+            denied = denied or denies(violation)
+            if self.deny_only and not denies(violation):
+                continue
+            constraint = self.constraints.get(violation.constraint)
+            if light is not None:
+                shown: Any = (light, constraint, violation)
+            elif self.output == "json":
+                shown = _json_row(document, constraint, violation)
+            else:
                 name = str(_meta(constraint).get("name", "")) if constraint is not None else ""
                 message = go_quote(violation.message)
-                print(f"{_object_id(_reviewed(document))}: [{go_quote(name)}] Message: {message}")
-    return 1 if any(denies(v) for _, _, v in rows) or problems else 0
+                shown = f"{_object_id(_reviewed(document))}: [{go_quote(name)}] Message: {message}"
+            rows.append((violation.enforcement_action, violation.message, shown))
+        where = (piece.file, piece.document, -1 if piece.item is None else piece.item)
+        return (tuple(rows), denied, mutator, (where, light) if self.output == "junit" else None)
+
+    def record(self, result: _Reviewed) -> None:
+        if result[0] == "skip":
+            self.inputs.not_evaluated(result[1], result[2])
+            return
+        rows, denied, mutator, reviewed = result
+        self.inputs.read += 1
+        self.inputs.done += 1
+        self.rows.extend(rows)
+        self.denied = self.denied or denied
+        if reviewed is not None:
+            self.documents.append(reviewed)
+        if mutator is not None:
+            self.inputs.error(mutator)
+
+
+def _identity(piece: Any, document: Document) -> Document:
+    """What -o junit and -o sarif show of a reviewed object: its kind and name, and where it is (the
+    object itself is not kept: they list every object)."""
+    obj = _reviewed(document)
+    meta = {k: v for k, v in _meta(obj).items() if k in ("name", "namespace")}
+    data = {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""), "metadata": meta}
+    return Document(file=document.file, index=document.index, data=data, spans=document.spans)
 
 
 def run_cluster(args: argparse.Namespace) -> int:

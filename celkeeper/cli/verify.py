@@ -23,7 +23,7 @@ from celkeeper.cli import files
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.cli.output import redirected
 from celkeeper.documents import parse_documents
-from celkeeper.errors import CelkeeperError
+from celkeeper.errors import CelkeeperError, is_compile_problem
 from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
 from celkeeper.gator.suite import GROUP, Suite
 from celkeeper.localfiles import walk
@@ -104,14 +104,21 @@ def run(args: argparse.Namespace) -> int:
             results.append(suite)
         else:
             results.append(runner.run(suite, flt))
-    summary = summarize(results, errors=[str(e) for e in errors])
+    # CEL that does not compile: Gatekeeper loads the template (the part fails each request it applies
+    # to, and the cases see that), celkeeper says so and fails the run (a policy that does not do what
+    # it says is never a clean result); what Gatekeeper silently ignores is a warning (-v)
+    compile_problems = list(dict.fromkeys(str(w) for w in backend.warnings if is_compile_problem(w)))
+    problems = [str(e) for e in errors] + compile_problems
+    summary = summarize(results, errors=problems)
     with redirected(args.output_file):
         if args.output == "text":
-            sys.stdout.write(render(results, verbose=args.verbose, trace=args.trace))
+            sys.stdout.write(render(results, verbose=args.verbose, trace=args.trace, failed=bool(problems)))
         else:
-            sys.stdout.write(formatted(args.output, results, [str(e) for e in errors]))
-        if args.verbose:  # what Gatekeeper accepts silently, e.g. an expression that does not compile
-            for warning in dict.fromkeys(str(w) for w in backend.warnings):
+            sys.stdout.write(formatted(args.output, results, problems))
+        for problem in compile_problems:
+            print(f"celkeeper verify: {problem}", file=sys.stderr)
+        if args.verbose:  # what Gatekeeper accepts silently, e.g. a key it ignores
+            for warning in dict.fromkeys(str(w) for w in backend.warnings if not is_compile_problem(w)):
                 print(f"celkeeper verify: warning: {warning}", file=sys.stderr)
         print(summary.line(), file=sys.stdout if args.output == "text" else sys.stderr)
     return 0 if summary.ok else 1
@@ -160,7 +167,7 @@ def discover(paths: list[str]) -> tuple[list[Suite | SuiteResult], list[Celkeepe
     errors: list[CelkeeperError] = []
     for path in paths:
         try:
-            candidates = _suite_files(path)
+            candidates = _suite_files(path, errors)
         except CelkeeperError as err:
             errors.append(err)
             continue
@@ -184,11 +191,14 @@ def discover(paths: list[str]) -> tuple[list[Suite | SuiteResult], list[Celkeepe
     return suites, errors
 
 
-def _suite_files(path: str) -> list[str]:
+def _suite_files(path: str, errors: list[CelkeeperError]) -> list[str]:
     if path.endswith("/...") or path == "...":
         path = path[: -len("...")] or "."
     if os.path.isdir(path):
-        return walk(path, files.SUITE_SUFFIXES)
+        unlisted: list[str] = []
+        found = walk(path, files.SUITE_SUFFIXES, unlisted)
+        errors.extend(files.PathError(problem) for problem in unlisted)  # a folder that cannot be listed
+        return found
     if not os.path.exists(path):
         raise files.PathError(f"{path}: no such file or directory")
     if not path.endswith(files.SUITE_SUFFIXES):

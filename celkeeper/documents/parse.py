@@ -143,8 +143,11 @@ def _parse(text: str, name: str, compose: Composer_) -> ParsedText:
             if _looks_like_json_stream(text, name):
                 return _parse_json_stream(text, name)
             errors.append(_syntax_error(err, name, index + 1))
+        elif isinstance(err, composer.YAMLError) and hasattr(err, "reason"):  # ruamel's ReaderError
+            errors.append(_reader_error(err, text, name))
         elif isinstance(err, composer.YAMLError):  # pragma: no cover - ruamel marks syntax problems
-            errors.append(DocumentError(f"cannot parse: {err}", Location(file=name, document=index + 1)))
+            message = " ".join(str(err).split())
+            errors.append(DocumentError(f"cannot parse: {message}", Location(file=name, document=index + 1)))
         else:
             raise
     return ParsedText(tuple(documents), tuple(errors))
@@ -335,10 +338,13 @@ def _scalar(node: Any) -> Any:
         return None
     if kind == "bool":
         return value.lower() == "true"
-    if kind == "int":
-        return _int(value)
-    if kind == "float":
-        return _float(value)
+    try:
+        if kind == "int":
+            return _int(value)
+        if kind == "float":
+            return _float(value)
+    except ValueError:  # what the pattern takes and no number is (`-_`, `0x_`, `!!int abc`): as written
+        return value
     return value  # str, timestamp (kept as written, as Kubernetes does), binary, ...
 
 
@@ -389,6 +395,19 @@ def _syntax_error(err: Any, name: str, index: int) -> DocumentError:
         f"YAML/JSON syntax error: {problem}",
         Location(file=name, document=index, line=line, column=column),
     )
+
+
+def _reader_error(err: Any, text: str, name: str) -> DocumentError:
+    """A character YAML does not allow (a NUL, a control character), at its line:col in the text."""
+    position = min(max(int(getattr(err, "position", 0) or 0), 0), len(text))
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    character = getattr(err, "character", None)
+    if isinstance(character, str) and len(character) == 1:
+        character = ord(character)
+    what = f"#x{character:04x}" if isinstance(character, int) else repr(character)
+    where = Location(file=name, line=line, column=column)
+    return DocumentError(f"cannot read: unacceptable character {what}: {err.reason}", where)
 
 
 def _looks_like_json_stream(text: str, name: str) -> bool:

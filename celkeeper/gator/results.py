@@ -81,7 +81,8 @@ class Summary:
 
     def line(self) -> str:
         text = f"{self.passed} passed, {self.failed} failed"
-        return text + (f", {self.skipped} skipped" if self.skipped else "")
+        text += f", {self.skipped} skipped" if self.skipped else ""
+        return text + (f", {len(self.errors)} errors" if self.errors else "")
 
 
 def summarize(results: Iterable[SuiteResult], errors: Iterable[str] = ()) -> Summary:
@@ -119,12 +120,15 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines() or [""])
 
 
-def render(results: Iterable[SuiteResult], verbose: bool = False, trace: bool = False) -> str:
-    """The text gator's PrinterGo writes: per case/test/suite lines, then PASS or FAIL. With `trace`,
+def render(
+    results: Iterable[SuiteResult], verbose: bool = False, trace: bool = False, failed: bool = False
+) -> str:
+    """The text gator's PrinterGo writes: per case/test/suite lines, then PASS or FAIL (FAIL also when
+    `failed`: something outside the suites failed, e.g. a file that could not be read). With `trace`,
     each reviewed case is followed by `TRACE: <case>` and its results, one JSON object per line
     (`{"msg": ..., "enforcementAction": ..., "scopedEnforcementActions": [...]}`)."""
     out: list[str] = []
-    any_failed = False
+    any_failed = failed
     for suite in results:
         for test in suite.tests:
             _render_test(out, test, verbose, trace)

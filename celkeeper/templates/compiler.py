@@ -35,7 +35,7 @@ from celkeeper.cel.api import (
 )
 from celkeeper.cel.inventory import Requirement, requirement_kinds
 from celkeeper.documents import Document, index_path, key_path
-from celkeeper.errors import CelkeeperError, Location, TemplateError, TemplateWarning
+from celkeeper.errors import CelkeeperError, CompileWarning, Location, TemplateError, TemplateWarning
 from celkeeper.model import FailurePolicy, JsonValue
 from celkeeper.templates.parameters import ParameterSchema, Verdicts
 from celkeeper.templates.spec import TemplateSpec, parse_template
@@ -215,18 +215,22 @@ def _path(spec: TemplateSpec, d: Diagnostic) -> str:
 
 
 def _locate(spec: TemplateSpec, d: Diagnostic) -> TemplateWarning:
+    """A part that does not compile, located. What decides (a validation, a variable, a match condition)
+    is a CompileWarning; a messageExpression only words its message otherwise (`message` is used): a
+    TemplateWarning."""
+    kind = TemplateWarning if d.part == "messageExpression" else CompileWarning
     document = spec.document
     what = _WHAT[d.part].format(name=d.name)
     message = f"template {spec.name}: {what} does not compile: {d.message}{_NOTE.get(d.part, '')}"
     path = _path(spec, d)
     base = document.location(path)
     if d.line is None or d.column is None:
-        return TemplateWarning(message, base)
+        return kind(message, base)
     inner = f" (at {d.line}:{d.column} in the expression)"
     position = document.expression_position(path, d.line, d.column)
     if position is None:
-        return TemplateWarning(message + inner, base)
-    return TemplateWarning(
+        return kind(message + inner, base)
+    return kind(
         message + inner,
         Location(
             file=base.file, document=base.document, path=base.path, line=position[0], column=position[1]

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import re
 import shutil
+import sys
+import tempfile
 import textwrap
+import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -52,7 +60,7 @@ def example_copy(tmp_path: Path):
     return copy
 
 
-SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$", re.M)
+SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?(?:, \d+ errors)?$", re.M)
 
 
 def verify_summary(out: str) -> tuple[int, int]:
@@ -73,6 +81,69 @@ def write_dedented(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))
     return path
+
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A folder every user can enter (pytest's tmp_path is root's own when tests run as root)."""
+    folder = Path(tempfile.mkdtemp(prefix="celkeeper-shared-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        for path in folder.rglob("*"):
+            if path.is_dir() and not path.is_symlink():
+                path.chmod(0o755)
+        shutil.rmtree(folder)
+
+
+def run_unprivileged(*argv: str) -> Run:
+    """`celkeeper ARGV` as a user who is not root (uid and gid 65534), for what fails only without root's
+    rights (root reads a folder of mode 000). The command runs in a child forked from this process, after
+    a first run here imported what it needs (the child cannot read root's Python installation); its
+    engine should be cel-python (the cel-go library refuses a process forked after loading it). Without
+    root the command runs here, as the user the tests run as."""
+    if os.geteuid() != 0:
+        return _in_process(argv)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        main(list(argv))  # imports what the command needs, as root
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        return _forked(argv, out, err)
+
+
+def _forked(argv: tuple[str, ...], out: IO[bytes], err: IO[bytes]) -> Run:
+    pid = os.fork()
+    if pid == 0:  # the child: never returns to pytest
+        code = 70
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
+            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), write_through=True)
+            code = main(list(argv))
+        except BaseException:  # reported to the parent: exit code and stderr
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    out.seek(0)
+    err.seek(0)
+    return Run(os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode())
+
+
+def _in_process(argv: tuple[str, ...]) -> Run:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return Run(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.cli.conftest import EXAMPLES
+from tests.cli.conftest import EXAMPLES, run_unprivileged
 
 TEMPLATE = """\
 apiVersion: templates.celkeeper.io/v1
@@ -116,7 +118,7 @@ def test_every_violation_and_the_totals_deny_exits_1(cli, policies: Path, tmp_pa
         ["K8sLabels/tier", "scoped", "2"],
     ]
     assert lines[-1] == "6 violation(s) in 2 object(s), 3 constraint(s): 2 deny, 2 warn, 2 scoped"
-    assert run.err == ""
+    assert run.err == "celkeeper audit: summary: 2 objects read, 2 audited, 0 not audited, 0 errors\n"
 
 
 def test_only_warnings_exit_0(cli, tmp_path: Path) -> None:
@@ -236,3 +238,176 @@ def test_cluster_and_file_options_do_not_mix(cli, tmp_path: Path) -> None:
     assert run.code == 1 and "needs --policy-dir and --objects, or -f" in run.err
     run = cli("audit", "--source", "kubernetes", "--audit-interval", "0")
     assert run.code == 1 and "--once" in run.err
+
+
+# -- every object accounted for ------------------------------------------------------------------------------
+
+
+def kubectl_list(names: list[str], namespace: str = "shop") -> str:
+    """`kubectl get pods -o yaml`: a List whose items come before its kind."""
+    items = [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": n, "namespace": namespace}} for n in names
+    ]
+    return yaml.safe_dump(
+        {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
+    )
+
+
+SUMMARY = (
+    "celkeeper audit: summary: {read} objects read, {audited} audited, {not_audited} not audited{why}, "
+    "{errors} errors"
+)
+
+
+def summary(read: int, audited: int, errors: int = 0, **why: int) -> str:
+    reasons = ", ".join(f"{reason.replace('_', ' ')}: {n}" for reason, n in why.items())
+    return SUMMARY.format(
+        read=read,
+        audited=audited,
+        not_audited=read - audited,
+        why=f" ({reasons})" if reasons else "",
+        errors=errors,
+    )
+
+
+@pytest.mark.parametrize("form", ["list", "stream", "folder", "stdin", "json"])
+def test_every_pod_of_every_form_is_audited(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(TEMPLATE + "---\n" + constraint("owner", "owner", action="warn"))
+    names = [f"pod-{i:04d}" for i in range(600)]
+    objects = tmp_path / "objects"
+    if form in ("list", "stdin"):
+        objects.write_text(kubectl_list(names))
+    elif form == "stream":
+        pods = [
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": n, "namespace": "shop"}} for n in names
+        ]
+        objects.write_text("---\n".join(yaml.safe_dump(p) for p in pods))
+    elif form == "json":
+        objects.write_text(json.dumps(yaml.safe_load(kubectl_list(names)), indent=4))
+    else:
+        objects.mkdir()
+        for start in range(0, len(names), 100):
+            (objects / f"pods-{start}.yaml").write_text(kubectl_list(names[start : start + 100]))
+    target = str(objects)
+    if form == "stdin":
+        monkeypatch.setattr("sys.stdin", io.StringIO(objects.read_text()))
+        target = "-"
+    run = cli("audit", "--policy-dir", str(folder), "--objects", target, "-o", "json")
+    assert run.code == 0, run.err
+    assert run.err == summary(600, 600) + "\n"
+    doc = json.loads(run.out)
+    assert (doc["read"], doc["objects"], doc["notAudited"], doc["errors"]) == (600, 600, {}, 0)
+    assert doc["totalViolations"] == 600
+
+
+def test_an_object_over_a_limit_is_named_and_the_run_fails(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from celkeeper.documents import stream
+
+    monkeypatch.setattr(stream, "MAX_OBJECT_VALUES", 150)  # the policies have fewer
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(TEMPLATE + "---\n" + constraint("owner", "owner", action="warn"))
+    items = yaml.safe_load(kubectl_list(["a", "big", "c"]))
+    items["items"][1]["data"] = {f"k{i}": "v" for i in range(200)}
+    objects = tmp_path / "pods.yaml"
+    objects.write_text(yaml.safe_dump(items))
+    run = cli("audit", "--policy-dir", str(folder), "--objects", str(objects))
+    assert run.code == 1
+    errors = run.err.splitlines()
+    assert errors[-1] == summary(3, 2, errors=1, too_large=1)
+    (limit,) = errors[:-1]
+    assert re.fullmatch(
+        rf"celkeeper audit: {objects}:\d+:3: document 1: items\[1\]: the object has more than 150 values .*",
+        limit,
+    )
+    assert run.out.splitlines()[-1] == "2 violation(s) in 2 object(s), 1 constraint(s): 2 warn"
+
+
+def test_documents_that_are_not_objects_are_counted_with_their_reason(cli, tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(TEMPLATE + "---\n" + constraint("owner", "owner", action="warn"))
+    objects = tmp_path / "o.yaml"
+    objects.write_text(
+        "\n---\n".join(
+            [
+                TEMPLATE,  # a policy document among the objects: not an object that exists
+                "apiVersion: admission.k8s.io/v1\nkind: AdmissionReview\nrequest: {}",
+                "apiVersion: v1\nmetadata: {name: no-kind}",
+                "- a list",
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: ok, namespace: shop}",
+            ]
+        )
+    )
+    run = cli("audit", "--policy-dir", str(folder), "--objects", str(objects))
+    assert run.code == 1
+    errors = run.err.splitlines()
+    assert errors[-1] == summary(5, 1, errors=2, policy_document=1, AdmissionReview=1, not_an_object=2), (
+        errors
+    )
+    assert any(
+        e.startswith(f"celkeeper audit: {objects}:")
+        and e.endswith(": document 3: not a Kubernetes object (apiVersion and kind are required)")
+        for e in errors
+    ), errors
+    assert any("document 4: a document must be a mapping" in e for e in errors)
+
+
+def test_a_syntax_error_is_located_and_what_came_before_is_counted(cli, tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(TEMPLATE + "---\n" + constraint("owner", "owner", action="warn"))
+    objects = tmp_path / "o.yaml"
+    objects.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: x}\n---\nkind: [\n")
+    run = cli("audit", "--policy-dir", str(folder), "--objects", str(objects))
+    assert run.code == 1
+    errors = run.err.splitlines()
+    assert errors[0].startswith(f"celkeeper audit: {objects}:6:1: document 2: YAML/JSON syntax error: ")
+    assert errors[-1] == summary(1, 1, errors=1)
+
+
+def test_a_template_that_does_not_compile_fails_the_run_with_its_place(cli, tmp_path: Path) -> None:
+    # a template cut short: its YAML reads, its CEL does not compile
+    folder = tmp_path / "p"
+    folder.mkdir()
+    head = TEMPLATE[: TEMPLATE.index("        - expression:")]
+    line = head.count("\n") + 1
+    cut = head + "        - expression: has(object.metadata.labels) &&\n"
+    (folder / "t.yaml").write_text(cut + "---\n" + constraint("owner", "owner", action="warn"))
+    objects = tmp_path / "o.json"
+    objects.write_text(pods_list(["web"]))
+    run = cli("audit", "--policy-dir", str(folder), "--objects", str(objects))
+    assert run.code == 1
+    assert re.search(
+        rf"^celkeeper audit: {folder}/t.yaml:{line}:\d+: document 1: spec\.targets\[0\]\.code\[0\]\.source\."
+        r"validations\[0\]\.expression: template k8slabels: validation does not compile: ",
+        run.err,
+        re.M,
+    ), run.err
+
+
+def test_a_folder_that_cannot_be_read_is_an_error(shared_tmp: Path) -> None:
+    folder = shared_tmp / "p"
+    folder.mkdir()
+    (folder / "t.yaml").write_text(TEMPLATE + "---\n" + constraint("owner", "owner", action="warn"))
+    objects = shared_tmp / "objects"
+    hidden = objects / "hidden"
+    hidden.mkdir(parents=True)
+    (objects / "pods.json").write_text(pods_list(["web"]))
+    (hidden / "more.json").write_text(pods_list(["api"]))
+    for path in shared_tmp.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    hidden.chmod(0)
+    run = run_unprivileged(
+        "audit", "--policy-dir", str(folder), "--objects", str(objects), "--engine", "cel-python"
+    )
+    assert run.code == 1, run.err
+    errors = run.err.splitlines()
+    assert errors[0] == f"celkeeper audit: {hidden}: cannot list: Permission denied", errors
+    assert errors[-1] == summary(1, 1, errors=1)

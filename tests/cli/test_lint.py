@@ -6,7 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.cli.conftest import EXAMPLES, write_dedented
+from tests.cli.conftest import EXAMPLES, run_unprivileged, write_dedented
 
 
 def test_examples_lint_clean(cli, engine: str) -> None:
@@ -68,7 +68,7 @@ def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
     lines = run.out.splitlines()
     assert all("Traceback" not in line for line in lines)
     assert re.search(
-        r"^celkeeper lint: 4 problems and 2 warnings in 5 files: 1 templates, 1 constraints, 1 suites$",
+        r"^celkeeper lint: 5 problems and 1 warning in 5 files: 1 templates, 1 constraints, 1 suites$",
         run.err,
     )
     expected = [
@@ -85,8 +85,12 @@ def test_lint_reports_every_problem_one_line_each(cli, tmp_path: Path) -> None:
     assert len(lines) == len(expected), lines
 
 
-def test_lint_shows_what_gatekeeper_loads_as_warnings(cli, tmp_path: Path) -> None:
-    # Gatekeeper loads these templates (tests/e2e/gator compares the verdicts): lint warns, with the place
+def test_lint_shows_what_gatekeeper_loads_as_warnings_but_cel_that_does_not_compile_as_an_error(
+    cli, tmp_path: Path
+) -> None:
+    # Gatekeeper loads this template (tests/e2e/gator compares the verdicts): lint warns about the key it
+    # ignores, and reports the expression that does not compile as an error (the policy does not do what
+    # it says), each with its place
     write_dedented(
         tmp_path / "template.yaml",
         """\
@@ -111,19 +115,28 @@ def test_lint_shows_what_gatekeeper_loads_as_warnings(cli, tmp_path: Path) -> No
         """,
     )
     run = cli("lint", str(tmp_path))
-    assert run.code == 0, run.out
+    assert run.code == 1, run.out
     lines = run.out.splitlines()
     assert len(lines) == 2, lines
     assert lines[0].startswith(
         f"{tmp_path}/template.yaml:16:52: document 1: "
-        "spec.targets[0].code[0].source.validations[0].expression: warning: template ckwarned: "
+        "spec.targets[0].code[0].source.validations[0].expression: template ckwarned: "
         "validation does not compile: "
     )
     assert lines[1].startswith(
         f"{tmp_path}/template.yaml:17:13: document 1: spec.targets[0].code[0].source.matchConditions: "
         "warning: template ckwarned: matchConditions is not a key"
     )
-    assert run.err == "celkeeper lint: 2 warnings in 1 files: 1 templates, 0 constraints, 0 suites\n"
+    assert (
+        run.err
+        == "celkeeper lint: 1 problem and 1 warning in 1 files: 1 templates, 0 constraints, 0 suites\n"
+    )
+    (tmp_path / "template.yaml").write_text(
+        (tmp_path / "template.yaml")
+        .read_text()
+        .replace("object.metadata.name ==", "object.metadata.name == 'x'")
+    )
+    assert cli("lint", str(tmp_path)).code == 0
     assert cli("lint", "--strict", str(tmp_path)).code == 1
 
 
@@ -141,3 +154,17 @@ def test_lint_skips_kustomization_files(cli, tmp_path: Path) -> None:
     run = cli("lint", str(tmp_path))
     assert (run.code, run.out) == (0, ""), run.out
     assert run.err.startswith("celkeeper lint: no problems in ")
+
+
+def test_a_folder_that_cannot_be_read_is_a_problem(shared_tmp: Path) -> None:
+    folder = shared_tmp / "policies"
+    shutil.copytree(EXAMPLES / "required-labels", folder)
+    hidden = folder / "more"
+    shutil.copytree(EXAMPLES / "allowed-registries", hidden)
+    for path in shared_tmp.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    hidden.chmod(0)
+    run = run_unprivileged("lint", str(folder), "--engine", "cel-python")
+    assert run.code == 1, run.out + run.err
+    assert run.out.splitlines() == [f"{hidden}: cannot list: Permission denied"]
+    assert run.err.startswith("celkeeper lint: 1 problem in ")

@@ -7,7 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.cli.conftest import EXAMPLES, write_dedented
+from tests.cli.conftest import EXAMPLES, run_unprivileged, write_dedented
 
 
 def test_denying_results_are_printed_and_exit_1(cli, engine: str) -> None:
@@ -26,7 +26,7 @@ def test_denying_results_are_printed_and_exit_1(cli, engine: str) -> None:
         line.startswith('v1/Pod shop/debug-target: ["pods-from-approved-registries"] ') for line in lines
     )
     assert len(lines) == 3  # the allowed Pod and the kube-system Pod produce nothing
-    assert run.err == ""
+    assert run.err == "celkeeper test: summary: 8 objects read, 8 reviewed, 0 not reviewed, 0 errors\n"
 
 
 def test_warn_results_do_not_fail(cli) -> None:
@@ -111,7 +111,8 @@ def test_namespace_selector_uses_namespaces_among_the_inputs(cli) -> None:
 def test_no_policies_no_results(cli, tmp_path: Path) -> None:
     write_dedented(tmp_path / "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
     run = cli("test", "-f", str(tmp_path))
-    assert (run.code, run.out, run.err) == (0, "", "")
+    assert (run.code, run.out) == (0, "")
+    assert run.err == "celkeeper test: summary: 1 objects read, 1 reviewed, 0 not reviewed, 0 errors\n"
 
 
 def test_broken_inputs_are_error_lines(cli, tmp_path: Path) -> None:
@@ -143,3 +144,76 @@ def test_broken_inputs_are_error_lines(cli, tmp_path: Path) -> None:
     assert (
         run.code == 1 and run.err == f"celkeeper test: {tmp_path}/missing.yaml: no such file or directory\n"
     )
+
+
+# -- every input accounted for ------------------------------------------------------------------------------
+
+
+def test_a_truncated_template_is_a_located_error_and_fails(cli, tmp_path: Path) -> None:
+    # gator loads a template whose CEL does not compile (the policy does nothing here: no validation is
+    # left); celkeeper says where and exits 1
+    folder = tmp_path / "required-labels"
+    shutil.copytree(EXAMPLES / "required-labels", folder)
+    text = (folder / "template.yaml").read_text()
+    cut = text[: text.index("              - name: missing")]
+    (folder / "template.yaml").write_text(
+        cut.rstrip()
+        + "\n              - name: missing\n                expression: >-\n"
+        + "                  variables.required.filter(\n"
+    )
+    run = cli("test", "-f", str(folder))
+    assert run.code == 1
+    errors = run.err.splitlines()
+    assert re.fullmatch(
+        rf"celkeeper test: {folder}/template.yaml:\d+:\d+: document 1: "
+        r"spec\.targets\[0\]\.code\[0\]\.source\."
+        r"variables\[2\]\.expression: template ckrequiredlabels: variable 'missing' does not compile: .*",
+        errors[0],
+    ), errors
+    assert errors[-1].startswith("celkeeper test: summary: ") and errors[-1].endswith(", 1 errors")
+
+
+def test_a_list_is_reviewed_item_by_item(cli, tmp_path: Path) -> None:
+    # what kubectl prints (`kubectl get pods -o yaml`); gator reviews the List as one object
+    shutil.copy(EXAMPLES / "allowed-registries" / "template.yaml", tmp_path / "template.yaml")
+    shutil.copy(EXAMPLES / "allowed-registries" / "constraint.yaml", tmp_path / "constraint.yaml")
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p{i}", "namespace": "shop"},
+            "spec": {"containers": [{"name": "c", "image": "docker.io/nginx:1"}]},
+        }
+        for i in range(3)
+    ]
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "items": pods, "kind": "List"}))
+    run = cli("test", "-f", str(tmp_path))
+    assert run.code == 1
+    assert sorted(re.findall(r"^v1/Pod shop/(p\d):", run.out, re.M)) == ["p0", "p1", "p2"]
+    assert run.err == "celkeeper test: summary: 5 objects read, 5 reviewed, 0 not reviewed, 0 errors\n"
+
+
+def test_no_input_is_an_error_as_in_gator(cli, tmp_path: Path) -> None:
+    (tmp_path / "empty.yaml").write_text("# nothing\n")
+    run = cli("test", "-f", str(tmp_path))
+    assert run.code == 1
+    assert run.err.splitlines() == [
+        "celkeeper test: no input data identified",
+        "celkeeper test: summary: 0 objects read, 0 reviewed, 0 not reviewed, 1 errors",
+    ]
+
+
+def test_a_folder_that_cannot_be_read_is_an_error(shared_tmp: Path) -> None:
+    folder = shared_tmp / "policies"
+    shutil.copytree(EXAMPLES / "allowed-registries", folder)
+    hidden = folder / "more"
+    hidden.mkdir()
+    shutil.copy(EXAMPLES / "allowed-registries" / "template.yaml", hidden / "template.yaml")
+    for path in shared_tmp.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    hidden.chmod(0)
+    run = run_unprivileged("test", "-f", str(folder), "--engine", "cel-python")
+    assert run.code == 1, run.err
+    errors = run.err.splitlines()
+    assert errors[0] == f"celkeeper test: {hidden}: cannot list: Permission denied", errors
+    assert errors[-1].endswith(", 1 errors")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import EXAMPLES, ROOT, case_count, verify_summary
+from tests.cli.conftest import EXAMPLES, ROOT, case_count, run_unprivileged, verify_summary
 from tests.support.samples import library
 
 
@@ -83,3 +83,60 @@ def test_gatekeeper_library_samples_pass_unchanged(cli, engine: str, sample: str
     assert run.code == 0, run.out + run.err
     assert verify_summary(run.out) == (case_count(folder), 0)
     assert f"ok\t{folder}/suite.yaml\t" in run.out
+
+
+# -- never a clean result over inputs that were not used -----------------------------------------------------
+
+
+def test_a_nul_byte_in_a_suite_fails_with_its_place(cli, example_copy) -> None:
+    folder = example_copy("required-labels")
+    suite = folder / "suite.yaml"
+    text = suite.read_text()
+    at = text.index("tests:")
+    suite.write_text(text[:at] + "\x00" + text[at:])
+    line = text[:at].count("\n") + 1
+    run = cli("verify", str(folder))
+    assert run.code == 1
+    assert run.out.splitlines() == ["FAIL", "0 passed, 0 failed, 1 errors"]
+    assert run.err.splitlines() == [
+        f"celkeeper verify: {suite}:{line}:1: cannot read: unacceptable character #x0000: "
+        "special characters are not allowed"
+    ]
+
+
+def test_a_truncated_template_says_why_and_fails(cli, example_copy) -> None:
+    folder = example_copy("required-labels")
+    template = folder / "template.yaml"
+    text = template.read_text()
+    cut = text[: text.index("              - name: missing")]
+    template.write_text(
+        cut
+        + "              - name: missing\n                expression: >-\n"
+        + "                  variables.required.filter(\n"
+    )
+    run = cli("verify", str(folder))
+    assert run.code == 1
+    assert run.out.splitlines()[-2:] == [
+        "FAIL",
+        f"{verify_summary(run.out)[0]} passed, {verify_summary(run.out)[1]} failed, 1 errors",
+    ]
+    (problem,) = run.err.splitlines()
+    assert problem.startswith(f"celkeeper verify: {template}:")
+    assert (
+        "variables[2].expression: template ckrequiredlabels: variable 'missing' does not compile: " in problem
+    )
+
+
+def test_a_folder_that_cannot_be_read_fails(shared_tmp: Path) -> None:
+    folder = shared_tmp / "suites"
+    shutil.copytree(EXAMPLES / "required-labels", folder)
+    hidden = folder / "more"
+    shutil.copytree(EXAMPLES / "required-labels", hidden)
+    for path in shared_tmp.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    hidden.chmod(0)
+    run = run_unprivileged("verify", str(folder), "--engine", "cel-python", "--no-cache")
+    assert run.code == 1, run.out + run.err
+    assert run.err.splitlines() == [f"celkeeper verify: {hidden}: cannot list: Permission denied"]
+    assert run.out.splitlines()[-2] == "FAIL"
+    assert run.out.splitlines()[-1].endswith(" failed, 1 errors")

@@ -54,7 +54,8 @@ def test_a_wrong_message_regex_lists_the_messages(cli, example_copy) -> None:
 
 def test_a_template_that_does_not_compile_is_loaded_and_fails_per_request(cli, example_copy) -> None:
     # as gator: the template loads; each case the broken validation applies to gets the compile error
-    # as a violation (failurePolicy Fail); -v shows the problem as a warning with its place
+    # as a violation (failurePolicy Fail); and the problem is an error with its place (with or without
+    # -v), which fails the run
     folder = example_copy("replica-limits")
     template = folder / "template.yaml"
     template.write_text(
@@ -67,8 +68,9 @@ def test_a_template_that_does_not_compile_is_loaded_and_fails_per_request(cli, e
     assert run.code == 1
     assert "--- FAIL: within-range" in run.out
     assert "got messages [compilation error: compilation failed: " in run.out
-    assert f"celkeeper verify: warning: {template}:" in run.err
+    assert f"celkeeper verify: {template}:" in run.err
     assert "validations[0].expression" in run.err and "does not compile" in run.err
+    assert run.out.splitlines()[-1].endswith(" failed, 1 errors")
 
 
 def _write(folder: Path, name: str, text: str) -> Path:

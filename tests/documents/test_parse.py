@@ -240,3 +240,19 @@ def test_json_that_yaml_refuses_is_still_read() -> None:
     assert parsed.errors == ()
     first = parsed.documents[0]
     assert (first.location(key).line, first.location(key).column) == (1, 1)  # only the document's position
+
+
+def test_a_character_yaml_does_not_allow_is_one_located_line() -> None:
+    # a NUL byte: ruamel.yaml words it on two lines, with an offset; the error is one line, at line:col
+    parsed = parse_documents(
+        "kind: Suite\napiVersion: test.gatekeeper.sh/v1alpha1\n\x00tests: []\n", "suite.yaml"
+    )
+    assert [str(e) for e in parsed.errors] == [
+        "suite.yaml:3:1: cannot read: unacceptable character #x0000: special characters are not allowed"
+    ]
+
+
+def test_what_looks_like_a_number_and_is_not_one_stays_as_written() -> None:
+    # YAML 1.2's int pattern takes `-_` and `0x_`, which are no numbers (no crash: the text as written)
+    parsed = parse_documents("a: -_\nb: 0x_\nc: !!int abc\nd: 0x1F\n", "odd.yaml")
+    assert [d.data for d in parsed.documents] == [{"a": "-_", "b": "0x_", "c": "abc", "d": 31}]

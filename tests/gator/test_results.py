@@ -76,3 +76,13 @@ def test_summary_counts_cases_tests_and_broken_suites() -> None:
     clean = summarize(_results()[:1])
     assert clean.ok and clean.line() == "1 passed, 0 failed, 2 skipped"
     assert not summarize([], errors=["x.yaml: cannot read"]).ok
+
+
+def test_problems_outside_the_suites_are_counted_and_never_a_pass() -> None:
+    # a Suite file that could not be read, a template whose CEL does not compile: the run is not clean
+    summary = summarize(_results()[:1], errors=["x.yaml:3:1: cannot read: unacceptable character #x0000"])
+    assert summary.line() == "1 passed, 0 failed, 2 skipped, 1 errors"
+    assert not summary.ok
+    assert render([], failed=True) == "FAIL\n"
+    assert render([]) == "PASS\n"
+    assert render(_results()[:1], failed=True).endswith("ok\ta/suite.yaml\t0.012s\nFAIL\n")

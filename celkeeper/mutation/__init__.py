@@ -4,6 +4,7 @@
 from celkeeper.mutation.mutators import (
     GROUP,
     KINDS,
+    MutatedObject,
     MutationOptions,
     MutationRequest,
     MutationResult,
@@ -19,6 +20,7 @@ from celkeeper.mutation.mutators import (
 __all__ = [
     "GROUP",
     "KINDS",
+    "MutatedObject",
     "MutationOptions",
     "MutationRequest",
     "MutationResult",

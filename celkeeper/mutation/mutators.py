@@ -122,6 +122,15 @@ class MutationResult:
         return bool(self.response.get("allowed"))
 
 
+@dataclass(frozen=True)
+class MutatedObject:
+    """An object as Gatekeeper's System leaves it (`mutated`: it changed), or Gatekeeper's error."""
+
+    object: JsonObject
+    mutated: bool
+    error: str = ""
+
+
 @dataclass(eq=False)
 class _System:
     """A mutation System of the library, released when the Python object goes away."""
@@ -192,6 +201,33 @@ class MutatorSet:
                 (it["iteration"], tuple(it["mutators"])) for it in reply.get("iterations") or ()
             ),
         )
+
+    def mutate_object(
+        self,
+        obj: Mapping[str, Any],
+        namespace: Mapping[str, Any] | None,
+        *,
+        source: str = "Original",
+        username: str = "",
+        operation: str = "",
+    ) -> MutatedObject:
+        """`obj` mutated outside a request, as Gatekeeper's expansion mutates the objects it generates
+        (source Generated) and gator's expander the object it expands (Original): no operation unless
+        given (only mutators applying to every operation then match); `namespace` the Namespace object
+        (None: none)."""
+        if self._system is None:
+            return MutatedObject(dict(obj), False)
+        request = {
+            "object": dict(obj),
+            "namespace": dict(namespace) if namespace is not None else None,
+            "username": username,
+            "source": source,
+            "operation": operation,
+        }
+        reply = self._system.library.mutation_object(self._system.handle, orjson.dumps(request))
+        if reply.get("error"):
+            return MutatedObject(dict(obj), False, str(reply["error"]))
+        return MutatedObject(reply["object"], bool(reply.get("mutated")))
 
 
 def _library() -> Library:

@@ -114,6 +114,7 @@ class Library:
         self._sig(dll.mutation_remove, ll, [ll, p, i, out, outn])
         self._sig(dll.mutation_statuses, ll, [ll, out, outn])
         self._sig(dll.mutation_mutate, ll, [ll, p, i, out, outn])
+        self._sig(dll.mutation_object, ll, [ll, p, i, out, outn])
 
     @staticmethod
     def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> None:
@@ -254,6 +255,14 @@ class Library:
         self.check()
         out, n = self._reply()
         self._dll.mutation_mutate(system, request, len(request), ctypes.byref(out), ctypes.byref(n))
+        data: dict[str, Any] = orjson.loads(self._take(out, n))
+        return data
+
+    def mutation_object(self, system: int, request: bytes) -> dict[str, Any]:
+        """An object mutated as Gatekeeper's expansion mutates one (mutation.ObjectRequest)."""
+        self.check()
+        out, n = self._reply()
+        self._dll.mutation_object(system, request, len(request), ctypes.byref(out), ctypes.byref(n))
         data: dict[str, Any] = orjson.loads(self._take(out, n))
         return data
 

@@ -66,7 +66,13 @@ DEFAULT_NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "def
 
 
 def test_a_mutator_is_recognised_by_group_and_kind() -> None:
-    assert is_mutator(docs(PULL_ALWAYS)[0])
+    documents = docs(
+        "apiVersion: mutations.gatekeeper.sh/v1\nkind: Assign\nmetadata: {name: a}\n---\n"
+        "apiVersion: mutations.gatekeeper.sh/v1alpha1\nkind: AssignImage\nmetadata: {name: i}\n---\n"
+        "apiVersion: expansion.gatekeeper.sh/v1alpha1\nkind: ExpansionTemplate\nmetadata: {name: e}\n---\n"
+        "apiVersion: mutations.gatekeeper.sh/v1\nkind: Other\nmetadata: {name: o}\n"
+    )
+    assert [is_mutator(d) for d in documents] == [True, True, False, False]
     assert not is_mutator(Document.from_object({"apiVersion": "v1", "kind": "Assign"}))
 
 

@@ -145,3 +145,23 @@ func mutation_mutate(h C.longlong, req *C.char, n C.int, out **C.char, outn *C.i
 	replyJSON(out, outn, s.Mutate(&in))
 	return 1
 }
+
+// mutation_object mutates one object (JSON: mutation.ObjectRequest) as Gatekeeper's expansion mutates a
+// generated object: mutation.ObjectResult.
+//
+//export mutation_object
+func mutation_object(h C.longlong, req *C.char, n C.int, out **C.char, outn *C.int) (result C.longlong) {
+	defer guard(out, outn, &result)
+	s, err := systemOf(h)
+	if err != nil {
+		replyJSON(out, outn, map[string]string{"error": err.Error()})
+		return 0
+	}
+	var in mutation.ObjectRequest
+	if err := json.Unmarshal(bytesOf(req, n), &in); err != nil {
+		replyJSON(out, outn, map[string]any{"error": "not an object to mutate: " + err.Error()})
+		return 0
+	}
+	replyJSON(out, outn, s.MutateObject(&in))
+	return 1
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/mutation/mutators"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/mutation/path/parser"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/mutation/types"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
@@ -78,7 +79,8 @@ func refuse(kind, name, fieldPath, format string, args ...any) *Refused {
 
 // Load reads a mutator document (JSON) as Gatekeeper v3.23.1 gets it in a cluster: the API server
 // reads it through the mutator's CRD (kind and version served, metadata validated, unknown fields
-// pruned, defaults applied, the schema validated; cluster-scoped: a namespace is dropped; a new object's
+// refused as kubectl's default strict field validation has the API server refuse them, defaults applied,
+// the schema validated; cluster-scoped: a namespace is dropped; a new object's
 // generation is 1), Gatekeeper's validating webhook decodes it into its versioned type, converts it to
 // the unversioned type and builds the mutator (pkg/webhook/policy.go validateAssign and siblings,
 // pkg/controller/mutators/instances: the same conversion and constructor). A mutator that reads
@@ -106,7 +108,16 @@ func Load(raw []byte) (types.Mutator, error) {
 	// pkg/apiserver/customresource_handler.go (unstructuredDefaulter, schemaCoercingConverter) and
 	// pkg/registry/customresource/validator.go, in the order the API server runs them.
 	u.SetNamespace("")
-	structuralpruning.Prune(obj, version.structural, true)
+	unknown := structuralpruning.PruneWithOptions(obj, version.structural, true,
+		structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+	if len(unknown) > 0 {
+		r := &Refused{Kind: kind, Name: name}
+		for _, path := range unknown {
+			r.Problems = append(r.Problems, Problem{Field: path, Message: fmt.Sprintf(
+				"unknown field %q (the API server refuses it under kubectl's default strict field validation)", path)})
+		}
+		return nil, r
+	}
 	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj, version.structural)
 	if ferr := schemaobjectmeta.Coerce(nil, obj, version.structural, false, true); ferr != nil {
 		return nil, fieldProblems(kind, name, field.ErrorList{ferr})

@@ -278,3 +278,58 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(data)
 }
+
+// assignIf is not part of Gatekeeper v3.23.1's API: its CRD has no such field, and the API server refuses
+// it under kubectl's default strict field validation.
+func TestUnknownFieldsAreRefused(t *testing.T) {
+	_, err := Load(yamlJSON(t, `
+apiVersion: mutations.gatekeeper.sh/v1
+kind: Assign
+metadata: {name: guarded}
+spec:
+  applyTo: [{groups: [""], versions: [v1], kinds: [Pod]}]
+  location: "spec.dnsPolicy"
+  parameters: {assign: {value: Default}, assignIf: {in: [ClusterFirst]}}
+`))
+	refused, ok := err.(*Refused)
+	if !ok || len(refused.Problems) != 1 || refused.Problems[0].Field != "spec.parameters.assignIf" {
+		t.Fatalf("refused with %v", err)
+	}
+}
+
+// A generated object is mutated as Gatekeeper's expansion mutates it: source Generated, no operation
+// (a mutator applying to CREATE only does not apply).
+func TestMutateObjectAsExpansionDoes(t *testing.T) {
+	s := mustLoad(t, pullAlways+"\n---\n"+`
+apiVersion: mutations.gatekeeper.sh/v1
+kind: Assign
+metadata: {name: create-only}
+spec:
+  applyTo: [{groups: [""], versions: [v1], kinds: [Pod], operations: [CREATE]}]
+  location: "spec.dnsPolicy"
+  parameters: {assign: {value: Default}}
+---
+apiVersion: mutations.gatekeeper.sh/v1
+kind: AssignMetadata
+metadata: {name: originals}
+spec:
+  match: {source: Original}
+  location: "metadata.labels.original"
+  parameters: {assign: {value: "yes"}}
+`)
+	r := s.MutateObject(&ObjectRequest{Object: yamlJSON(t, pod), Source: "Generated"})
+	if r.Error != "" || !r.Mutated {
+		t.Fatalf("%+v", r)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(r.Object, &obj); err != nil {
+		t.Fatal(err)
+	}
+	spec := obj["spec"].(map[string]any)
+	if spec["dnsPolicy"] != nil || obj["metadata"].(map[string]any)["labels"] != nil {
+		t.Fatalf("a mutator that does not apply applied: %v", obj)
+	}
+	if spec["containers"].([]any)[0].(map[string]any)["imagePullPolicy"] != "Always" {
+		t.Fatalf("not mutated: %v", obj)
+	}
+}

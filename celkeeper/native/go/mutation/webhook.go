@@ -213,3 +213,56 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 	}
 	return resp
 }
+
+// ObjectRequest is an object mutated outside a webhook request: a generated object (Gatekeeper's
+// expansion System mutates each with source Generated, pkg/expansion/system.go expand), or an object
+// gator's expander mutates before expanding it (pkg/gator/expand/expand.go Expand: source Original).
+type ObjectRequest struct {
+	Object    json.RawMessage   `json:"object"`
+	Namespace *corev1.Namespace `json:"namespace"`
+	Username  string            `json:"username"`
+	Source    string            `json:"source"`
+	Operation string            `json:"operation"`
+}
+
+// ObjectResult is the object as Gatekeeper's System leaves it, or its error.
+type ObjectResult struct {
+	Object  json.RawMessage `json:"object,omitempty"`
+	Mutated bool            `json:"mutated"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// MutateObject runs the System on an object as Gatekeeper's expansion does: the Mutable holds the object
+// (its namespace as it is), the Namespace, the user, the source and the operation (empty outside a
+// request: only mutators applying to every operation match).
+func (s *System) MutateObject(in *ObjectRequest) ObjectResult {
+	callMu.Lock()
+	defer callMu.Unlock()
+	id := uuid.New()
+	s.nextUUID = func() uuid.UUID { return id }
+	*gkmutation.MutationAnnotationsEnabled = s.opts.Annotations
+	*gkmutation.MutationLoggingEnabled = false
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(in.Object); err != nil {
+		return ObjectResult{Error: "the object to mutate: " + err.Error()}
+	}
+	source := mutationtypes.SourceType(in.Source)
+	if source == "" {
+		source = mutationtypes.SourceTypeOriginal
+	}
+	mutated, err := s.gk.Mutate(context.Background(), &mutationtypes.Mutable{
+		Object:    obj,
+		Namespace: in.Namespace,
+		Username:  in.Username,
+		Source:    source,
+		Operation: admissionv1.Operation(in.Operation),
+	})
+	if err != nil {
+		return ObjectResult{Error: err.Error()}
+	}
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return ObjectResult{Error: err.Error()}
+	}
+	return ObjectResult{Object: data, Mutated: mutated}
+}

@@ -1,8 +1,8 @@
 """`celkeeper test` against `gator test`: the same results (object, constraint, message, enforcement
 action, scoped actions) row for row in `-o json`, the same text lines, the same exit code, on the
 examples and on generated inputs (every match criterion and enforcement action over namespaced,
-cluster-scoped and Namespace objects; ExpansionTemplates, with mutators). AdmissionReviews are left out on purpose:
-celkeeper reviews their request, gator the AdmissionReview object (celkeeper/cli/testcmd.py)."""
+cluster-scoped and Namespace objects; ExpansionTemplates, with mutators). AdmissionReviews are left out on
+purpose: celkeeper reviews their request, gator the AdmissionReview object (celkeeper/cli/testcmd.py)."""
 
 from __future__ import annotations
 

@@ -93,6 +93,7 @@ class GatekeeperManager:
         self.workdir = workdir
         self.port = port or free_port()
         self.health_port = free_port()
+        self.prometheus_port = free_port()  # Gatekeeper's Prometheus exporter (default :8888, all addresses)
         ca = CertificateAuthority("gatekeeper-test-ca")
         self.ca_pem = ca.cert_pem
         self.cert_dir = workdir / "certs"
@@ -113,6 +114,7 @@ class GatekeeperManager:
             f"--port={self.port}",
             f"--health-addr=127.0.0.1:{self.health_port}",
             "--metrics-addr=0",
+            f"--prometheus-port={self.prometheus_port}",
             "--shutdown-delay=0",
             "--enable-external-data=false",
         ]
@@ -156,7 +158,7 @@ class GatekeeperManager:
             if self.started or attempt == attempts - 1:
                 raise AssertionError(f"Gatekeeper's manager exited:\n{self.log_tail(80)}")
             self.process.stop()
-            self.port, self.health_port = free_port(), free_port()
+            self.port, self.health_port, self.prometheus_port = free_port(), free_port(), free_port()
             self.process = self._process(self.args)
 
     def stop(self) -> None:
@@ -248,4 +250,33 @@ def mutating_webhook(
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": name},
         "webhooks": [webhook],
+    }
+
+
+def validating_webhook(name: str, url: str, ca_pem: bytes) -> dict[str, Any]:
+    """A ValidatingWebhookConfiguration calling `url` for Gatekeeper's mutators (CREATE and UPDATE),
+    failing closed: Gatekeeper's validating webhook as its chart registers it, narrowed to mutators."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "validation.gatekeeper.sh",
+                "admissionReviewVersions": ["v1", "v1beta1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "matchPolicy": "Exact",
+                "timeoutSeconds": 10,
+                "rules": [
+                    {
+                        "apiGroups": ["mutations.gatekeeper.sh"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["*"],
+                    }
+                ],
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode()},
+            }
+        ],
     }

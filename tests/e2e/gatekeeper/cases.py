@@ -436,3 +436,115 @@ def rounds(seed: int, count: int, creates: int, updates: int, annotated: int = 2
             r.updates.append((base, updated(base, rng)))
         out.append(r)
     return out
+
+
+# -- apply time: mutators Gatekeeper's validating webhook (or the API server, with its CRDs) refuses ------
+
+#: (what, a change of a generated mutator's document) - each may make it invalid, or leave it valid
+CORRUPTIONS: list[tuple[str, Any]] = [
+    ("location syntax", lambda d: d["spec"].__setitem__("location", d["spec"]["location"] + "[")),
+    ("location unclosed key", lambda d: d["spec"].__setitem__("location", "spec.containers[name:*")),
+    ("location empty", lambda d: d["spec"].__setitem__("location", "")),
+    ("metadata root", lambda d: d["spec"].__setitem__("location", "metadata.labels.x")),
+    ("spec root", lambda d: d["spec"].__setitem__("location", "spec.team")),
+    ("a key changed", lambda d: d["spec"].__setitem__("location", "spec.containers[name:main].name")),
+    ("a glob list terminal", lambda d: d["spec"].__setitem__("location", "spec.containers[name:*]")),
+    ("a keyed list terminal", lambda d: d["spec"].__setitem__("location", "spec.containers[name:main]")),
+    (
+        "pathTests not a prefix",
+        lambda d: (
+            d["spec"]
+            .setdefault("parameters", {})
+            .__setitem__("pathTests", [{"subPath": "status.phase", "condition": "MustExist"}])
+        ),
+    ),
+    (
+        "pathTests bad condition",
+        lambda d: (
+            d["spec"]
+            .setdefault("parameters", {})
+            .__setitem__("pathTests", [{"subPath": "spec", "condition": "Sometimes"}])
+        ),
+    ),
+    ("no applyTo", lambda d: d["spec"].pop("applyTo", None)),
+    (
+        "applyTo without versions",
+        lambda d: d["spec"].__setitem__("applyTo", [{"groups": [""], "kinds": ["Pod"]}]),
+    ),
+    (
+        "applyTo operation DELETE",
+        lambda d: d["spec"].__setitem__(
+            "applyTo", [{"groups": [""], "versions": ["v1"], "kinds": ["Pod"], "operations": ["DELETE"]}]
+        ),
+    ),
+    ("match source", lambda d: d["spec"].setdefault("match", {}).__setitem__("source", "Elsewhere")),
+    ("match scope", lambda d: d["spec"].setdefault("match", {}).__setitem__("scope", "Everywhere")),
+    ("a long name", lambda d: d["metadata"].__setitem__("name", "n" * 64)),
+    ("a name with capitals", lambda d: d["metadata"].__setitem__("name", "Upper")),
+    (
+        "a value of the wrong type",
+        lambda d: (
+            d["spec"]
+            .setdefault("parameters", {})
+            .setdefault("assign", {})
+            .__setitem__("value", {"not": "a string"})
+        ),
+    ),
+    (
+        "fromMetadata field",
+        lambda d: (
+            d["spec"].setdefault("parameters", {}).__setitem__("assign", {"fromMetadata": {"field": "uid"}})
+        ),
+    ),
+    (
+        "value and fromMetadata",
+        lambda d: (
+            d["spec"]
+            .setdefault("parameters", {})
+            .__setitem__("assign", {"value": "x", "fromMetadata": {"field": "name"}})
+        ),
+    ),
+    ("no value", lambda d: d["spec"].setdefault("parameters", {}).__setitem__("assign", {})),
+    (
+        "an object to a keyed list, other key",
+        lambda d: (
+            d["spec"].__setitem__("location", "spec.containers[name:a]"),
+            d["spec"].setdefault("parameters", {}).__setitem__("assign", {"value": {"name": "b"}}),
+        ),
+    ),
+    (
+        "ModifySet operation",
+        lambda d: d["spec"].setdefault("parameters", {}).__setitem__("operation", "replace"),
+    ),
+    ("image tag", lambda d: d["spec"].setdefault("parameters", {}).__setitem__("assignTag", "v2")),
+    (
+        "image domain with a tag",
+        lambda d: (
+            d["spec"].setdefault("parameters", {}).__setitem__("assignDomain", "registry.example.com:v1")
+        ),
+    ),
+    (
+        "image path like a domain",
+        lambda d: (
+            d["spec"].setdefault("parameters", {}).__setitem__("assignPath", "registry.example.com/app")
+        ),
+    ),
+    (
+        "image path with a tag",
+        lambda d: d["spec"].setdefault("parameters", {}).__setitem__("assignPath", "app:v1"),
+    ),
+    ("nothing", lambda d: None),
+]
+
+
+def apply_time_mutators(seed: int, count: int) -> list[tuple[str, dict[str, Any]]]:
+    """`count` mutator documents, each a generated mutator with one change (or none), named uniquely."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        maker = rng.choices([m for m, _ in MAKERS], weights=[w for _, w in MAKERS])[0]
+        doc = maker(f"v{i:03d}", rng)
+        what, change = CORRUPTIONS[i % len(CORRUPTIONS)]
+        change(doc)
+        out.append((what, doc))
+    return out

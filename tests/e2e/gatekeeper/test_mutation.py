@@ -7,31 +7,14 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.gatekeeper import cases
 from tests.e2e.gatekeeper.differential import Case, Differential
-from tests.support.binaries import KubeBinaries
-from tests.support.native import require_celgo
 
 SEED = 20261205
 ROUNDS = cases.rounds(SEED, count=24, creates=16, updates=8, annotated=3)
-
-
-@pytest.fixture(scope="module")
-def differential(
-    gatekeeper_manager: Path, kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Differential]:
-    require_celgo()
-    both = Differential(gatekeeper_manager, tmp_path_factory.mktemp("mutation"), kube_binaries)
-    try:
-        both.start()
-        yield both
-    finally:
-        both.stop()
 
 
 @pytest.mark.kube

@@ -113,8 +113,7 @@ func Load(raw []byte) (types.Mutator, error) {
 	if len(unknown) > 0 {
 		r := &Refused{Kind: kind, Name: name}
 		for _, path := range unknown {
-			r.Problems = append(r.Problems, Problem{Field: path, Message: fmt.Sprintf(
-				"unknown field %q (the API server refuses it under kubectl's default strict field validation)", path)})
+			r.Problems = append(r.Problems, Problem{Field: path, Message: fmt.Sprintf("unknown field %q", path)})
 		}
 		return nil, r
 	}
@@ -131,6 +130,11 @@ func Load(raw []byte) (types.Mutator, error) {
 	}
 	if u.GetGeneration() == 0 {
 		u.SetGeneration(1)
+	}
+	// Gatekeeper's validating webhook refuses a long name before it looks at the mutator
+	// (pkg/webhook/policy.go:369-373).
+	if len(name) > 63 {
+		return nil, refuse(kind, name, "metadata.name", "resource cannot have metadata.name larger than 63 char; length: %d", len(name))
 	}
 
 	data, err := u.MarshalJSON()

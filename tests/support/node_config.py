@@ -33,7 +33,9 @@ class NodePaths:
 
     @property
     def kubelet_root(self) -> Path:
-        return self.workdir / "kubelet"
+        """Under `state`: kubelet makes sockets in it (pod-resources, plugin registration), and a test's
+        workdir can be too long for them (pytest-xdist adds a folder per worker)."""
+        return self.state / "kubelet"
 
     @property
     def pod_logs(self) -> Path:

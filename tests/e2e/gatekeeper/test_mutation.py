@@ -13,6 +13,10 @@ import pytest
 from tests.e2e.gatekeeper import cases
 from tests.e2e.gatekeeper.differential import Case, Differential
 
+# both files share the session's two control planes and Gatekeeper's manager (conftest.py): one
+# pytest-xdist worker runs them
+pytestmark = pytest.mark.xdist_group("gatekeeper")
+
 SEED = 20261205
 ROUNDS = cases.rounds(SEED, count=24, creates=16, updates=8, annotated=3)
 

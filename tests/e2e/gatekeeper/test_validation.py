@@ -21,6 +21,10 @@ from tests.e2e.gatekeeper.differential import Differential
 from tests.support.gatekeeper import GatekeeperManager, validating_webhook
 from tests.support.waiting import wait_for
 
+# both files share the session's two control planes and Gatekeeper's manager (conftest.py): one
+# pytest-xdist worker runs them
+pytestmark = pytest.mark.xdist_group("gatekeeper")
+
 SEED = 20261206
 MUTATORS = cases.apply_time_mutators(SEED, 140)
 

@@ -12,7 +12,8 @@ pkg/expansion: system.go, db.go, aggregate.go; pkg/gator/expand).
 
 Templates whose generated kinds form a cycle are all left out (db.go: strongly connected components);
 a template generating a kind it applies to is refused (ValidateTemplate). Gatekeeper also applies its
-mutators to generated objects; celkeeper has no mutation, so none are applied.
+mutators to each generated object before expanding it in turn: `expand` takes that as a function
+(review.decide passes the policy set's mutators, celkeeper.mutation).
 
     templates, errors = read_expansion_templates(documents)      # located errors; bad ones left out
     expansions = Expansions(templates)                            # cycles left out (expansions.cycles)
@@ -39,12 +40,10 @@ SOURCE_ORIGINAL = "Original"
 # spec.enforcementAction: "" keeps the constraint's own action; Gatekeeper's webhook skips results with
 # any other value, so celkeeper refuses them when the template is read
 ACTIONS = ("deny", "warn", "dryrun", "scoped")
-# Gatekeeper's mutators (mutations.gatekeeper.sh), which it applies to generated objects: celkeeper has
-# none, so the offline tools refuse inputs that hold one rather than review unmutated objects silently
-MUTATOR_GROUP = "mutations.gatekeeper.sh"
-MUTATOR_KINDS = frozenset({"Assign", "AssignMetadata", "ModifySet", "AssignImage"})
 
 GVK = tuple[str, str, str]  # group, version, kind
+#: a generated object mutated as Gatekeeper's mutators mutate it (raises ExpansionError)
+Mutate = Callable[[JsonObject], JsonObject]
 
 
 class ExpansionError(CelkeeperError):
@@ -53,10 +52,6 @@ class ExpansionError(CelkeeperError):
 
 def is_expansion_template(document: Document) -> bool:
     return document.group == GROUP and document.kind == KIND
-
-
-def is_mutator(document: Document) -> bool:
-    return document.group == MUTATOR_GROUP and document.kind in MUTATOR_KINDS
 
 
 def prefix(template: str) -> str:
@@ -255,18 +250,27 @@ class Expansions:
                         todo.append(made)
         return found
 
-    def expand(self, obj: Mapping[str, JsonValue], namespace: str | None = None) -> list[Resultant]:
+    def expand(
+        self, obj: Mapping[str, JsonValue], namespace: str | None = None, mutate: Mutate | None = None
+    ) -> list[Resultant]:
         """Every object `obj` generates, recursively, children before their parents (Expand).
 
         `namespace`: the name of the Namespace Gatekeeper knows for the object (its resultants are put
         there; "" removes their namespace), None when it knows none (the parent's metadata.namespace is
-        used). Raises ExpansionError when an object cannot be expanded."""
+        used). `mutate`: applied to each generated object before it is expanded in turn, as Gatekeeper's
+        expansion applies its mutators (the object mutated, or ExpansionError). Raises ExpansionError
+        when an object cannot be expanded."""
         out: list[Resultant] = []
-        self._expand(obj, namespace, out, 0)
+        self._expand(obj, namespace, out, 0, mutate)
         return out
 
     def _expand(
-        self, obj: Mapping[str, JsonValue], namespace: str | None, out: list[Resultant], depth: int
+        self,
+        obj: Mapping[str, JsonValue],
+        namespace: str | None,
+        out: list[Resultant],
+        depth: int,
+        mutate: Mutate | None,
     ) -> None:
         if depth >= MAX_DEPTH:
             raise ExpansionError(f"maximum recursion depth of {MAX_DEPTH} reached")
@@ -277,8 +281,10 @@ class Expansions:
             Resultant(generate(obj, namespace, t), t.name, t.enforcement_action)
             for t in self.templates_for(gvk)
         ]
+        if mutate is not None:
+            made = [Resultant(mutate(r.object), r.template, r.enforcement_action) for r in made]
         for resultant in made:
-            self._expand(resultant.object, namespace, out, depth + 1)
+            self._expand(resultant.object, namespace, out, depth + 1, mutate)
         out.extend(made)
 
 

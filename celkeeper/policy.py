@@ -16,9 +16,12 @@
                                  program in the engine (made once, when the set is built)
 
     policies.expansions       -> Expansions: the ExpansionTemplates among the documents (celkeeper.expansion)
+    policies.mutators         -> MutatorSet: Gatekeeper's mutators among the documents, in Gatekeeper's
+                                 mutation System (celkeeper.mutation); the refused and the conflicting
+                                 ones are in `.errors` too
 
-`documents` is an iterable of celkeeper.documents.Document (templates, constraints and
-ExpansionTemplates, in any order, celkeeper's and Gatekeeper's API groups). Documents that are none of
+`documents` is an iterable of celkeeper.documents.Document (templates, constraints, ExpansionTemplates
+and mutators, in any order, celkeeper's and Gatekeeper's API groups). Documents that are none of
 these are ignored. A template whose expressions do not compile is kept (its errors are reported; its
 broken expressions fail at request time as Gatekeeper's do); a structurally invalid template is left out
 with its constraints.
@@ -36,6 +39,14 @@ from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, ConstraintError, TemplateError
 from celkeeper.expansion import ExpansionError, Expansions, read_expansion_templates
 from celkeeper.match import Match, parse_match
+from celkeeper.mutation import (
+    MutationOptions,
+    MutationUnavailable,
+    MutatorError,
+    MutatorSet,
+    build_mutator_set,
+    is_mutator,
+)
 from celkeeper.templates import CompiledTemplate, TemplateCompiler
 from celkeeper.templates.spec import KIND as TEMPLATE_KIND
 
@@ -62,9 +73,12 @@ class PolicySet:
         candidates: Iterable[Candidate],
         errors: Iterable[CelkeeperError] = (),
         expansions: Expansions | None = None,
+        *,
+        mutators: MutatorSet | None = None,
     ) -> None:
         self._engine = engine
         self._expansions = expansions if expansions is not None else Expansions()
+        self._mutators = mutators if mutators is not None else MutatorSet()
         self._templates = MappingProxyType(dict(templates))
         ordered = sorted(candidates, key=lambda c: (c.constraint.kind, c.constraint.name))
         self._all = tuple(ordered)
@@ -95,6 +109,10 @@ class PolicySet:
     @property
     def expansions(self) -> Expansions:
         return self._expansions
+
+    @property
+    def mutators(self) -> MutatorSet:
+        return self._mutators
 
     @property
     def templates(self) -> Mapping[str, CompiledTemplate]:
@@ -136,8 +154,11 @@ class PolicySet:
         return tuple(sorted(merged.values(), key=lambda c: self._position[id(c)]))
 
 
-def build_policy_set(documents: Iterable[Document], compiler: TemplateCompiler) -> PolicySet:
-    """Build a PolicySet from template and constraint documents; problems go to `.errors`."""
+def build_policy_set(
+    documents: Iterable[Document], compiler: TemplateCompiler, mutation: MutationOptions | None = None
+) -> PolicySet:
+    """Build a PolicySet from template, constraint, ExpansionTemplate and mutator documents; problems go
+    to `.errors`. `mutation`: the options of the mutation webhook the mutators run in."""
     docs = list(documents)
     errors: list[CelkeeperError] = []
     templates: dict[str, CompiledTemplate] = {}
@@ -223,8 +244,25 @@ def build_policy_set(documents: Iterable[Document], compiler: TemplateCompiler) 
                     "spec.generatedGVK",
                 )
             )
+    mutators = _mutators(docs, mutation)
+    errors.extend(mutators.errors)
     errors.sort(key=_error_order)
-    return PolicySet(compiler.engine, templates, candidates, errors, expansions)
+    return PolicySet(compiler.engine, templates, candidates, errors, expansions, mutators=mutators)
+
+
+def _mutators(docs: Sequence[Document], options: MutationOptions | None) -> MutatorSet:
+    """The mutators among `docs`; without the native library, none, each reported."""
+    try:
+        return build_mutator_set(docs, options)
+    except MutationUnavailable as err:
+        return MutatorSet(
+            errors=[
+                doc.error(MutatorError, f"{doc.kind} {doc.name}: not loaded: {err.message}", "")
+                for doc in docs
+                if is_mutator(doc)
+            ],
+            options=options,
+        )
 
 
 def _declared_kind(doc: Document) -> str:

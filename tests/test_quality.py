@@ -194,6 +194,7 @@ TESTS = ROOT / "tests"
 # The end-to-end suites: the product as a whole, not one module (tests/e2e/<topic>/). Keep this set small.
 E2E = {
     "gator": "celkeeper against Gatekeeper's gator on every Suite and a generated corpus (the oracle)",
+    "gatekeeper": "celkeeper's mutation against Gatekeeper's mutation webhook on two real API servers",
     "install": "deploy/celkeeper.yaml and the Helm chart on a real API server, the webhook pods sandboxed",
     "image": "the container image hack/image/build.sh makes, unpacked and run",
     "node": "the install and the chart on a real node (kubelet, containerd, pods)",

@@ -114,6 +114,7 @@ class Evaluator:
                 self.policies.templates,
                 [candidate],
                 expansions=self.policies.expansions,
+                mutators=self.policies.mutators,
             )
             try:
                 decision = decide(request, alone, lookup, POINT, data=self.data)

@@ -70,6 +70,7 @@ POLICY_NAMES = (
     b"constraints.celkeeper.io",
     b"ExpansionTemplate",
     b"expansion.gatekeeper.sh",
+    b"mutations.gatekeeper.sh",
 )
 #: what may spell a name in other characters (escapes in double quotes or JSON, a continued line),
 #: and zero bytes (UTF-16 or UTF-32 text)

@@ -4,7 +4,9 @@ Checks YAML/JSON syntax, documents without apiVersion/kind, ConstraintTemplates 
 every CEL expression compiled, with line:col in the file), constraints (kind known, parameters
 against the template's schema, enforcement actions), templates with `generateVAP: true` that cannot
 become a ValidatingAdmissionPolicy and constraints scoped to vap.k8s.io that cannot get a binding
-(the reasons `celkeeper vap` gives) and Suite files (structure). Problems go to
+(the reasons `celkeeper vap` gives), Gatekeeper's mutators (what the API server and Gatekeeper refuse,
+located; external data, which celkeeper cannot call; mutators whose schemas conflict, each of them: none
+is applied) and Suite files (structure). Problems go to
 stdout as `file:line:col: document N: field: message`; the exit code is 1 when there is any.
 
 A validation, variable or match condition that does not compile is a problem: Gatekeeper loads the
@@ -27,6 +29,7 @@ from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, DocumentError, is_compile_problem, is_warning
 from celkeeper.gator import SuiteError, is_suite, parse_suite
 from celkeeper.gator.kinds import is_constraint_document, is_policy_document, is_template_document
+from celkeeper.mutation import is_mutator
 from celkeeper.settings import EngineName
 
 KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
@@ -77,6 +80,7 @@ def lint(paths: list[str], engine: EngineName) -> tuple[list[CelkeeperError], di
         "templates": sum(1 for d in policy_documents if is_template_document(d)),
         "constraints": sum(1 for d in policy_documents if is_constraint_document(d)),
         "suites": suites,
+        "mutators": sum(1 for d in policy_documents if is_mutator(d)),
     }
     return _sorted(problems), counts
 
@@ -109,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         print(_line(problem))
     checked = (
         f"{counts['files']} files: {counts['templates']} templates, {counts['constraints']} constraints, "
-        f"{counts['suites']} suites"
+        f"{counts['suites']} suites" + (f", {counts['mutators']} mutators" if counts["mutators"] else "")
     )
     warnings = sum(1 for p in found if _is_warning(p))
     problems = len(found) - warnings

@@ -15,7 +15,18 @@ from collections.abc import Sequence
 from celkeeper.errors import CelkeeperError
 
 # sub-command modules, in the order `celkeeper --help` lists them
-COMMANDS: tuple[str, ...] = ("serve", "audit", "certs", "crds", "verify", "testcmd", "explain", "lint", "vap")
+COMMANDS: tuple[str, ...] = (
+    "serve",
+    "audit",
+    "certs",
+    "crds",
+    "verify",
+    "testcmd",
+    "explain",
+    "mutate",
+    "lint",
+    "vap",
+)
 #: sub-command -> the module that registers it
 _MODULES = {name: name for name in COMMANDS if name != "testcmd"} | {"test": "testcmd"}
 
@@ -42,7 +53,7 @@ def requested_command(argv: Sequence[str]) -> str | None:
 #: net allocations rather than 700 (as mypy sets it): a `verify` of the examples and library samples
 #: collected 61 times for ~8% of its CPU and freed nothing that changed its peak memory (the data is
 #: trees: reference counting frees it). The long-running processes keep Python's defaults.
-ONE_SHOT = frozenset({"verify", "testcmd", "lint"})
+ONE_SHOT = frozenset({"verify", "testcmd", "lint", "mutate"})
 ONE_SHOT_GC_THRESHOLD = (200_000, 30, 30)
 
 

@@ -6,7 +6,10 @@ Namespaces among the files known to matching (a cluster-scoped object has an emp
 always exists). Every object that is not a template or constraint is also synced data for the
 templates that read it (`data.inventory`). ExpansionTemplates among the files expand objects
 (celkeeper.expansion, in the namespace gator's expander knows), and the generated objects are reviewed
-too (`[Implied by <template>] <message>`); mutators are refused (celkeeper has no mutation). One
+too (`[Implied by <template>] <message>`). Mutators among the files are used as gator's expander uses
+them: an object is reviewed as given, then mutated (source Original) before it is expanded, and each
+generated object is mutated (source Generated) before it is reviewed or expanded in turn; the mutators
+themselves are reviewed as objects too. `celkeeper mutate` shows the mutated objects. One
 difference, on purpose: an AdmissionReview is reviewed as its request (operation, oldObject,
 userInfo), where gator would review the AdmissionReview object.
 
@@ -41,7 +44,6 @@ from celkeeper.cli.options import add_engine_option, add_filename_option, engine
 from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, is_compile_problem, is_warning
-from celkeeper.expansion import is_mutator
 from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import (
     is_constraint_document,
@@ -170,11 +172,11 @@ def _is_policy_object(obj: JsonObject) -> bool:
     return is_template_document(document) or is_constraint_document(document)
 
 
-# an object reviewed: (its rows: (action, message, what is printed), whether a result denies, a
-# mutator's error, and for -o junit the object (a testcase per object and constraint)); or why it is not
-# reviewed: ("skip", reason, error)
+# an object reviewed: (its rows: (action, message, what is printed), whether a result denies, and for
+# -o junit the object (a testcase per object and constraint)); or why it is not reviewed: ("skip",
+# reason, error)
 _Reviewed = tuple[Any, ...]
-_CLEAN: _Reviewed = ((), False, None, None)
+_CLEAN: _Reviewed = ((), False, None)
 
 
 class _TestSink:
@@ -213,17 +215,13 @@ class _TestSink:
                 self.lookup,
                 self.data,
                 expansion_namespace=lambda obj: _namespace_name(obj, self.namespaces),
+                mutate_before_expanding=True,
             )
             found = self.backend.violations(self.policies, decision)
         except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
             return ("skip", NOT_REVIEWED, located(err, piece))
-        mutator = None
-        if is_mutator(document):
-            mutator = located(
-                CelkeeperError("mutators are not supported: objects are reviewed unmutated"), piece
-            )
         light = _identity(piece, document) if self.output in ("junit", "sarif") else None
-        if not found and mutator is None and self.output != "junit":
+        if not found and self.output != "junit":
             return _CLEAN
         rows = []
         denied = False
@@ -242,21 +240,19 @@ class _TestSink:
                 shown = f"{_object_id(_reviewed(document))}: [{go_quote(name)}] Message: {message}"
             rows.append((violation.enforcement_action, violation.message, shown))
         where = (piece.file, piece.document, -1 if piece.item is None else piece.item)
-        return (tuple(rows), denied, mutator, (where, light) if self.output == "junit" else None)
+        return (tuple(rows), denied, (where, light) if self.output == "junit" else None)
 
     def record(self, result: _Reviewed) -> None:
         if result[0] == "skip":
             self.inputs.not_evaluated(result[1], result[2])
             return
-        rows, denied, mutator, reviewed = result
+        rows, denied, reviewed = result
         self.inputs.read += 1
         self.inputs.done += 1
         self.rows.extend(rows)
         self.denied = self.denied or denied
         if reviewed is not None:
             self.documents.append(reviewed)
-        if mutator is not None:
-            self.inputs.error(mutator)
 
 
 def _identity(piece: Any, document: Document) -> Document:

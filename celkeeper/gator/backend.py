@@ -38,7 +38,7 @@ from celkeeper.review import (
     parse_admission_review,
     request_for_object,
 )
-from celkeeper.review.decide import ExpansionNamespace, Tracer
+from celkeeper.review.decide import BASE_MUTATION, ExpansionNamespace, Tracer
 from celkeeper.settings import EngineName
 from celkeeper.templates import TemplateCompiler, Verdicts
 
@@ -133,13 +133,14 @@ class PolicyBackend:
         *,
         tracer: Tracer | None = None,
         expansion_namespace: ExpansionNamespace | None = None,
+        mutate_before_expanding: bool = False,
     ) -> Decision:
         """The decision on one document: a plain object, or an AdmissionReview (its request is used).
 
         A plain object is expanded (policies.expansions) and what it generates is reviewed too, put in
         the namespace `expansion_namespace` names (see review.decide); an AdmissionReview is not (gator
-        expands only plain objects). `data`: the synced data templates read; `tracer`: see
-        review.decide. No wall-clock deadline, as gator has none."""
+        expands only plain objects). `data`: the synced data templates read; `tracer`,
+        `mutate_before_expanding`: see review.decide. No wall-clock deadline, as gator has none."""
         request, expand = self.request(document)
         try:
             return decide(
@@ -151,11 +152,14 @@ class PolicyBackend:
                 deadline=OFFLINE_DEADLINE,
                 expand=expand,
                 expansion_namespace=expansion_namespace,
+                mutate_before_expanding=mutate_before_expanding,
                 tracer=tracer,
             )
         except ExpansionError as err:  # as gator words it (verify's and the expander's prefixes)
             meta = document.data.get("metadata") if isinstance(document.data, Mapping) else None
             name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
+            if err.message.startswith(BASE_MUTATION):  # the expander's own words
+                raise ExpansionError(f"expanding resource {name}: {err.message}") from None
             raise ExpansionError(
                 f"expanding resource {name}: error expanding resource {name}: {err.message}"
             ) from None

@@ -1,10 +1,11 @@
-"""Which documents are templates, constraints, ExpansionTemplates, suites or AdmissionReviews (by API group
-and kind)."""
+"""Which documents are templates, constraints, ExpansionTemplates, mutators, suites or AdmissionReviews (by
+API group and kind)."""
 
 from __future__ import annotations
 
 from celkeeper.documents import Document
 from celkeeper.expansion import is_expansion_template
+from celkeeper.mutation import is_mutator
 
 TEMPLATE_GROUPS = frozenset({"templates.gatekeeper.sh", "templates.celkeeper.io"})
 CONSTRAINT_GROUPS = frozenset({"constraints.gatekeeper.sh", "constraints.celkeeper.io"})
@@ -19,9 +20,12 @@ def is_constraint_document(document: Document) -> bool:
 
 
 def is_policy_document(document: Document) -> bool:
-    """A template, a constraint or an ExpansionTemplate: what a policy set is built from."""
+    """A template, a constraint, an ExpansionTemplate or a mutator: what a policy set is built from."""
     return (
-        is_template_document(document) or is_constraint_document(document) or is_expansion_template(document)
+        is_template_document(document)
+        or is_constraint_document(document)
+        or is_expansion_template(document)
+        or is_mutator(document)
     )
 
 

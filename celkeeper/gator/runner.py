@@ -6,13 +6,19 @@ relative to the suite file; a plain object is then expanded and what it generate
 each case reviews its object — a plain object, or an AdmissionReview whose request (operation,
 oldObject, userInfo) is used — with the inventory's Namespaces known to namespaceSelector, and
 checks every assertion against the messages of all results (deny, warn and dryrun alike).
+
+celkeeper's extension (celkeeper.gator.suite): a test's `mutators` file (Gatekeeper mutators only), and
+a case's `mutated` file, the object as Gatekeeper's mutation webhook leaves the case's object with those
+mutators (review.mutate; the inventory's Namespaces known to their namespaceSelectors); a difference, or
+the webhook's error, fails the case after its assertions.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import re2
@@ -24,6 +30,8 @@ from celkeeper.expansion import is_expansion_template
 from celkeeper.gator.filter import Filter, compile_regex
 from celkeeper.gator.results import CaseResult, SuiteResult, TestResult, Violation
 from celkeeper.gator.suite import Assertion, Case, Suite, Test
+from celkeeper.model import JsonValue
+from celkeeper.mutation import MutatorSet, build_mutator_set, is_mutator
 
 if TYPE_CHECKING:  # the runner does not load the engine itself: its backend does
     from celkeeper.policy import PolicySet
@@ -97,12 +105,16 @@ class Runner:
             return TestResult(
                 name=test.name, error="\n".join(str(e) for e in errors), runtime=self.clock() - start
             )
+        try:
+            mutators = self._mutators(directory, test)
+        except CelkeeperError as err:
+            return TestResult(name=test.name, error=str(err), runtime=self.clock() - start)
         cases = []
         for case in test.cases:
             if case.skip or not flt.matches_case(test.name, case.name):
                 cases.append(CaseResult(name=case.name, skipped=True))
             else:
-                cases.append(self._run_case(directory, policies, case))
+                cases.append(self._run_case(directory, policies, case, mutators))
         return TestResult(name=test.name, runtime=self.clock() - start, cases=tuple(cases))
 
     def _load(self, directory: str, test: Test) -> tuple[PolicySet, Sequence[CelkeeperError]]:
@@ -122,6 +134,19 @@ class Runner:
                 raise CelkeeperError(f"not an Expansion Template: {go_quote(path)}")
         return self.backend.load(template, constraint, expansions)
 
+    def _mutators(self, directory: str, test: Test) -> MutatorSet | None:
+        """The test's `mutators` (celkeeper's extension), every one loaded, or a CelkeeperError."""
+        if not test.mutators:
+            return None
+        path = os.path.join(directory, test.mutators)
+        documents = self._documents(path)
+        if not documents or not all(is_mutator(d) for d in documents):
+            raise CelkeeperError(f"not a mutator: {go_quote(path)}")
+        mutators = build_mutator_set(documents)
+        if mutators.errors:
+            raise CelkeeperError("\n".join(str(e) for e in mutators.errors))
+        return mutators
+
     def _one_document(self, path: str, what: str) -> Document:
         """The file's first document: gator reads a template or constraint file as one YAML document
         (the first of a stream; the others are ignored)."""
@@ -137,11 +162,13 @@ class Runner:
         return parsed.documents
 
     # -- cases ------------------------------------------------------------------------------------
-    def _run_case(self, directory: str, policies: PolicySet, case: Case) -> CaseResult:
+    def _run_case(
+        self, directory: str, policies: PolicySet, case: Case, mutators: MutatorSet | None = None
+    ) -> CaseResult:
         start = self.clock()
         found: list[tuple[Violation, ...]] = []  # what the review found, once it has run
         try:
-            self._check_case(directory, policies, case, found)
+            self._check_case(directory, policies, case, found, mutators)
         except (CaseFailure, CelkeeperError) as err:
             return CaseResult(
                 name=case.name,
@@ -157,6 +184,7 @@ class Runner:
         policies: PolicySet,
         case: Case,
         found: list[tuple[Violation, ...]],
+        mutators: MutatorSet | None = None,
     ) -> None:
         if not case.object:
             raise CaseFailure("invalid Case: must define object")
@@ -184,6 +212,67 @@ class Runner:
         messages = [r.message for r in ordered]
         for assertion in case.assertions:
             check_assertion(assertion, messages)
+        if case.mutated:
+            self._check_mutated(directory, case, objects[0], inventory, mutators)
+
+    def _check_mutated(
+        self,
+        directory: str,
+        case: Case,
+        obj: Document,
+        inventory: Sequence[Document],
+        mutators: MutatorSet | None,
+    ) -> None:
+        """celkeeper's extension: the object as the test's mutators leave it is the `mutated` file's."""
+        from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
+        from celkeeper.gator.kinds import is_namespace
+        from celkeeper.review import admission_review_for, inventory_lookup
+        from celkeeper.review.mutate import mutate
+
+        if mutators is None:
+            raise CaseFailure("invalid Case: mutated needs the test's mutators")
+        path = os.path.join(directory, case.mutated)
+        expected = self._documents(path)
+        if len(expected) != 1:
+            raise CaseFailure(
+                f"mutated file must contain exactly one object: {path!r} defines {len(expected)}"
+            )
+        review = (
+            as_v1_review(checked_request(obj))
+            if is_admission_review(obj)
+            else admission_review_for(obj.data, operation="CREATE")
+        )
+        namespaces = {d.name: d.data for d in inventory if is_namespace(d) and d.name}
+        mutation = mutate(review, mutators, inventory_lookup(namespaces, complete=False))
+        if mutation.error:
+            raise CaseFailure(f"Gatekeeper's mutation webhook refuses the object: {mutation.error}")
+        differences = list(_differences(expected[0].data, mutation.object))
+        if differences:
+            raise CaseFailure(
+                f"the mutated object is not {case.mutated}:\n" + "\n".join(f"  {d}" for d in differences[:20])
+            )
+
+
+def _differences(expected: JsonValue, got: JsonValue, path: str = "") -> Iterator[str]:
+    """Where two JSON values differ: `path: expected X, got Y` (a field missing on one side is `<none>`)."""
+    if isinstance(expected, dict) and isinstance(got, dict):
+        for key in sorted(set(expected) | set(got)):
+            where = f"{path}.{key}" if path else key
+            if key not in got:
+                yield f"{where}: expected {_show(expected[key])}, got <none>"
+            elif key not in expected:
+                yield f"{where}: expected <none>, got {_show(got[key])}"
+            else:
+                yield from _differences(expected[key], got[key], where)
+    elif isinstance(expected, list) and isinstance(got, list) and len(expected) == len(got):
+        for i, (a, b) in enumerate(zip(expected, got, strict=True)):
+            yield from _differences(a, b, f"{path}[{i}]")
+    elif expected != got or type(expected) is not type(got):
+        yield f"{path or '<object>'}: expected {_show(expected)}, got {_show(got)}"
+
+
+def _show(value: JsonValue) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def _skipped_test(test: Test) -> TestResult:

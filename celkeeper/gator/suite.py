@@ -8,12 +8,14 @@
       template: template.yaml        # paths are relative to the suite file
       constraint: constraint.yaml
       expansion: expansion.yaml      # optional: ExpansionTemplates; generated objects are reviewed too
+      mutators: mutators.yaml        # celkeeper's extension, optional: Gatekeeper mutators for `mutated`
       invalid: false                 # the constraint (or template) is expected to be rejected
       skip: false
       cases:
       - name: ...
         object: object.yaml          # one object, or an AdmissionReview
         inventory: [more.yaml]       # optional: objects known to the review (e.g. Namespaces)
+        mutated: expected.yaml       # celkeeper's extension, optional: the object as `mutators` leave it
         skip: false
         assertions:
         - violations: yes | no | N   # default yes
@@ -21,6 +23,12 @@
 
 YAML 1.2 is assumed: `yes`/`no` are strings. Structural problems (a field of the wrong type) are
 errors of the suite; a bad `violations` value or message regex fails only its case, as in gator.
+
+`mutators` and `mutated` are celkeeper's extension (gator, which cannot test mutation, ignores fields it
+does not know, so a Suite using them still runs under `gator verify`): a case with `mutated` also checks
+that Gatekeeper's mutation webhook, with the test's mutators, leaves the case's object (a CREATE; an
+AdmissionReview's request as it is) as that file says, byte for byte once parsed. The assertions keep
+gator's meaning: they are about the object as given, not as mutated.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ class Case:
     inventory: tuple[str, ...] = ()
     assertions: tuple[Assertion, ...] = ()
     skip: bool = False
+    mutated: str = ""  # celkeeper's extension: the object as the test's mutators leave it
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class Test:
     expansion: str = ""
     invalid: bool = False
     skip: bool = False
+    mutators: str = ""  # celkeeper's extension: Gatekeeper mutators the cases' `mutated` checks use
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,7 @@ def _parse_test(document: Document, data: Any, path: str) -> Test:
         template=_get(document, data, "template", str, path, default=""),
         constraint=_get(document, data, "constraint", str, path, default=""),
         expansion=_get(document, data, "expansion", str, path, default=""),
+        mutators=_get(document, data, "mutators", str, path, default=""),
         cases=tuple(_parse_case(document, item, f"{path}.cases[{i}]") for i, item in enumerate(cases)),
         invalid=_get(document, data, "invalid", bool, path, default=False),
         skip=_get(document, data, "skip", bool, path, default=False),
@@ -131,6 +142,7 @@ def _parse_case(document: Document, data: Any, path: str) -> Case:
             _parse_assertion(document, item, f"{path}.assertions[{i}]") for i, item in enumerate(assertions)
         ),
         skip=_get(document, data, "skip", bool, path, default=False),
+        mutated=_get(document, data, "mutated", str, path, default=""),
     )
 
 

@@ -1,6 +1,7 @@
 """celkeeper's native library (Go, built from celkeeper/native/go), loaded with ctypes: the one module
-that calls it. Each capability of the library (k8scel: Kubernetes' CEL) has its typed wrappers here;
-the Python package of the capability (celkeeper.cel.celgo for k8scel) builds on them.
+that calls it. Each capability of the library (k8scel: Kubernetes' CEL; mutation: Gatekeeper's mutators)
+has its typed wrappers here; the Python package of the capability (celkeeper.cel.celgo for k8scel,
+celkeeper.mutation for mutation) builds on them.
 
 The Go runtime does not survive `fork`: a process that has loaded the library must not fork and go
 on using it. `load()` therefore loads the library lazily, in the process that evaluates (each
@@ -108,6 +109,12 @@ class Library:
         self._sig(dll.k8scel_explain, i, [p, i, p, i, p, i, p, i, ll, p, i, ll, out, outn])
         self._sig(dll.k8scel_expression, ll, [p, i, out, outn])
         self._sig(dll.k8scel_evaluate, i, [ll, p, i, ll, out, outn])
+        self._sig(dll.mutation_system, ll, [p, i, out, outn])
+        self._sig(dll.mutation_upsert, ll, [ll, p, i, out, outn])
+        self._sig(dll.mutation_remove, ll, [ll, p, i, out, outn])
+        self._sig(dll.mutation_statuses, ll, [ll, out, outn])
+        self._sig(dll.mutation_mutate, ll, [ll, p, i, out, outn])
+        self._sig(dll.mutation_object, ll, [ll, p, i, out, outn])
 
     @staticmethod
     def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> None:
@@ -209,6 +216,55 @@ class Library:
         out, n = self._reply()
         self._dll.k8scel_evaluate(handle, inputs, len(inputs), timeout_ns, ctypes.byref(out), ctypes.byref(n))
         return orjson.loads(self._take(out, n))
+
+    # mutation: Gatekeeper's mutators (native/go/mutation, export_mutation.go)
+
+    def mutation_system(self, options: bytes) -> tuple[int, dict[str, Any]]:
+        """An empty set of mutators with the webhook's options (mutation.Options as JSON)."""
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.mutation_system(options, len(options), ctypes.byref(out), ctypes.byref(n))
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def mutation_upsert(self, system: int, document: bytes) -> tuple[bool, dict[str, Any]]:
+        """Read a mutator document (JSON) and upsert it into the set (`system` 0: only read it).
+        True when it is in the set (a schema conflict in "conflict"); False when refused ("refused")."""
+        self.check()
+        out, n = self._reply()
+        done = self._dll.mutation_upsert(system, document, len(document), ctypes.byref(out), ctypes.byref(n))
+        return bool(done), orjson.loads(self._take(out, n))
+
+    def mutation_remove(self, system: int, mutator_id: bytes) -> dict[str, Any]:
+        """Take the mutator {"kind", "name"} out of the set."""
+        self.check()
+        out, n = self._reply()
+        self._dll.mutation_remove(system, mutator_id, len(mutator_id), ctypes.byref(out), ctypes.byref(n))
+        data: dict[str, Any] = orjson.loads(self._take(out, n))
+        return data
+
+    def mutation_statuses(self, system: int) -> dict[str, Any]:
+        """The set's mutators in Gatekeeper's order, with their schema conflicts."""
+        self.check()
+        out, n = self._reply()
+        self._dll.mutation_statuses(system, ctypes.byref(out), ctypes.byref(n))
+        data: dict[str, Any] = orjson.loads(self._take(out, n))
+        return data
+
+    def mutation_mutate(self, system: int, request: bytes) -> dict[str, Any]:
+        """Gatekeeper's mutation webhook's answer to a request (mutation.Request as JSON)."""
+        self.check()
+        out, n = self._reply()
+        self._dll.mutation_mutate(system, request, len(request), ctypes.byref(out), ctypes.byref(n))
+        data: dict[str, Any] = orjson.loads(self._take(out, n))
+        return data
+
+    def mutation_object(self, system: int, request: bytes) -> dict[str, Any]:
+        """An object mutated as Gatekeeper's expansion mutates one (mutation.ObjectRequest)."""
+        self.check()
+        out, n = self._reply()
+        self._dll.mutation_object(system, request, len(request), ctypes.byref(out), ctypes.byref(n))
+        data: dict[str, Any] = orjson.loads(self._take(out, n))
+        return data
 
     def release(self, handle: int) -> None:
         """Free a handle; nothing in a forked child (the parent's runtime is not ours to call)."""

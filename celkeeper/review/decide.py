@@ -10,9 +10,17 @@ from typing import Protocol
 
 from celkeeper.cel.api import Explained, Inventory, Outcome, RequestInput
 from celkeeper.cel.inventory import Gvk, describe, unmet
-from celkeeper.expansion import SOURCE_GENERATED, Expansions, Resultant, prefix
+from celkeeper.expansion import (
+    SOURCE_GENERATED,
+    SOURCE_ORIGINAL,
+    ExpansionError,
+    Expansions,
+    Resultant,
+    prefix,
+)
 from celkeeper.match import MatchError, targets_of
-from celkeeper.model import Action, Decision, EnforcementPoint, FailurePolicy, JsonValue, Result
+from celkeeper.model import Action, Decision, EnforcementPoint, FailurePolicy, JsonObject, JsonValue, Result
+from celkeeper.mutation import MutatorSet
 from celkeeper.policy import Candidate, PolicySet
 from celkeeper.review.request import AdmissionRequest, request_for_object
 from celkeeper.templates import CompiledTemplate
@@ -108,6 +116,7 @@ def decide(
     data: SyncedData | None = None,
     expand: bool = True,
     expansion_namespace: ExpansionNamespace | None = None,
+    mutate_before_expanding: bool = False,
     tracer: Tracer | None = None,
 ) -> Decision:
     """Every violation of the policies by the request, with the action that applies at `point`.
@@ -120,13 +129,18 @@ def decide(
     object generates (policies.expansions) are decided too, their results prefixed
     `[Implied by <template>]` (gator does not expand AdmissionReviews: it passes False);
     `expansion_namespace`: the Namespace known for the object expanded (None: the webhook's and the
-    audit's, none beyond the object's own; gator's expander knows its own). `tracer`: told
-    everything decided (explanations); the verdict is the same with or without one. Raises
-    ExpansionError when the object cannot be expanded."""
+    audit's, none beyond the object's own; gator's expander knows its own). The policy set's mutators
+    (policies.mutators) mutate each generated object before it is decided or expanded in turn, as
+    Gatekeeper's expansion does (source Generated); `mutate_before_expanding`: the object is mutated
+    (source Original) before it is expanded, as gator test's expander does (its own decision is on the
+    object as given). `tracer`: told everything decided (explanations); the verdict is the same with or
+    without one. Raises ExpansionError when the object cannot be expanded (or mutated)."""
     point_name = str(point.value if isinstance(point, EnforcementPoint) else point)
     expansions = policies.expansions
     resultants = (
-        expand_request(request, expansions, expansion_namespace)
+        expand_request(
+            request, expansions, expansion_namespace, policies.mutators, namespaces, mutate_before_expanding
+        )
         if expand and (request.group, request.kind) in expansions.group_kinds
         else ()
     )
@@ -145,12 +159,19 @@ def decide(
     return Decision(tuple(results), tuple(timings.items()))
 
 
-def expand_request(
-    request: AdmissionRequest, expansions: Expansions, namespace_of: ExpansionNamespace | None = None
+def expand_request(  # noqa: PLR0917
+    request: AdmissionRequest,
+    expansions: Expansions,
+    namespace_of: ExpansionNamespace | None = None,
+    mutators: MutatorSet | None = None,
+    namespaces: NamespaceLookup | None = None,
+    mutate_before_expanding: bool = False,
 ) -> list[Resultant]:
     """The objects the request's object generates, as Gatekeeper's webhook expands a request: its
     object (oldObject on DELETE) with the request's namespace and kind (gatekeeper pkg/webhook
-    policy.go reviewRequest); a plain object (gator, audit) as it is. Raises ExpansionError."""
+    policy.go reviewRequest); a plain object (gator, audit) as it is. Each generated object is mutated by
+    `mutators` (pkg/expansion/system.go expand), with the Namespace the expansion knows (`namespaces`).
+    Raises ExpansionError."""
     obj = request.object if request.object is not None else None
     if obj is None and request.operation == "DELETE":
         obj = request.old_object
@@ -168,7 +189,55 @@ def expand_request(
         parent["apiVersion"] = f"{request.group}/{request.version}" if request.group else request.version
         parent["kind"] = request.kind
         obj = parent
-    return expansions.expand(obj, namespace_of(obj) if namespace_of is not None else None)
+    namespace = namespace_of(obj) if namespace_of is not None else None
+    if mutators is None or not len(mutators):
+        return expansions.expand(obj, namespace)
+    user = request.cel_request.get("userInfo")
+    username = str(user.get("username") or "") if isinstance(user, Mapping) else ""
+    ns_object = _namespace_object(request, namespace, namespace_of is not None, namespaces)
+    if mutate_before_expanding:
+        base = mutators.mutate_object(obj, ns_object, source=SOURCE_ORIGINAL, username=username)
+        if base.error:
+            raise ExpansionError(f"{BASE_MUTATION} {_name_of(obj)}: {base.error}")
+        obj = base.object
+
+    def mutate(generated: JsonObject) -> JsonObject:
+        done = mutators.mutate_object(generated, ns_object, source=SOURCE_GENERATED, username=username)
+        if done.error:
+            raise ExpansionError(f"failed to mutate resultant resource {_name_of(generated)}: {done.error}")
+        return done.object
+
+    return expansions.expand(obj, namespace, mutate)
+
+
+#: how gator's expander words a failure to mutate the object it expands (pkg/gator/expand/expand.go)
+BASE_MUTATION = "error mutating base resource"
+
+
+def _namespace_object(
+    request: AdmissionRequest, namespace: str | None, gator: bool, namespaces: NamespaceLookup | None
+) -> Mapping[str, JsonValue] | None:
+    """The Namespace of the Mutable Gatekeeper's expansion mutates generated objects with: the request's
+    (the webhook, the audit: none for a cluster-scoped object), or gator's expander's
+    (NamespaceForResource: an empty one for a cluster-scoped object, the one it was given, a `default`
+    made up, or none)."""
+    if not gator:
+        if not request.namespace or namespaces is None:
+            return None
+        return namespaces(request.namespace)
+    if namespace == "":
+        return {}
+    if namespace is None:
+        return None
+    found = namespaces(namespace) if namespaces is not None else None
+    if found is None and namespace == "default":
+        return {"metadata": {"name": "default"}}
+    return found
+
+
+def _name_of(obj: Mapping[str, JsonValue]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
 
 
 def _decide(  # noqa: PLR0917

@@ -7,7 +7,10 @@ A ConstraintTemplate is refused when it is malformed, when a CEL expression does
 the expression), when its parameter schema cannot make a structural constraint CRD, or when an update
 changes its kind (the constraints of the old kind would be orphaned). A constraint is refused when its
 template's parameter schema rejects its parameters, when its match is invalid or when its enforcement
-action is unknown. Every problem is one line: `<field path>: <message>`.
+action is unknown. A Gatekeeper mutator (mutations.gatekeeper.sh) is refused as Gatekeeper's validating
+webhook refuses it (and as the API server would with its CRD: the schema, unknown fields), with
+Gatekeeper's own checks (celkeeper.mutation.check_mutator), and when it reads external data, which
+celkeeper cannot call. Every problem is one line: `<field path>: <message>`.
 
 Gatekeeper's admission only refuses templates it cannot make a CRD for and constraints its schema
 rejects; a template whose code does not compile is accepted and reports the error in its status.
@@ -28,6 +31,9 @@ from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
 from celkeeper.match import parse_match
 from celkeeper.model import JsonValue
+from celkeeper.mutation import GROUP as MUTATOR_GROUP
+from celkeeper.mutation import KINDS as MUTATOR_KINDS
+from celkeeper.mutation import check_mutator
 from celkeeper.policy import PolicySet
 from celkeeper.templates import TemplateCompiler
 from celkeeper.templates.spec import CELKEEPER_GROUP, GATEKEEPER_GROUP, KIND
@@ -73,6 +79,8 @@ def check_policy_request(
         return _check_template(obj, request.get("oldObject"), compiler), []
     if group in CONSTRAINT_GROUPS:
         return _check_constraint(obj, policies)
+    if group == MUTATOR_GROUP and kind.get("kind") in MUTATOR_KINDS:
+        return _unique([_line(err) for err in check_mutator(Document.from_object(dict(obj), file=""))]), []
     return [], []
 
 

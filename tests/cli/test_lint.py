@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from tests.cli.conftest import EXAMPLES, run_unprivileged, write_dedented
+from tests.support.native import require_celgo
 
 
 def test_examples_lint_clean(cli, engine: str) -> None:
@@ -168,3 +169,57 @@ def test_a_folder_that_cannot_be_read_is_a_problem(shared_tmp: Path) -> None:
     assert run.code == 1, run.out + run.err
     assert run.out.splitlines() == [f"{hidden}: cannot list: Permission denied"]
     assert run.err.startswith("celkeeper lint: 1 problem in ")
+
+
+def test_mutators_gatekeeper_refuses_and_conflicts_are_problems(cli, tmp_path: Path) -> None:
+    require_celgo()
+    path = write_dedented(
+        tmp_path / "mutators.yaml",
+        """\
+        apiVersion: mutations.gatekeeper.sh/v1
+        kind: Assign
+        metadata: {name: as-a-list}
+        spec:
+          applyTo: [{groups: [""], versions: [v1], kinds: [Pod]}]
+          location: "spec.containers[name:*].imagePullPolicy"
+          parameters: {assign: {value: Always}}
+        ---
+        apiVersion: mutations.gatekeeper.sh/v1
+        kind: Assign
+        metadata: {name: as-a-map}
+        spec:
+          applyTo: [{groups: [""], versions: [v1], kinds: [Pod]}]
+          location: "spec.containers.web.imagePullPolicy"
+          parameters: {assign: {value: Never}}
+        ---
+        apiVersion: mutations.gatekeeper.sh/v1beta1
+        kind: ModifySet
+        metadata: {name: broken}
+        spec:
+          applyTo: [{groups: [""], versions: [v1], kinds: [Pod]}]
+          location: "spec.containers[name:*"
+          parameters: {values: {fromList: [x]}}
+        ---
+        apiVersion: mutations.gatekeeper.sh/v1
+        kind: AssignMetadata
+        metadata: {name: reads-a-provider}
+        spec:
+          location: metadata.labels.x
+          parameters: {assign: {externalData: {provider: p, dataSource: Username}}}
+        """,
+    )
+    run = cli("lint", str(tmp_path))
+    assert run.code == 1
+    lines = run.out.splitlines()
+    assert [line.split(": ", 3)[:3] for line in lines] == [
+        [f"{path}:6:13", "document 1", "spec.location"],
+        [f"{path}:14:13", "document 2", "spec.location"],
+        [f"{path}:22:13", "document 3", "spec.location"],
+        [f"{path}:30:39", "document 4", "spec.parameters.assign.externalData"],
+    ]
+    assert "conflicting schemas" in lines[0] and "conflicting schemas" in lines[1]
+    assert "ModifySet broken: invalid location format" in lines[2]
+    assert "AssignMetadata reads-a-provider: external data" in lines[3]
+    assert (
+        run.err == "celkeeper lint: 4 problems in 1 files: 0 templates, 0 constraints, 0 suites, 4 mutators\n"
+    )

@@ -10,9 +10,9 @@ from celkeeper.expansion import (
     ExpansionError,
     Expansions,
     ExpansionTemplate,
-    is_mutator,
     parse_expansion_template,
 )
+from celkeeper.model import JsonObject
 
 
 def _expansion(
@@ -86,13 +86,25 @@ def test_expansion_templates_are_checked_as_gatekeeper_checks_them() -> None:
     assert sorted(expander.cycles) == ["a-to-b", "b-to-a"]
 
 
-def test_mutators_are_told_apart_from_other_documents() -> None:
-    """Gatekeeper's mutators, which `celkeeper test` refuses (celkeeper has no mutation)."""
-    documents = parse_documents(
-        "apiVersion: mutations.gatekeeper.sh/v1\nkind: Assign\nmetadata: {name: a}\n---\n"
-        "apiVersion: mutations.gatekeeper.sh/v1alpha1\nkind: AssignImage\nmetadata: {name: i}\n---\n"
-        "apiVersion: expansion.gatekeeper.sh/v1alpha1\nkind: ExpansionTemplate\nmetadata: {name: e}\n---\n"
-        "apiVersion: mutations.gatekeeper.sh/v1\nkind: Other\nmetadata: {name: o}\n",
-        "m.yaml",
-    ).documents
-    assert [is_mutator(d) for d in documents] == [True, True, False, False]
+def test_generated_objects_are_mutated_before_they_are_expanded() -> None:
+    """Gatekeeper's expansion mutates each generated object before expanding it in turn (review.decide
+    passes the policy set's mutators)."""
+    expander = Expansions(
+        [
+            _template(_expansion("a-to-b", "g/v1/A", "g/v1/B")),
+            _template(_expansion("b-to-c", "g/v1/B", "g/v1/C")),
+        ]
+    )
+    seen: list[str] = []
+
+    def mutate(obj: JsonObject) -> JsonObject:
+        seen.append(obj["kind"])
+        return {**obj, "spec": {"template": {"metadata": {"labels": {"marked": obj["kind"]}}}}}
+
+    parent = {"apiVersion": "g/v1", "kind": "A", "metadata": {"name": "p"}, "spec": {"template": {}}}
+    found = expander.expand(parent, mutate=mutate)
+    assert seen == ["B", "C"]
+    assert [(r.object["kind"], r.object["spec"]["template"]) for r in found] == [
+        ("C", {"metadata": {"labels": {"marked": "C"}}}),
+        ("B", {"metadata": {"labels": {"marked": "B"}}}),
+    ]

@@ -16,7 +16,7 @@ from tests.support.requirements import KUBE
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "github.com/open-policy-agent/gatekeeper/v3"
 VERSION = "v3.23.1"
-GO_MODULE_DIR = ROOT / "celkeeper" / "cel" / "celgo" / "go"  # requires Gatekeeper
+GO_MODULE_DIR = ROOT / "celkeeper" / "native" / "go"  # requires Gatekeeper
 
 
 def _unavailable(reason: str) -> None:

@@ -11,6 +11,7 @@ from typing import NoReturn
 import pytest
 
 from tests.support.binaries import BinariesUnavailable
+from tests.support.gatekeeper import GatekeeperUnavailable
 from tests.support.gator import GatorUnavailable
 
 
@@ -57,4 +58,7 @@ class Requirement:
 KUBE = Requirement("CELKEEPER_REQUIRE_KUBE", "kube", "kube_cluster")
 NODE = Requirement("CELKEEPER_REQUIRE_NODE", "node", "node_cluster")
 GATOR = Requirement("CELKEEPER_REQUIRE_GATOR", "gator", "gator", GatorUnavailable)
+GATEKEEPER = Requirement(
+    "CELKEEPER_REQUIRE_GATEKEEPER", "gatekeeper", "gatekeeper_manager", GatekeeperUnavailable
+)
 BROWSER = Requirement("CELKEEPER_REQUIRE_BROWSER", "browser", "chromium", BrowserUnavailable)

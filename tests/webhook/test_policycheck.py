@@ -16,6 +16,7 @@ from celkeeper.policy import PolicySet, build_policy_set
 from celkeeper.templates import TemplateCompiler
 from celkeeper.webhook.policycheck import check_policy_request
 from tests.incluster.support import required_labels, required_labels_template
+from tests.support.native import require_celgo
 from tests.support.serve import ServeProcess
 
 KIND = "CheckLabels"
@@ -177,3 +178,32 @@ def test_the_route_refuses_or_warns(server: ServeProcess) -> None:
     good = server.post("/v1/admitpolicy", review(required_labels(KIND, "fine", ["a"], ["default"]))).json()
     assert good["response"] == {"uid": "u-1", "allowed": True}
     assert server.post("/v1/admitpolicy", b"{not json").status_code == 400
+
+
+def test_a_mutator_gatekeeper_refuses_is_refused_with_its_field(compiler: TemplateCompiler) -> None:
+    require_celgo()
+    mutator = {
+        "apiVersion": "mutations.gatekeeper.sh/v1",
+        "kind": "Assign",
+        "metadata": {"name": "pull"},
+        "spec": {
+            "applyTo": [{"groups": [""], "versions": ["v1"], "kinds": ["Pod"]}],
+            "location": "spec.containers[name:*].imagePullPolicy",
+            "parameters": {"assign": {"value": "Always"}},
+        },
+    }
+    assert check_policy_request(request(mutator), None, compiler) == ([], [])
+    mutator["spec"]["location"] = "metadata.labels.x"
+    problems, _ = check_policy_request(request(mutator), None, compiler)
+    assert problems == ["Assign pull: assign pull can't change metadata"]
+    mutator["spec"]["location"] = "spec.containers[name:*"
+    problems, _ = check_policy_request(request(mutator), None, compiler)
+    assert len(problems) == 1 and problems[0].startswith(
+        "spec.location: Assign pull: invalid location format"
+    )
+    mutator["spec"]["location"] = "spec.x"
+    mutator["spec"]["parameters"] = {"assign": {"externalData": {"provider": "p"}}}
+    problems, _ = check_policy_request(request(mutator), None, compiler)
+    assert len(problems) == 1 and problems[0].startswith(
+        "spec.parameters.assign.externalData: Assign pull: external data"
+    )

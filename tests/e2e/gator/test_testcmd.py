@@ -1,8 +1,8 @@
 """`celkeeper test` against `gator test`: the same results (object, constraint, message, enforcement
 action, scoped actions) row for row in `-o json`, the same text lines, the same exit code, on the
 examples and on generated inputs (every match criterion and enforcement action over namespaced,
-cluster-scoped and Namespace objects; ExpansionTemplates). AdmissionReviews are left out on purpose:
-celkeeper reviews their request, gator the AdmissionReview object (celkeeper/cli/testcmd.py)."""
+cluster-scoped and Namespace objects; ExpansionTemplates, with mutators). AdmissionReviews are left out on
+purpose: celkeeper reviews their request, gator the AdmissionReview object (celkeeper/cli/testcmd.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,48 @@ def _inputs(base: Path) -> dict[str, Path]:
             )
         )
     )
-    return {"examples": examples, "matching": matching, "expansion": expansion}
+    mutation = base / "mutation"
+    shutil.copytree(expansion, mutation)
+    (mutation / "mutators.yaml").write_text(MUTATORS)
+    return {"examples": examples, "matching": matching, "expansion": expansion, "mutation": mutation}
+
+
+# mutators with the ExpansionTemplates: gator test mutates an object before expanding it (source
+# Original: the Deployment's template made unprivileged) and each generated object (source Generated:
+# containers without the field made privileged), and reviews the mutators as objects
+MUTATORS = """\
+apiVersion: mutations.gatekeeper.sh/v1
+kind: Assign
+metadata:
+  name: unprivileged-web
+spec:
+  applyTo: [{groups: [apps], versions: [v1], kinds: [Deployment]}]
+  match: {source: Original}
+  location: "spec.template.spec.containers[name:web].securityContext.privileged"
+  parameters:
+    assign: {value: false}
+---
+apiVersion: mutations.gatekeeper.sh/v1beta1
+kind: Assign
+metadata:
+  name: privileged-generated
+spec:
+  applyTo: [{groups: [""], versions: [v1], kinds: [Pod]}]
+  match: {source: Generated}
+  location: "spec.containers[name:*].securityContext.privileged"
+  parameters:
+    pathTests: [{subPath: "spec.containers[name:*].securityContext.privileged", condition: MustNotExist}]
+    assign: {value: true}
+---
+apiVersion: mutations.gatekeeper.sh/v1alpha1
+kind: AssignMetadata
+metadata:
+  name: team
+spec:
+  location: metadata.labels.team
+  parameters:
+    assign: {fromMetadata: {field: namespace}}
+"""
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +136,7 @@ def _rows(text: str) -> Counter[Row]:
     return rows
 
 
-@pytest.mark.parametrize("inputs", ["examples", "matching", "expansion"])
+@pytest.mark.parametrize("inputs", ["examples", "matching", "expansion", "mutation"])
 def test_json_results_agree(test_runs: dict[str, dict[str, Any]], inputs: str) -> None:
     (gator_code, gator_out), (code, out), err = test_runs[inputs]["json"]
     # celkeeper's stderr: its summary line alone (every object reviewed, no error)
@@ -109,8 +150,16 @@ def test_json_results_agree(test_runs: dict[str, dict[str, Any]], inputs: str) -
     assert code == gator_code
 
 
-@pytest.mark.parametrize("inputs", ["examples", "matching", "expansion"])
+@pytest.mark.parametrize("inputs", ["examples", "matching", "expansion", "mutation"])
 def test_text_lines_agree(test_runs: dict[str, dict[str, Any]], inputs: str) -> None:
     (gator_code, gator_out), (code, out), _ = test_runs[inputs]["text"]
     assert sorted(out.splitlines()) == sorted(gator_out.splitlines())
     assert code == gator_code
+
+
+def test_the_mutators_change_what_gator_reports(test_runs: dict[str, dict[str, Any]]) -> None:
+    """The mutation inputs are the expansion inputs with mutators: gator's results differ (the agreement
+    above is about mutation, not about inputs the mutators leave alone)."""
+    (_, with_mutators), _, _ = test_runs["mutation"]["json"]
+    (_, without), _, _ = test_runs["expansion"]["json"]
+    assert _rows(with_mutators) != _rows(without)

@@ -1,0 +1,268 @@
+package mutation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller/config/process"
+	gkmutation "github.com/open-policy-agent/gatekeeper/v3/pkg/mutation"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/mutation/match"
+	mutationtypes "github.com/open-policy-agent/gatekeeper/v3/pkg/mutation/types"
+	jsonpatch "gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	k8serrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Request is what Gatekeeper's mutation webhook works on: the AdmissionRequest, and the Namespace it
+// reads from the cluster for a namespaced request (its cache, then the API server).
+type Request struct {
+	Request admissionv1.AdmissionRequest `json:"request"`
+	// Namespace is the request's Namespace object, as the cluster has it; nil when it does not exist.
+	Namespace *corev1.Namespace `json:"namespace"`
+	// NoNamespace: a namespace the request names but that is not given is mutated without its
+	// Namespace (no cluster to read it from: the offline tools) rather than refused with the API
+	// server's not-found error, Gatekeeper's answer in a cluster. A mutator whose match needs it then
+	// fails with Gatekeeper's error.
+	NoNamespace bool `json:"noNamespace"`
+	// MutationID is the mutation's id (gatekeeper.sh/mutation-id, with Options.Annotations) instead of
+	// a random UUID: for tests.
+	MutationID string `json:"mutationID"`
+	// Explain: also say which mutators applied in which iteration.
+	Explain bool `json:"explain"`
+}
+
+// Result is Gatekeeper's answer and what it is made of.
+type Result struct {
+	// Response is the AdmissionResponse Gatekeeper's webhook answers (controller-runtime's, completed).
+	Response admissionv1.AdmissionResponse `json:"response"`
+	// Mutated: the object changed (Response carries the JSONPatch).
+	Mutated bool `json:"mutated"`
+	// Patch is the JSONPatch as operations.
+	Patch []jsonpatch.JsonPatchOperation `json:"patch"`
+	// Object is the mutated object (JSON), when mutated.
+	Object json.RawMessage `json:"object,omitempty"`
+	// Error is the error Gatekeeper answers with (code 500), if any.
+	Error string `json:"error,omitempty"`
+	// Iterations, when explained: the mutators that changed the object in each iteration that did (as
+	// Gatekeeper logs them with --log-mutations), "iteration_0" first.
+	Iterations []Iteration `json:"iterations,omitempty"`
+}
+
+// Iteration is one pass over the mutators that changed the object.
+type Iteration struct {
+	Iteration string   `json:"iteration"`
+	Mutators  []string `json:"mutators"`
+}
+
+// callMu serializes Mutate calls: Gatekeeper's System reads its options from two process-wide flags
+// (--mutation-annotations, --log-mutations), which each call sets for itself.
+var callMu sync.Mutex
+
+// Mutate answers an admission request exactly as Gatekeeper's mutation webhook does
+// (pkg/webhook/mutation.go Handle and mutateRequest, then controller-runtime's Webhook.Handle completing
+// the response), with the Namespace given instead of read from the cluster.
+func (s *System) Mutate(in *Request) Result {
+	callMu.Lock()
+	defer callMu.Unlock()
+	id := uuid.New()
+	if in.MutationID != "" {
+		parsed, err := uuid.Parse(in.MutationID)
+		if err != nil {
+			return Result{Error: "mutationID: " + err.Error()}
+		}
+		id = parsed
+	}
+	s.nextUUID = func() uuid.UUID { return id }
+	*gkmutation.MutationAnnotationsEnabled = s.opts.Annotations
+	*gkmutation.MutationLoggingEnabled = in.Explain
+	var captured *capture
+	if in.Explain {
+		captured = captures.start(id)
+		defer captures.stop(id)
+	}
+
+	req := admission.Request{AdmissionRequest: in.Request}
+	out := &Result{}
+	resp := s.handle(context.Background(), req, in, out)
+	if err := resp.Complete(req); err != nil {
+		resp = admission.Errored(http.StatusInternalServerError, errors.New("unable to encode response"))
+		resp.UID = req.UID
+	}
+	out.Response = resp.AdmissionResponse
+	out.Patch = resp.Patches
+	if out.Patch == nil {
+		out.Patch = []jsonpatch.JsonPatchOperation{}
+	}
+	if resp.Result != nil && resp.Result.Code == http.StatusInternalServerError {
+		out.Error = resp.Result.Message
+	}
+	if captured != nil {
+		out.Iterations = captured.iterations
+	}
+	return *out
+}
+
+// handle is pkg/webhook/mutation.go:105-142 (Handle): Gatekeeper's own requests, operations other than
+// CREATE and UPDATE, Gatekeeper's resources and namespaces excluded by the Config are not mutated.
+func (s *System) handle(ctx context.Context, req admission.Request, in *Request, out *Result) admission.Response {
+	if s.opts.SelfUsername != "" && req.UserInfo.Username == s.opts.SelfUsername {
+		return admission.Allowed("Gatekeeper does not self-manage")
+	}
+	if !match.IsSupportedMutationOperation(req.Operation) {
+		return admission.Allowed("Mutating only on create or update")
+	}
+	if isGatekeeperResource(&req) {
+		return admission.Allowed("Not mutating gatekeeper resources")
+	}
+	// skipExcludedNamespace (pkg/webhook/common.go:157-189); an error is logged there and the
+	// namespace not excluded.
+	if excluded, _ := s.skipExcludedNamespace(&req.AdmissionRequest); excluded {
+		return admission.Allowed("Namespace is set to be ignored by Gatekeeper config")
+	}
+	return s.mutateRequest(ctx, &req, in, out)
+}
+
+// isGatekeeperResource is pkg/webhook/common.go:119-132.
+func isGatekeeperResource(req *admission.Request) bool {
+	switch req.Kind.Group {
+	case "templates.gatekeeper.sh", "constraints.gatekeeper.sh", Group, "config.gatekeeper.sh",
+		"externaldata.gatekeeper.sh", "expansion.gatekeeper.sh", "status.gatekeeper.sh":
+		return true
+	}
+	return false
+}
+
+func (s *System) skipExcludedNamespace(req *admissionv1.AdmissionRequest) (bool, error) {
+	obj := &unstructured.Unstructured{}
+	if _, _, err := deserializer.Decode(req.Object.Raw, nil, obj); err != nil {
+		return false, err
+	}
+	obj.SetNamespace(req.Namespace)
+	return s.excluder.IsNamespaceExcluded(process.Mutation, obj)
+}
+
+// mutateRequest is pkg/webhook/mutation.go:144-212, with the Namespace given (in.Namespace) where
+// Gatekeeper gets it from its client.
+func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *Request, out *Result) admission.Response {
+	ns := &corev1.Namespace{}
+	switch {
+	case req.Kind.Kind == "Namespace" && req.Kind.Group == "":
+		req.Namespace = ""
+		obj, _, err := deserializer.Decode(req.Object.Raw, nil, &corev1.Namespace{})
+		if err != nil {
+			return admission.Errored(int32(http.StatusInternalServerError), err)
+		}
+		var ok bool
+		ns, ok = obj.(*corev1.Namespace)
+		if !ok {
+			return admission.Errored(int32(http.StatusInternalServerError), errors.New("failed to cast namespace object"))
+		}
+	case req.Namespace != "":
+		switch {
+		case in.Namespace != nil:
+			ns = in.Namespace.DeepCopy()
+		case in.NoNamespace:
+			ns = nil
+		default:
+			return admission.Errored(int32(http.StatusInternalServerError),
+				k8serrors.NewNotFound(corev1.Resource("namespaces"), req.Namespace))
+		}
+	default:
+		ns = nil
+	}
+	obj := unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(req.Object.Raw); err != nil {
+		return admission.Errored(int32(http.StatusInternalServerError), err)
+	}
+
+	oldNS := obj.GetNamespace()
+	obj.SetNamespace(req.Namespace)
+
+	mutable := &mutationtypes.Mutable{
+		Object:    &obj,
+		Namespace: ns,
+		Username:  req.UserInfo.Username,
+		Source:    mutationtypes.SourceTypeOriginal,
+		Operation: req.Operation,
+	}
+	mutated, err := s.gk.Mutate(ctx, mutable)
+	if err != nil {
+		return admission.Errored(int32(http.StatusInternalServerError), err)
+	}
+	if !mutated {
+		return admission.Allowed("Resource was not mutated")
+	}
+
+	mutable.Object.SetNamespace(oldNS)
+
+	newJSON, err := mutable.Object.MarshalJSON()
+	if err != nil {
+		return admission.Errored(int32(http.StatusInternalServerError), err)
+	}
+	resp := admission.PatchResponseFromRaw(req.Object.Raw, newJSON)
+	if len(resp.Patches) > 0 {
+		out.Mutated = true
+		out.Object = newJSON
+	}
+	return resp
+}
+
+// ObjectRequest is an object mutated outside a webhook request: a generated object (Gatekeeper's
+// expansion System mutates each with source Generated, pkg/expansion/system.go expand), or an object
+// gator's expander mutates before expanding it (pkg/gator/expand/expand.go Expand: source Original).
+type ObjectRequest struct {
+	Object    json.RawMessage   `json:"object"`
+	Namespace *corev1.Namespace `json:"namespace"`
+	Username  string            `json:"username"`
+	Source    string            `json:"source"`
+	Operation string            `json:"operation"`
+}
+
+// ObjectResult is the object as Gatekeeper's System leaves it, or its error.
+type ObjectResult struct {
+	Object  json.RawMessage `json:"object,omitempty"`
+	Mutated bool            `json:"mutated"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// MutateObject runs the System on an object as Gatekeeper's expansion does: the Mutable holds the object
+// (its namespace as it is), the Namespace, the user, the source and the operation (empty outside a
+// request: only mutators applying to every operation match).
+func (s *System) MutateObject(in *ObjectRequest) ObjectResult {
+	callMu.Lock()
+	defer callMu.Unlock()
+	id := uuid.New()
+	s.nextUUID = func() uuid.UUID { return id }
+	*gkmutation.MutationAnnotationsEnabled = s.opts.Annotations
+	*gkmutation.MutationLoggingEnabled = false
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(in.Object); err != nil {
+		return ObjectResult{Error: "the object to mutate: " + err.Error()}
+	}
+	source := mutationtypes.SourceType(in.Source)
+	if source == "" {
+		source = mutationtypes.SourceTypeOriginal
+	}
+	mutated, err := s.gk.Mutate(context.Background(), &mutationtypes.Mutable{
+		Object:    obj,
+		Namespace: in.Namespace,
+		Username:  in.Username,
+		Source:    source,
+		Operation: admissionv1.Operation(in.Operation),
+	})
+	if err != nil {
+		return ObjectResult{Error: err.Error()}
+	}
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return ObjectResult{Error: err.Error()}
+	}
+	return ObjectResult{Object: data, Mutated: mutated}
+}

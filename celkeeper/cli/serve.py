@@ -270,6 +270,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     srv.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     srv.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="event loops per worker process, each on a thread of its own (default 1)",
+    )
+    srv.add_argument(
         "--timeout", type=int, default=30, help="seconds before a stuck worker is replaced (default 30)"
     )
     srv.add_argument(
@@ -352,8 +358,8 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--policy-dir DIR is needed with --source folder")
     if args.source == "kubernetes" and (args.policy_dir or args.namespaces):
         raise CelkeeperError("--policy-dir and --namespaces are for --source folder; the cluster has both")
-    if args.workers < 1:
-        raise CelkeeperError("--workers must be at least 1")
+    if args.workers < 1 or args.threads < 1:
+        raise CelkeeperError("--workers and --threads must be at least 1")
     if args.handshake_timeout <= 0 or args.request_timeout <= 0:
         raise CelkeeperError("--handshake-timeout and --request-timeout must be positive")
     if args.expected_pods < 1:
@@ -435,6 +441,7 @@ def run(args: argparse.Namespace) -> int:
     options = ServerOptions(
         binds=tuple(args.bind or ["0.0.0.0:8443"]),
         workers=args.workers,
+        threads=args.threads,
         timeout=args.timeout,
         graceful_timeout=args.graceful_timeout,
         drain_seconds=args.drain_seconds,

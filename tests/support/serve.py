@@ -43,10 +43,12 @@ class ServeProcess:
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         root: Path = ROOT,
+        threads: int = 1,
     ) -> None:
         self.workdir = workdir
         self.policy_dir = policy_dir
         self.workers = workers
+        self.threads = threads
         self.args = list(args)
         self.certs = write_certificates(workdir / "certs", ["localhost"], ["127.0.0.1"])
         self.state = StateDir(workdir / "state")
@@ -75,6 +77,8 @@ class ServeProcess:
             str(self.state.root),
             "--workers",
             str(self.workers),
+            "--threads",
+            str(self.threads),
             "--poll-interval",
             "0.2",
             *self.args,

@@ -23,14 +23,35 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
 
 func main() {}
+
+// memoryLimitRatio is the share of the memory limit of the process's cgroup (a container's limit, as
+// Kubernetes sets it, cgroup v1 or v2) this Go runtime takes as its soft memory limit (GOMEMLIMIT):
+// past it the collector runs whatever GOGC says, so that the garbage GOGC lets accumulate (k8scel/gc.go)
+// never takes a container over its limit. A webhook pod holds two Go runtimes (the worker's, the
+// informer's; three while a worker is replaced) beside Python's heaps. GOMEMLIMIT or AUTOMEMLIMIT (a
+// ratio, or "off") in the environment decide instead; without a cgroup limit there is none.
+const memoryLimitRatio = 0.35
+
+func init() {
+	_, _ = memlimit.Set(memlimit.WithRatio(memoryLimitRatio), memlimit.WithProvider(memlimit.FromCgroup))
+}
+
+// collector is the Go collector's settings now: its soft memory limit (math.MaxInt64: none) and GOGC.
+func collector() (memoryLimit uint64, gcPercent uint64) {
+	samples := []metrics.Sample{{Name: "/gc/gomemlimit:bytes"}, {Name: "/gc/gogc:percent"}}
+	metrics.Read(samples)
+	return samples[0].Value.Uint64(), samples[1].Value.Uint64()
+}
 
 var (
 	mu      sync.RWMutex
@@ -104,7 +125,12 @@ func native_release(h C.longlong) {
 
 //export native_info
 func native_info(out **C.char, outn *C.int) {
-	info := map[string]any{"compatibilityVersion": environment.DefaultCompatibilityVersion().String()}
+	memoryLimit, gcPercent := collector()
+	info := map[string]any{
+		"compatibilityVersion": environment.DefaultCompatibilityVersion().String(),
+		"memoryLimit":          memoryLimit,
+		"gcPercent":            gcPercent,
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		info["go"] = bi.GoVersion
 		for _, dep := range bi.Deps {

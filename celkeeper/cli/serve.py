@@ -268,12 +268,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="a new CA is trusted this long before it signs the serving certificate (default 60)",
     )
-    srv.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    srv.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes (default 1): each holds its own compiled policies and Go runtime",
+    )
     srv.add_argument(
         "--threads",
         type=int,
-        default=1,
-        help="event loops per worker process, each on a thread of its own (default 1)",
+        default=2,
+        help="event loops per worker process, each on a thread of its own (default 2): the policies' "
+        "evaluation in Go runs on as many cores at once",
     )
     srv.add_argument(
         "--timeout", type=int, default=30, help="seconds before a stuck worker is replaced (default 30)"

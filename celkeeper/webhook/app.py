@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,7 +217,12 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     @app.get("/readyz")
     def readyz() -> Response:
         loaded = live.current
-        detail: dict[str, Any] = {"ready": live.ready, "worker": live.pid, "engine": settings.engine}
+        detail: dict[str, Any] = {
+            "ready": live.ready,
+            "worker": live.pid,
+            "loop": threading.current_thread().name,  # the worker's event loop that answered
+            "engine": settings.engine,
+        }
         if loaded is None:
             detail["reason"] = "no snapshot loaded yet"
         else:

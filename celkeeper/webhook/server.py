@@ -66,8 +66,8 @@ log = logging.getLogger("celkeeper.server")
 @dataclass(frozen=True)
 class ServerOptions:
     binds: tuple[str, ...] = ("0.0.0.0:8443",)
-    workers: int = 2
-    threads: int = 1  # event loops per worker process, each on a thread of its own
+    workers: int = 1
+    threads: int = 2  # event loops per worker process, each on a thread of its own
     timeout: int = 30  # a worker silent for this long is killed and replaced
     graceful_timeout: int = 10  # on stop/restart, workers finish their requests within this
     drain_seconds: float = 0.0  # on SIGTERM, serve this long first, every answer closing its connection

@@ -29,6 +29,12 @@ ROOT = Path(__file__).resolve().parents[2]
 POLICIES = Path(__file__).resolve().parent / "policies"  # the policies most webhook tests serve
 
 
+#: the server's process models, as (--workers, --threads): the default (one worker process, its event
+#: loops on two threads) and the one before it (a process per worker, one loop each). Tests of what the
+#: worker guarantees (slow clients, deadlines, draining, rolling replacement, balancing) run on both.
+PROCESS_MODELS = {"threads": (1, 2), "processes": (2, 1)}
+
+
 class ServerFailed(RuntimeError):
     pass
 
@@ -43,7 +49,7 @@ class ServeProcess:
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         root: Path = ROOT,
-        threads: int = 1,
+        threads: int | None = None,  # None: the server's default
     ) -> None:
         self.workdir = workdir
         self.policy_dir = policy_dir
@@ -77,8 +83,7 @@ class ServeProcess:
             str(self.state.root),
             "--workers",
             str(self.workers),
-            "--threads",
-            str(self.threads),
+            *(["--threads", str(self.threads)] if self.threads is not None else []),
             "--poll-interval",
             "0.2",
             *self.args,

@@ -46,11 +46,30 @@ func init() {
 	_, _ = memlimit.Set(memlimit.WithRatio(memoryLimitRatio), memlimit.WithProvider(memlimit.FromCgroup))
 }
 
-// collector is the Go collector's settings now: its soft memory limit (math.MaxInt64: none) and GOGC.
-func collector() (memoryLimit uint64, gcPercent uint64) {
-	samples := []metrics.Sample{{Name: "/gc/gomemlimit:bytes"}, {Name: "/gc/gogc:percent"}}
+// runtimeFigures are the Go runtime's settings and memory now (runtime/metrics): its soft memory limit
+// (math.MaxInt64: none), GOGC, the bytes of live and dead heap objects, and all the memory the runtime
+// has mapped and not returned.
+var runtimeFigures = map[string]string{
+	"memoryLimit":   "/gc/gomemlimit:bytes",
+	"gcPercent":     "/gc/gogc:percent",
+	"heapObjects":   "/memory/classes/heap/objects:bytes",
+	"runtimeMemory": "/memory/classes/total:bytes",
+	"released":      "/memory/classes/heap/released:bytes",
+}
+
+func runtimeInfo(info map[string]any) {
+	samples := make([]metrics.Sample, 0, len(runtimeFigures))
+	for _, name := range runtimeFigures {
+		samples = append(samples, metrics.Sample{Name: name})
+	}
 	metrics.Read(samples)
-	return samples[0].Value.Uint64(), samples[1].Value.Uint64()
+	byName := map[string]uint64{}
+	for _, s := range samples {
+		byName[s.Name] = s.Value.Uint64()
+	}
+	for key, name := range runtimeFigures {
+		info[key] = byName[name]
+	}
 }
 
 var (
@@ -123,14 +142,18 @@ func native_release(h C.longlong) {
 	delete(handles, int64(h))
 }
 
+// native_trim collects the garbage now and returns the memory the runtime does not use to the operating
+// system (a process that has compiled policies and will not evaluate much until they change).
+//
+//export native_trim
+func native_trim() {
+	debug.FreeOSMemory()
+}
+
 //export native_info
 func native_info(out **C.char, outn *C.int) {
-	memoryLimit, gcPercent := collector()
-	info := map[string]any{
-		"compatibilityVersion": environment.DefaultCompatibilityVersion().String(),
-		"memoryLimit":          memoryLimit,
-		"gcPercent":            gcPercent,
-	}
+	info := map[string]any{"compatibilityVersion": environment.DefaultCompatibilityVersion().String()}
+	runtimeInfo(info)
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		info["go"] = bi.GoVersion
 		for _, dep := range bi.Deps {

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from werkzeug.test import Client
 
 from celkeeper.informer import FolderSource, Informer
 from celkeeper.settings import Settings
@@ -194,7 +195,7 @@ def test_an_evaluation_that_ignores_the_deadline_is_interrupted(
         settings = Settings(eval_deadline=0.3, failure_mode=mode)
         app = create_app(WebhookConfig(settings=settings, state=state, watch=False))
         started = time.monotonic()
-        resp = app.test_client().post("/v1/admit", data=json.dumps(review(pod(labels={}), uid="u1")))
+        resp = Client(app).post("/v1/admit", data=json.dumps(review(pod(labels={}), uid="u1")))
         assert time.monotonic() - started < 3
         answer = resp.get_json()["response"]
         assert resp.status_code == 200 and answer["uid"] == "u1"

@@ -139,7 +139,7 @@ def _post(path: str, body: bytes, extra: str = "", version: str = "HTTP/1.1") ->
 def test_the_worker_answers_admit_itself_as_gunicorn_would(
     server: ServeProcess, version: str, extra: str, closes: bool
 ) -> None:
-    """POST /v1/admit is answered by the worker's own route (no Gunicorn parser, WSGI or Flask); a
+    """POST /v1/admit is answered by the worker's own route (no Gunicorn parser or WSGI); a
     request carrying a header field the route leaves to Gunicorn (here X-Trace) goes the other way. Both
     answers must be the same: status line, framing, connection handling, JSON."""
     review_body = json.dumps(review(pod(labels={}), uid="uid-route")).encode()

@@ -30,12 +30,16 @@ HERE = Path(__file__).resolve().parent
 KEEP_BUILDS = 12  # older builds in the cache are removed (several worktrees share the cache)
 
 
-def _locate() -> Any:
-    spec = importlib.util.spec_from_file_location("_native_locate", HERE / "celkeeper/native/locate.py")
+def _load(name: str, path: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, HERE / path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _locate() -> Any:
+    return _load("_native_locate", "celkeeper/native/locate.py")
 
 
 def _warn(message: str) -> None:
@@ -77,8 +81,13 @@ def build_library() -> Path | None:
 
     threading.Thread(target=heartbeat, daemon=True).start()
     try:
+        # the dependencies' files celkeeper patches (celkeeper/native/go/patched.py)
+        modfile = _load("_native_patched", "celkeeper/native/go/patched.py").patched_modfile(go)
         proc = subprocess.run(
-            [go, *locate.BUILD_ARGS, "-o", str(partial), "."], cwd=locate.GO_DIR, env=env, check=False
+            [go, *locate.BUILD_ARGS, f"-modfile={modfile}", "-o", str(partial), "."],
+            cwd=locate.GO_DIR,
+            env=env,
+            check=False,
         )
     finally:
         done.set()

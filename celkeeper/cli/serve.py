@@ -35,7 +35,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.settings import (
@@ -47,11 +47,10 @@ from celkeeper.settings import (
 )
 
 if TYPE_CHECKING:  # imported where they are used: `celkeeper --help` does not load the server
-    from flask import Flask
-
     from celkeeper.incluster.certrotator import CertConfig
     from celkeeper.informer import KubernetesSource
     from celkeeper.snapshot import StateDir, WorkerBoard
+    from celkeeper.webhook.app import WebhookApp
 
 SOURCES = ("folder", "kubernetes")
 DEFAULT_NAMESPACE = "celkeeper-system"
@@ -268,7 +267,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="a new CA is trusted this long before it signs the serving certificate (default 60)",
     )
-    srv.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    srv.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes (default 1): each holds its own compiled policies and Go runtime",
+    )
+    srv.add_argument(
+        "--threads",
+        type=int,
+        default=2,
+        help="event loops per worker process, each on a thread of its own (default 2): the policies' "
+        "evaluation in Go runs on as many cores at once",
+    )
     srv.add_argument(
         "--timeout", type=int, default=30, help="seconds before a stuck worker is replaced (default 30)"
     )
@@ -343,7 +354,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def run(args: argparse.Namespace) -> int:
     from celkeeper.errors import CelkeeperError
-    from celkeeper.informer import FolderSource, check_kubernetes_config, run_informer
+    from celkeeper.informer import FolderSource, run_informer
     from celkeeper.snapshot import WorkerBoard
     from celkeeper.tls import ServerTLS
     from celkeeper.webhook.server import ServerOptions, serve
@@ -352,8 +363,8 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--policy-dir DIR is needed with --source folder")
     if args.source == "kubernetes" and (args.policy_dir or args.namespaces):
         raise CelkeeperError("--policy-dir and --namespaces are for --source folder; the cluster has both")
-    if args.workers < 1:
-        raise CelkeeperError("--workers must be at least 1")
+    if args.workers < 1 or args.threads < 1:
+        raise CelkeeperError("--workers and --threads must be at least 1")
     if args.handshake_timeout <= 0 or args.request_timeout <= 0:
         raise CelkeeperError("--handshake-timeout and --request-timeout must be positive")
     if args.expected_pods < 1:
@@ -378,13 +389,13 @@ def run(args: argparse.Namespace) -> int:
     if args.source == "folder":
         FolderSource(policy_dir, namespaces=namespaces).check()
     else:
-        check_kubernetes_config(args.kubeconfig, args.pod_name, args.pod_namespace)
+        _check_kubernetes_config(args.kubeconfig, args.pod_name, args.pod_namespace)
 
     logging.basicConfig(
         level=args.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr, datefmt="%Y-%m-%d %H:%M:%S %z"
     )
     if certificates is not None:
-        _bootstrap_certificates(args.kubeconfig, certificates)
+        _in_child(_bootstrap_certificates, args.kubeconfig, certificates)
     tls = ServerTLS(cert_file, key_file)  # fails now, with one line, if the pair is unusable
 
     temporary = args.state_dir is None
@@ -417,7 +428,7 @@ def run(args: argparse.Namespace) -> int:
             interval=poll,
         )
 
-    def app_factory(heartbeat: Callable[[], None]) -> Flask:
+    def app_factory(heartbeat: Callable[[], None]) -> WebhookApp:
         from celkeeper.webhook.app import WebhookConfig, create_app
 
         config = WebhookConfig(
@@ -435,6 +446,7 @@ def run(args: argparse.Namespace) -> int:
     options = ServerOptions(
         binds=tuple(args.bind or ["0.0.0.0:8443"]),
         workers=args.workers,
+        threads=args.threads,
         timeout=args.timeout,
         graceful_timeout=args.graceful_timeout,
         drain_seconds=args.drain_seconds,
@@ -462,6 +474,33 @@ def run(args: argparse.Namespace) -> int:
         if temporary and os.getpid() == master:
             shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def _check_kubernetes_config(kubeconfig: str | None, pod_name: str, pod_namespace: str) -> None:
+    """Fail at start-up, with one line, when the cluster source cannot work (no network used)."""
+    from celkeeper.crds import names
+    from celkeeper.errors import CelkeeperError
+
+    if kubeconfig:
+        if not os.path.isfile(kubeconfig):
+            raise CelkeeperError(f"kubeconfig {kubeconfig} does not exist")
+        if not os.access(kubeconfig, os.R_OK):
+            raise CelkeeperError(f"kubeconfig {kubeconfig} is not readable")
+    elif not os.environ.get("KUBERNETES_SERVICE_HOST") or not os.path.exists(SERVICE_ACCOUNT_TOKEN):
+        raise CelkeeperError(
+            "not running in a cluster (no KUBERNETES_SERVICE_HOST or service account token): "
+            "give --kubeconfig FILE"
+        )
+    if not names.is_dns1123_subdomain(pod_name) or len(pod_name) > 63:
+        raise CelkeeperError(
+            f"pod name {pod_name!r} cannot name status objects: use lower-case letters, digits, '-' and "
+            "'.' (at most 63 characters), e.g. --pod-name or POD_NAME"
+        )
+    if not names.is_dns1035_label(pod_namespace) and not names.is_dns1123_subdomain(pod_namespace):
+        raise CelkeeperError(f"{pod_namespace!r} is not a valid namespace name (--pod-namespace)")
 
 
 def _check_export_file(path: Path) -> None:
@@ -564,6 +603,37 @@ def _certificate_config(args: argparse.Namespace) -> CertConfig | None:
         cert_dir=args.cert_dir,
         policy=policy,
     )
+
+
+def _in_child(work: Callable[..., None], *args: Any) -> None:
+    """Run `work(*args)` in a child process and wait for it; its CelkeeperError is raised here, with its
+    message. The master stays as small as it is: what the work imports (the Kubernetes adapter and its
+    client, for the certificate bootstrap) is not carried by the master and every process it forks."""
+    from celkeeper.errors import CelkeeperError
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: do the work, say what went wrong, leave
+        os.close(read)
+        code = 0
+        try:
+            work(*args)
+        except CelkeeperError as err:
+            os.write(write, str(err).encode())
+            code = 1
+        except BaseException as err:  # a bug: its traceback on stderr, one line for the master
+            logging.getLogger("celkeeper.serve").exception("failed: %s", err)
+            os.write(write, f"internal error: {err}".encode())
+            code = 1
+        finally:
+            logging.shutdown()
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise CelkeeperError(message or f"the child process doing {work.__name__} exited with {status}")
 
 
 def _bootstrap_certificates(

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -41,7 +40,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from celkeeper.cel.inventory import Gvk
-from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError
 from celkeeper.incluster import (
     ConstraintCrdWriter,
@@ -263,27 +261,3 @@ class KubernetesSource:
             snapshot.generation, snapshot.synced, observe(objects, policies, errors, synced)
         )
         self.controllers.wake()
-
-
-SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-
-
-def check_kubernetes_config(kubeconfig: str | None, pod_name: str, pod_namespace: str) -> None:
-    """Fail at start-up, with one line, when the cluster source cannot work (no network used)."""
-    if kubeconfig:
-        if not os.path.isfile(kubeconfig):
-            raise CelkeeperError(f"kubeconfig {kubeconfig} does not exist")
-        if not os.access(kubeconfig, os.R_OK):
-            raise CelkeeperError(f"kubeconfig {kubeconfig} is not readable")
-    elif not os.environ.get("KUBERNETES_SERVICE_HOST") or not os.path.exists(SERVICE_ACCOUNT_TOKEN):
-        raise CelkeeperError(
-            "not running in a cluster (no KUBERNETES_SERVICE_HOST or service account token): "
-            "give --kubeconfig FILE"
-        )
-    if not names.is_dns1123_subdomain(pod_name) or len(pod_name) > 63:
-        raise CelkeeperError(
-            f"pod name {pod_name!r} cannot name status objects: use lower-case letters, digits, '-' and "
-            "'.' (at most 63 characters), e.g. --pod-name or POD_NAME"
-        )
-    if not names.is_dns1035_label(pod_namespace) and not names.is_dns1123_subdomain(pod_namespace):
-        raise CelkeeperError(f"{pod_namespace!r} is not a valid namespace name (--pod-namespace)")

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from celkeeper.errors import CelkeeperError, DocumentError, Location
 from celkeeper.informer.source import Listing, PublicationListener, Source
+from celkeeper.native.ffi import trim
 from celkeeper.settings import Settings
 from celkeeper.snapshot import (
     InformerRecord,
@@ -270,6 +271,7 @@ class Informer:
             problems.append(f"internal error while checking policies: {err}")
             return Checked(tuple(problems), None, tuple(parsed.errors))
         problems.extend(str(e) for e in policies.errors)
+        trim()  # what compiling left behind goes back to the system: the informer evaluates nothing
         return Checked(tuple(problems), policies, (*parsed.errors, *policies.errors))
 
     def _report(

@@ -100,6 +100,7 @@ class Library:
         self._sig(dll.native_free, None, [ctypes.c_void_p])
         self._sig(dll.native_release, None, [ll])
         self._sig(dll.native_info, None, [out, outn])
+        self._sig(dll.native_trim, None, [])
         self._sig(dll.k8scel_template, ll, [p, i, p, i, out, outn])
         self._sig(dll.k8scel_store_open, ll, [p, i, i, out, outn])
         self._sig(dll.k8scel_store_close, None, [ll])
@@ -143,6 +144,11 @@ class Library:
         self._dll.native_info(ctypes.byref(out), ctypes.byref(n))
         data: dict[str, Any] = orjson.loads(self._take(out, n))
         return data
+
+    def trim(self) -> None:
+        """Collect the Go heap's garbage now and give the memory it does not use back to the system."""
+        self.check()
+        self._dll.native_trim()
 
     def template(self, source: bytes, options: bytes = b"") -> tuple[int, dict[str, Any]]:
         self.check()
@@ -287,6 +293,12 @@ def load() -> Library:
             _loaded = Library(path)
         _loaded.check()
         return _loaded
+
+
+def trim() -> None:
+    """Library.trim, when this process has loaded the library (nothing otherwise)."""
+    if _loaded is not None and _loaded.pid == os.getpid():
+        _loaded.trim()
 
 
 def available() -> tuple[bool, str]:

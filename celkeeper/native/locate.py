@@ -7,6 +7,10 @@ module's sources and the build flags: `~/.cache/celkeeper-native/<hash>/libcelke
 instead (`_libcelkeeper.so`, next to this file). `CELKEEPER_NATIVE_LIB` names a library to use instead
 of either.
 
+A dependency's file that celkeeper changes (docs/known-issues.md says which and why) is kept whole in
+`go/_patches/<folder>/<path>`; builds and tests of the module use a copy of that dependency with the file
+in place (`go/patched.py`, which runs the Go tool: build time only).
+
 Pure standard library (setup.py loads this file by path, before celkeeper is installed).
 """
 
@@ -29,12 +33,12 @@ BUILD_ARGS = (
     "-trimpath",
     "-ldflags=-s -w",
 )
-FLAGS_REV = "1"
+FLAGS_REV = "2"  # 2: dependencies' files patched (go/patched.py, -modfile)
 
 
 def go_sources(go_dir: Path = GO_DIR) -> list[Path]:
     """The files the library is built from (tests excluded), in a stable order."""
-    files = [go_dir / "go.mod", go_dir / "go.sum"]
+    files = [go_dir / "go.mod", go_dir / "go.sum", go_dir / "patched.py"]
     files += sorted(p for p in go_dir.rglob("*.go") if not p.name.endswith("_test.go"))
     return files
 

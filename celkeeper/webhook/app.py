@@ -1,4 +1,4 @@
-"""The Flask app of one webhook worker. Nothing happens at import: `create_app` builds everything.
+"""The WSGI application of one webhook worker. Nothing happens at import: `create_app` builds everything.
 
     app = create_app(WebhookConfig(settings=..., state=StateDir(...)))
 
@@ -6,25 +6,29 @@ Routes: POST /v1/admit, POST /v1/admitlabel (who may carry the ignore label), PO
 (celkeeper's own templates and constraints, checked when applied: webhook/policycheck.py), GET /healthz
 (the process answers), GET /readyz (this worker has loaded and compiled a complete snapshot; the body names
 the CEL engine and lists what it enforces and every policy problem), GET /metrics.
+
+A plain WSGI application (`WebhookApp`: a table of routes, JSON answers): a web framework would cost
+each worker ~15 MiB of imports for six routes. POST /v1/admit is also offered to the worker as a route
+of its own (webhook/worker.py), answered without Gunicorn's parser and WSGI.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
-from wsgiref.types import InputStream, StartResponse, WSGIApplication, WSGIEnvironment
+from wsgiref.types import InputStream, StartResponse, WSGIEnvironment
 
 import orjson
-from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
 
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
-from celkeeper.webhook.admission import Admission, bad_request, label_guard
+from celkeeper.webhook.admission import Admission, Answer, bad_request, label_guard
 from celkeeper.webhook.export import DecisionExport
 from celkeeper.webhook.live import LivePolicies
 from celkeeper.webhook.metrics import WebhookMetrics
@@ -38,6 +42,16 @@ DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this size is read (and
 _REASONS = {200: "200 OK", 400: "400 BAD REQUEST", 413: "413 REQUEST ENTITY TOO LARGE"}
 
 
+def _status(code: int) -> str:
+    """The status line's text, as Werkzeug words it (`413 REQUEST ENTITY TOO LARGE`)."""
+    if code in _REASONS:
+        return _REASONS[code]
+    try:
+        return f"{code} {HTTPStatus(code).phrase.upper()}"
+    except ValueError:
+        return str(code)
+
+
 def _drain(stream: InputStream, length: int | None) -> None:
     """Read and drop what is left of a request body, so that a client still sending it gets to read
     the answer (most clients only read once they have sent everything)."""
@@ -49,28 +63,110 @@ def _drain(stream: InputStream, length: int | None) -> None:
         left -= len(chunk)
 
 
-class AdmitEndpoint:
-    """POST /v1/admit at the WSGI level: read the body (bounded), answer with JSON.
+def _length(environ: WSGIEnvironment) -> int | None:
+    try:
+        return int(environ.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        return None
 
-    Installed in front of Flask (`app.wsgi_app`) so that the one hot route skips Flask's request
-    machinery (~0.1-0.2 ms per request); everything else goes through Flask. The Flask route for
-    /v1/admit calls the same code, so both paths answer identically.
+
+@dataclass(frozen=True)
+class Reply:
+    """A route's answer: status code, body, content type, and any further header fields."""
+
+    status: int
+    body: bytes
+    content_type: str = JSON
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def json_reply(payload: Any, status: int = 200) -> Reply:
+    return Reply(status, orjson.dumps(payload))
+
+
+Handler = Callable[[WSGIEnvironment], Reply]
+
+
+class WebhookApp:
+    """The worker's WSGI application: handlers by path and method; any other request gets a JSON error
+    (404, or 405 naming the methods allowed); a handler that fails gets a 500 (logged, no traceback
+    sent). GET routes answer HEAD too (Gunicorn leaves the body out); OPTIONS gets the methods allowed.
+    `extensions["celkeeper"]` holds what the worker and the tests reach: the live policies, the
+    admission, the metrics, the decision export, and the worker's own routes."""
+
+    def __init__(self) -> None:
+        self._routes: dict[str, dict[str, Handler]] = {}
+        self.extensions: dict[str, Any] = {}
+
+    def route(self, method: str, path: str) -> Callable[[Handler], Handler]:
+        def add(handler: Handler) -> Handler:
+            self._routes.setdefault(path, {})[method] = handler
+            return handler
+
+        return add
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        reply = self._reply(environ)
+        headers = [("Content-Type", reply.content_type), ("Content-Length", str(len(reply.body)))]
+        start_response(_status(reply.status), [*headers, *reply.headers])
+        return [reply.body]
+
+    def _reply(self, environ: WSGIEnvironment) -> Reply:
+        path = str(environ.get("PATH_INFO") or "/")
+        method = str(environ.get("REQUEST_METHOD") or "GET")
+        handlers = self._routes.get(path)
+        if handlers is None:
+            return _error(
+                404,
+                "Not Found: the webhook serves /v1/admit, /v1/admitlabel, /v1/admitpolicy, "
+                "/healthz, /readyz and /metrics",
+            )
+        handler = handlers.get("GET" if method == "HEAD" else method)
+        if handler is None:
+            allowed = sorted({*handlers, "OPTIONS", *(["HEAD"] if "GET" in handlers else [])})
+            allow = (("Allow", ", ".join(allowed)),)
+            if method == "OPTIONS":
+                return Reply(200, b"", "text/plain", allow)
+            reply = _error(405, f"Method Not Allowed: {method} {path}")
+            return Reply(reply.status, reply.body, reply.content_type, allow)
+        try:
+            return handler(environ)
+        except Exception as err:
+            log.error("internal error on %s %s: %s", method, path, err, exc_info=err)
+            return json_reply({"code": 500, "error": "internal error (logged by the server)"}, 500)
+
+
+def _error(status: int, message: str) -> Reply:
+    answer = bad_request(message, status)
+    return json_reply(answer.body, status)
+
+
+class AdmitEndpoint:
+    """POST /v1/admit: read the body (bounded), answer with JSON.
+
+    The one hot route is offered to the worker, which answers it without Gunicorn's parser and WSGI
+    (`route`: webhook/worker.py's routes); the WSGI route (`answer`) runs the same code, so both answer
+    identically.
     """
 
-    def __init__(
-        self, admission: Admission, metrics: WebhookMetrics, limit: int, inner: WSGIApplication
-    ) -> None:
+    def __init__(self, admission: Admission, metrics: WebhookMetrics, limit: int) -> None:
         self.admission = admission
         self.metrics = metrics
         self.limit = limit
-        self.inner = inner
+
+    def route(self, body: bytes, length: int) -> tuple[str, bytes]:
+        """The worker's route: a request's body (dropped by the worker when over the limit) and its
+        declared length, to the status line and the JSON answer."""
+        if length > self.limit or len(body) > self.limit:
+            status, payload = self._too_large()
+        else:
+            answer = self.admission.handle(body)
+            status, payload = answer.status, orjson.dumps(answer.body)
+        return _REASONS.get(status, str(status)), payload
 
     def answer(self, environ: WSGIEnvironment) -> tuple[int, bytes]:
         stream: InputStream = environ["wsgi.input"]
-        try:
-            length: int | None = int(environ.get("CONTENT_LENGTH") or "")
-        except ValueError:
-            length = None
+        length = _length(environ)
         limit = self.limit
         if length is not None and length > limit:
             _drain(stream, length)
@@ -87,15 +183,6 @@ class AdmitEndpoint:
         answer = bad_request(f"request body too large: the limit is {self.limit} bytes", 413)
         return 413, orjson.dumps(answer.body)
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == "/v1/admit" and environ.get("REQUEST_METHOD") == "POST":
-            status, payload = self.answer(environ)
-            start_response(
-                _REASONS.get(status, str(status)), [*JSON_HEADERS, ("Content-Length", str(len(payload)))]
-            )
-            return [payload]
-        return self.inner(environ, start_response)
-
 
 @dataclass(frozen=True)
 class WebhookConfig:
@@ -109,7 +196,7 @@ class WebhookConfig:
     # the failure mode answers): a worker that starts with the server loads its first snapshot
     # in the background
     first_load_wait: float = 2.0
-    fast_path: bool = True  # serve POST /v1/admit in front of Flask (see AdmitEndpoint)
+    fast_path: bool = True  # offer the worker its own route for POST /v1/admit (see AdmitEndpoint)
     # gc.freeze() the loaded policies (a worker process of its own: not for in-process tests)
     freeze_gc: bool = False
     export_decisions: str | None = (
@@ -128,11 +215,7 @@ def synced_data(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _json(payload: Any, status: int = 200) -> Response:
-    return Response(json.dumps(payload, separators=(",", ":")), status=status, mimetype=JSON)
-
-
-def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = None) -> Flask:
+def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = None) -> WebhookApp:
     settings = config.settings
     metrics = WebhookMetrics(config.state)
 
@@ -161,45 +244,60 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
         export=export,
     )
 
-    app = Flask("celkeeper.webhook")
-    endpoint = AdmitEndpoint(admission, metrics, settings.max_request_bytes, app.wsgi_app)
-    if config.fast_path:
-        app.wsgi_app = endpoint  # type: ignore[method-assign]
-    app.extensions["celkeeper"] = {"live": live, "admission": admission, "metrics": metrics, "export": export}
+    app = WebhookApp()
+    endpoint = AdmitEndpoint(admission, metrics, settings.max_request_bytes)
+    app.extensions["celkeeper"] = {
+        "live": live,
+        "admission": admission,
+        "metrics": metrics,
+        "export": export,
+        "routes": {b"/v1/admit": endpoint.route} if config.fast_path else {},
+    }
+    limit = settings.max_request_bytes
 
-    @app.post("/v1/admit")
-    def admit() -> Response:
-        status, payload = endpoint.answer(request.environ)
-        return Response(payload, status=status, mimetype=JSON)
+    def body_or_too_large(environ: WSGIEnvironment) -> bytes | Answer:
+        length = _length(environ)
+        if (length or 0) > limit:
+            _drain(environ["wsgi.input"], length)
+            return bad_request(f"request body too large: the limit is {limit} bytes", 413)
+        data: bytes = environ["wsgi.input"].read(length if length is not None else limit + 1)
+        if len(data) > limit:
+            _drain(environ["wsgi.input"], None)
+            return bad_request(f"request body too large: the limit is {limit} bytes", 413)
+        return data
 
-    @app.post("/v1/admitlabel")
-    def admitlabel() -> Response:
-        limit = settings.max_request_bytes
-        if (request.content_length or 0) > limit:
-            answer = bad_request(f"request body too large: the limit is {limit} bytes", 413)
-        else:
-            answer = label_guard(request.get_data(cache=False), settings)
-        return Response(orjson.dumps(answer.body), status=answer.status, mimetype=JSON)
+    @app.route("POST", "/v1/admit")
+    def admit(environ: WSGIEnvironment) -> Reply:
+        status, payload = endpoint.answer(environ)
+        return Reply(status, payload)
+
+    @app.route("POST", "/v1/admitlabel")
+    def admitlabel(environ: WSGIEnvironment) -> Reply:
+        body = body_or_too_large(environ)
+        answer = body if isinstance(body, Answer) else label_guard(body, settings)
+        return json_reply(answer.body, answer.status)
 
     policy_admission = PolicyAdmission(live, settings.policy_validation)
 
-    @app.post("/v1/admitpolicy")
-    def admit_policy() -> Response:
-        limit = settings.max_request_bytes
-        if (request.content_length or 0) > limit:
-            answer = bad_request(f"request body too large: the limit is {limit} bytes", 413)
-        else:
-            answer = policy_admission.handle(request.get_data(cache=False))
-        return Response(orjson.dumps(answer.body), status=answer.status, mimetype=JSON)
+    @app.route("POST", "/v1/admitpolicy")
+    def admit_policy(environ: WSGIEnvironment) -> Reply:
+        body = body_or_too_large(environ)
+        answer = body if isinstance(body, Answer) else policy_admission.handle(body)
+        return json_reply(answer.body, answer.status)
 
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return Response("ok\n", mimetype="text/plain")
+    @app.route("GET", "/healthz")
+    def healthz(environ: WSGIEnvironment) -> Reply:
+        return Reply(200, b"ok\n", "text/plain; charset=utf-8")
 
-    @app.get("/readyz")
-    def readyz() -> Response:
+    @app.route("GET", "/readyz")
+    def readyz(environ: WSGIEnvironment) -> Reply:
         loaded = live.current
-        detail: dict[str, Any] = {"ready": live.ready, "worker": live.pid, "engine": settings.engine}
+        detail: dict[str, Any] = {
+            "ready": live.ready,
+            "worker": live.pid,
+            "loop": threading.current_thread().name,  # the worker's event loop that answered
+            "engine": settings.engine,
+        }
         if loaded is None:
             detail["reason"] = "no snapshot loaded yet"
         else:
@@ -221,27 +319,11 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
                 detail["syncedData"] = synced or {"kinds": kinds}
         if live.last_error:
             detail["lastError"] = live.last_error
-        return _json(detail, 200 if live.ready else 503)
+        return json_reply(detail, 200 if live.ready else 503)
 
-    @app.get("/metrics")
-    def metrics_page() -> Response:
-        data, content_type = metrics.render(request.headers.get("Accept"))
-        return Response(data, content_type=content_type)
-
-    @app.errorhandler(HTTPException)
-    def http_error(err: HTTPException) -> Response:
-        status = err.code or 500
-        message = f"{err.name}: {err.description}" if err.description else err.name
-        answer = bad_request(message, status)
-        response = _json(answer.body, status)
-        valid_methods = getattr(err, "valid_methods", None)
-        if status == 405 and valid_methods:
-            response.headers["Allow"] = ", ".join(valid_methods)
-        return response
-
-    @app.errorhandler(Exception)
-    def internal_error(err: Exception) -> Response:
-        log.error("internal error on %s %s: %s", request.method, request.path, err, exc_info=err)
-        return _json({"code": 500, "error": "internal error (logged by the server)"}, 500)
+    @app.route("GET", "/metrics")
+    def metrics_page(environ: WSGIEnvironment) -> Reply:
+        data, content_type = metrics.render(environ.get("HTTP_ACCEPT"))
+        return Reply(200, data, content_type)
 
     return app

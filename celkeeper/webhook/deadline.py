@@ -35,18 +35,18 @@ _clear_in = _ClearAsyncExc(("PyThreadState_SetAsyncExc", ctypes.pythonapi))  # N
 
 
 class Watchdog:
-    """One per process: a daemon thread that interrupts an overrunning block (see the module doc).
+    """One per process: a daemon thread that interrupts an overrunning block (see the module doc), in
+    whichever thread it runs: the worker's event loops each guard their own evaluations.
 
-    Arming costs a few attribute writes (no lock, no wake-up: the thread looks every `tick`
-    seconds), so the request path pays next to nothing; the interruption comes up to `tick` late."""
+    Arming costs a dictionary entry (no lock, no wake-up: the thread looks every `tick` seconds), so the
+    request path pays next to nothing; the interruption comes up to `tick` late."""
 
     def __init__(self, repeat: float = 0.1, tick: float = 0.05) -> None:
         self.repeat = repeat
         self.tick = tick
         self._lock = threading.Lock()
-        self._target = 0  # thread id of the guarded block (0: none)
-        self._due = 0.0
-        self._armed = 0  # generation of the guarded block; the watchdog moves it on when it fires
+        # thread id -> its guarded block (the innermost: an enclosing one is kept by _Guard)
+        self._blocks: dict[int, _Guard] = {}
         self.fired = 0  # how many times it interrupted (for logs and tests)
         self._thread: threading.Thread | None = None
 
@@ -59,56 +59,62 @@ class Watchdog:
             self._thread.start()
         return _Guard(self, seconds)
 
-    def _arm(self, seconds: float) -> int:
-        self._due = time.monotonic() + seconds  # written before the target: seen together
-        self._armed += 1
-        armed = self._armed
-        self._target = threading.get_ident()
-        return armed
-
-    def _disarm(self, armed: int, interrupted: bool) -> None:
+    def _disarm(self, guard: _Guard, interrupted: bool) -> None:
         with self._lock:  # the watchdog fires under the lock: after this, never
-            fired = self._armed != armed
-            self._target = 0
+            if guard.outer is not None:
+                self._blocks[guard.thread] = guard.outer
+            else:
+                self._blocks.pop(guard.thread, None)
+            fired = guard.fired
         if fired:
-            _clear_in(threading.get_ident(), None)  # nothing pending left for later code
+            _clear_in(guard.thread, None)  # nothing pending left for later code
             if not interrupted:  # swallowed, or pending when the block ended: say so here
                 raise DeadlineExceeded()
 
     def _run(self) -> None:
         while True:
             time.sleep(self.tick)
-            if not self._target or time.monotonic() < self._due:
+            if not self._blocks:
+                continue
+            now = time.monotonic()
+            if all(now < guard.due for guard in list(self._blocks.values())):
                 continue
             with self._lock:
-                target = self._target
-                if not target or time.monotonic() < self._due:
-                    continue
-                _raise_in(target, DeadlineExceeded)
-                self.fired += 1
-                self._armed += 1  # marks it fired (limit() compares)
-                self._due = time.monotonic() + self.repeat  # again, until the block is left
+                for thread, guard in list(self._blocks.items()):
+                    if time.monotonic() < guard.due:
+                        continue
+                    _raise_in(thread, DeadlineExceeded)
+                    self.fired += 1
+                    guard.fired += 1  # limit()'s exit compares
+                    guard.due = time.monotonic() + self.repeat  # again, until the block is left
 
 
 class _Guard:
     """One guarded block (Watchdog.limit): a plain context manager, not a generator one (this is on
     every request's path, and a @contextmanager costs ~2 us to enter and leave)."""
 
-    __slots__ = ("armed", "seconds", "watchdog")
+    __slots__ = ("due", "fired", "outer", "seconds", "thread", "watchdog")
 
     def __init__(self, watchdog: Watchdog, seconds: float) -> None:
         self.watchdog = watchdog
         self.seconds = seconds
-        self.armed = 0
+        self.due = 0.0
+        self.fired = 0
+        self.thread = 0
+        self.outer: _Guard | None = None
 
     def __enter__(self) -> None:
-        self.armed = self.watchdog._arm(self.seconds)
+        self.due = time.monotonic() + self.seconds  # set before the block is seen by the watchdog
+        self.thread = threading.get_ident()
+        blocks = self.watchdog._blocks
+        self.outer = blocks.get(self.thread)
+        blocks[self.thread] = self  # one store: the watchdog sees this block whole, or not yet
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
         interrupted = kind is not None and issubclass(kind, DeadlineExceeded)
-        self.watchdog._disarm(self.armed, interrupted)
+        self.watchdog._disarm(self, interrupted)
 
 
 _UNLIMITED: AbstractContextManager[None] = nullcontext()

@@ -36,6 +36,18 @@ class _Malformed(Exception):
 
 
 @dataclass(frozen=True)
+class Head:
+    """What the framer read of a request's head (gunicorn_h1c's parse): enough for the worker to tell a
+    request it may answer without Gunicorn's parser (webhook/worker.py, routes)."""
+
+    method: bytes
+    target: bytes  # as sent: path and query
+    minor: int  # HTTP/1.<minor>
+    headers: tuple[tuple[bytes, bytes], ...]  # (name, value) as sent
+    length: int  # the body's length: Content-Length, or the chunked body's decoded size (0: none)
+
+
+@dataclass(frozen=True)
 class Frame:
     """One complete request, as the application gets it."""
 
@@ -43,6 +55,8 @@ class Frame:
     rest: bytes  # what followed the request on the connection (pipelined bytes)
     close: bool  # close the connection after answering (framing was ambiguous, or a body dropped)
     error: str = ""  # the body could not be read: answer 400 with this reason (and close)
+    head: Head | None = None  # the head as parsed (None: framed without it, or it could not be)
+    body_at: int = 0  # where the body starts in `data`
 
 
 class _Chunked:
@@ -129,6 +143,7 @@ class RequestFramer:
         self._chunked: _Chunked | None = None
         self._close = False
         self._expect = False
+        self._parsed: Head | None = None
         self.continue_wanted = False  # the client waits for "100 Continue" before its body
 
     @property
@@ -152,7 +167,7 @@ class RequestFramer:
             self._buf = bytearray()
             frame = self._start(head)
             if frame is not None:
-                return Frame(frame.data, data, frame.close)
+                return Frame(frame.data, data, frame.close, head=frame.head, body_at=len(frame.data))
         return self._body(data)
 
     def _start(self, head: bytes) -> Frame | None:
@@ -180,8 +195,17 @@ class RequestFramer:
             return Frame(head, b"", True)
         elif lengths:
             self._length = int(lengths[0])
+        self._parsed = Head(
+            bytes(parsed.method),
+            bytes(parsed.path),
+            int(parsed.minor_version),
+            tuple((bytes(k), bytes(v)) for k, v in parsed.headers),
+            max(self._length, 0),
+        )
         if self._chunked is None and self._length <= 0:
-            return Frame(_without(head, {b"expect"}) if expect else head, b"", False)
+            if expect:
+                return Frame(_without(head, {b"expect"}), b"", False, head=_drop(self._parsed, {b"expect"}))
+            return Frame(head, b"", False, head=self._parsed)
         self._head = head
         self._expect = self.continue_wanted = expect
         if self._length > self.max_body:
@@ -225,14 +249,25 @@ class RequestFramer:
 
     def _finish(self, rest: bytes, close: bool) -> Frame:
         head = self._head
+        parsed = self._parsed
         assert head is not None
         if self._chunked is not None:
             head = _without(head, {b"expect", b"transfer-encoding"}, self._length)
+            parsed = _drop(parsed, {b"expect", b"transfer-encoding"}, self._length)
         elif self._expect:
             head = _without(head, {b"expect"})
+            parsed = _drop(parsed, {b"expect"})
         body = b"" if close and self._length > self.max_body else bytes(self._buf)
         self.reset()
-        return Frame(head + body, rest, close)
+        return Frame(head + body, rest, close, head=parsed, body_at=len(head))
+
+
+def _drop(head: Head | None, names: set[bytes], length: int | None = None) -> Head | None:
+    """The parsed head as the rewritten one reads (`_without`): without the fields named (lower-case)."""
+    if head is None:
+        return None
+    kept = tuple(h for h in head.headers if h[0].lower() not in names)
+    return Head(head.method, head.target, head.minor, kept, head.length if length is None else length)
 
 
 def _without(head: bytes, names: set[bytes], content_length: int | None = None) -> bytes:

@@ -2,7 +2,7 @@
 
 Under `celkeeper serve`, PROMETHEUS_MULTIPROC_DIR is set: counters and histograms are written by
 each worker to files there, and /metrics (answered by any worker) merges them
-(prometheus_client.multiprocess). Without it (tests using the Flask app directly) the metrics live
+(prometheus_client.multiprocess). Without it (tests using the app directly) the metrics live
 in the app's own registry.
 
 Per request (workers):

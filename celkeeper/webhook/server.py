@@ -66,7 +66,8 @@ log = logging.getLogger("celkeeper.server")
 @dataclass(frozen=True)
 class ServerOptions:
     binds: tuple[str, ...] = ("0.0.0.0:8443",)
-    workers: int = 2
+    workers: int = 1
+    threads: int = 2  # event loops per worker process, each on a thread of its own
     timeout: int = 30  # a worker silent for this long is killed and replaced
     graceful_timeout: int = 10  # on stop/restart, workers finish their requests within this
     drain_seconds: float = 0.0  # on SIGTERM, serve this long first, every answer closing its connection
@@ -98,6 +99,7 @@ def worker_class_for(
         "handshake_timeout": options.handshake_timeout,
         "request_timeout": options.request_timeout,
         "max_body": options.max_body,
+        "threads": options.threads,
         "board": board,
         "drain": drain,
     }
@@ -408,7 +410,8 @@ class WebhookServer(BaseApplication):
         self.sidecars = [Sidecar("informer", informer)] if informer is not None else []
         self.on_worker_gone = on_worker_gone
         self.worker_ready = worker_ready
-        self.board = LoadBoard() if options.workers > 1 else None  # made in the master, shared by fork
+        # made in the master, shared by fork: connections spread over the loops of every worker
+        self.board = LoadBoard() if options.workers * options.threads > 1 else None
         self.drain = DrainFlag()  # likewise
         super().__init__()
 
@@ -438,7 +441,7 @@ class WebhookServer(BaseApplication):
 
         def pre_fork(server: Any, worker: Any) -> None:  # master, before forking a worker
             if self.board is not None:
-                worker.slot = self.board.claim()
+                worker.slots = tuple(self.board.claim() for _ in range(o.threads))
 
         def post_worker_init(worker: Any) -> None:  # the worker, its app loaded, about to accept
             if o.control_dir is not None:
@@ -446,7 +449,8 @@ class WebhookServer(BaseApplication):
 
         def child_exit(server: Any, worker: Any) -> None:  # master, after a worker was reaped
             if self.board is not None:
-                self.board.release(getattr(worker, "slot", -1))
+                for slot in getattr(worker, "slots", ()):
+                    self.board.release(slot)
             self._worker_gone(worker.pid)
 
         def worker_exit(server: Any, worker: Any) -> None:  # the worker itself, exiting

@@ -44,29 +44,46 @@ import heapq
 import itertools
 import mmap
 import os
+import re
 import selectors
 import socket
 import ssl
+import threading
 import time
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from gunicorn import http, util
+from gunicorn import SERVER, http, util
 from gunicorn import sock as gsock
 from gunicorn.http import wsgi
 from gunicorn.workers import base
 
 from celkeeper.settings import MAX_REVIEW_BYTES
 from celkeeper.webhook.balance import DEFER, LoadBoard
-from celkeeper.webhook.http1 import Frame, RequestFramer, RequestTooLarge
+from celkeeper.webhook.http1 import Frame, Head, RequestFramer, RequestTooLarge
 
 HANDSHAKE, IDLE, READING, WRITING, CLOSING = "handshake", "idle", "reading", "writing", "closing"
 STOP_LINGER = 2.0  # a stopping worker keeps kept-alive connections this long (a request may be on its way)
 CLOSE_LINGER = 1.0  # after a last answer, unread input is drained this long before the close
 READ_BUDGET = 1024 * 1024  # bytes read from one connection before the others get a turn
-_WAKE = object()
+_WAKE = object()  # a loop's own wake-up pipe
+_SIGNAL = object()  # the worker's signal pipe (Gunicorn's PIPE), watched by the main loop
 _NOTICE = object()  # the listener's data while this worker leaves new connections to a sibling
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+#: A route the worker answers itself, without Gunicorn's parser, WSGI or the framework: `(body, length)`
+#: of a POST (length: its declared Content-Length, the body being dropped when over the limit) to
+#: `(status line, JSON payload)`. The application offers them as `app.extensions["celkeeper"]["routes"]`
+#: (path -> Route); every other request goes through Gunicorn and the WSGI application.
+Route = Callable[[bytes, int], tuple[str, bytes]]
+#: the header fields a routed request may carry (what the API server sends, and common clients): none is
+#: one Gunicorn's header policy acts on (forwarding, schemes, Expect, underscores); a request carrying any
+#: other goes through Gunicorn's parser, so that it is refused or read exactly as Gunicorn does
+_PLAIN_FIELDS = frozenset(
+    (b"host", b"user-agent", b"accept", b"accept-encoding", b"content-type", b"content-length", b"connection")
+)
+_TARGET = re.compile(rb"/[!-~]*\Z")  # an origin-form request target, printable ASCII
 
 
 class DrainFlag:
@@ -131,6 +148,11 @@ class _Collector:
 
 
 class EventWorker(base.Worker):
+    """The worker process: `threads` event loops (`_Loop`), the first on the process's main thread
+    (where Python delivers signals), each with connections of its own. The loops share the listeners,
+    the application and the process's state; the evaluation's Go part releases the GIL, so loops on
+    two threads evaluate on two cores at once."""
+
     # set per server by webhook/server.py (worker_class_for)
     handshake_timeout = 5.0
     request_timeout = 10.0
@@ -138,9 +160,10 @@ class EventWorker(base.Worker):
     max_head = 64 * 1024
     max_body = MAX_REVIEW_BYTES
     drain_limit = 64 * 1024 * 1024
+    threads = 1  # event loops of this worker, each on a thread of its own
     board: LoadBoard | None = None  # shared with the sibling workers (webhook/balance.py)
     drain: DrainFlag | None = None  # set by the master while the server drains (webhook/server.py)
-    slot = -1  # this worker's slot on the board, set by the master before the fork
+    slots: tuple[int, ...] = ()  # its slots on the board, one per loop (set by the master before the fork)
 
     def request_replacement(self) -> bool:
         """Ask the master for a worker to replace this one (it stops this one once the replacement
@@ -148,7 +171,96 @@ class EventWorker(base.Worker):
         return False
 
     def init_process(self) -> None:
+        count = max(1, self.threads)
+        slots = [*self.slots[:count], *[-1] * (count - len(self.slots))]
+        # each loop holds its share of worker_connections (at least one)
+        room = max(1, self.cfg.worker_connections // count)
+        self.loops = [_Loop(self, index, slot, room) for index, slot in enumerate(slots)]
+        self._lock = threading.Lock()  # request counting, and the loops' stop (_listener_done)
+        self._unlistened = 0  # loops that have stopped watching the listeners (stopping)
+        self.retiring = False
+        self.abandoned = False  # the master is gone: every loop leaves at once
+        self.routes: Mapping[bytes, Route] = {}
+        super().init_process()
+
+    def run(self) -> None:
+        self.routes = {} if self.cfg.accesslog else routes_of(self.wsgi)
+        main, *others = self.loops
+        main.selector.register(self.PIPE[0], selectors.EVENT_READ, _SIGNAL)
+        threads = [
+            threading.Thread(target=loop.run, name=f"event-loop-{loop.index}", daemon=True) for loop in others
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            main.run()
+        finally:
+            self.alive = False
+            self.wake()
+            for thread in threads:
+                thread.join()
+            if self.board is not None:
+                for loop in self.loops:
+                    self.board.release(loop.slot)
+            for listener in self.sockets:
+                listener.close()
+
+    def wake(self) -> None:
+        """Make every loop look at the process's state now (a signal arrived, the worker stops)."""
+        for loop in self.loops:
+            loop.wake()
+
+    def draining(self) -> bool:
+        """Answers close their connection: the server is stopping, or draining before it stops."""
+        return not self.alive or (self.drain is not None and self.drain.is_set())
+
+    def listener_done(self, loop: _Loop) -> None:
+        """A stopping loop no longer watches the listeners: the last one closes them (after taking what
+        waits in the backlog once more, see `_Loop.begin_stop`), so that later connections are refused
+        at once rather than left waiting in a backlog nobody takes."""
+        with self._lock:
+            self._unlistened += 1
+            last = self._unlistened == len(self.loops)
+        if last:
+            loop.take_backlog()
+            for listener in self.sockets:
+                listener.close()
+
+    def count_request(self) -> None:
+        with self._lock:
+            self.nr += 1
+            if self.nr < self.max_requests or self.retiring:
+                return
+            self.retiring = True
+        try:
+            asked = self.request_replacement()
+        except Exception:  # cannot ask: leave the old way
+            self.log.exception("could not ask for a replacement")
+            asked = False
+        if asked:
+            self.log.info("worker %s served %d requests: replacement requested", self.pid, self.nr)
+        else:
+            self.log.info("Autorestarting worker after current request.")
+            self.alive = False
+            self.wake()
+
+
+class _Loop:
+    """One event loop of a worker: a selector and the connections it accepted (see the module doc).
+    Everything here runs on the loop's own thread."""
+
+    def __init__(self, worker: EventWorker, index: int, slot: int, room: int) -> None:
+        self.worker = worker
+        self.index = index
+        self.slot = slot  # on the board (-1: none)
+        self.room = room  # connections this loop holds at most
+        self.cfg = worker.cfg
+        self.log = worker.log
         self.selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, _WAKE)
         self.conns: dict[_Conn, None] = {}  # every open connection
         self.idle: dict[_Conn, None] = {}  # connections without a request in progress, oldest first
         # (when, tie, conn): at most one entry per connection, the earliest its deadline may be; a
@@ -158,66 +270,82 @@ class EventWorker(base.Worker):
         self.listening: object = False  # False, or what the listener is registered with (None: accept)
         self.defer_until = 0.0  # a new connection was noticed: it goes to a sibling unless still here then
         self.again: list[_Conn] = []  # connections to read again without waiting (TLS holds bytes)
-        self.retiring = False
         self.stop_at = 0.0
-        super().init_process()
+        self._date_at = 0
+        self._date_text = ""
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"1")
 
     # -- the loop -----------------------------------------------------------------------------------
     def run(self) -> None:
-        self.selector.register(self.PIPE[0], selectors.EVENT_READ, _WAKE)
+        worker = self.worker
+        main = self.index == 0
         next_beat = 0.0
-        while True:
-            now = time.monotonic()
-            if not self.alive:
-                if not self.stop_at:
-                    self._begin_stop(now)
-                if not self.conns or now >= self.stop_at:
-                    break
-            if now >= next_beat:
-                self.notify()
-                next_beat = now + min(1.0, self.timeout / 4 if self.timeout else 1.0)
-                if self.ppid != os.getppid():
-                    self.log.info("Parent changed, shutting down: %s", self)
-                    break
-            self._listen(now)
-            timeout = min(1.0, max(0.0, next_beat - now))
-            if self.again:
-                timeout = 0.0
-            elif self.heap:
-                timeout = min(timeout, max(0.0, self.heap[0][0] - now))
-            if self.defer_until:
-                timeout = min(timeout, max(0.0, self.defer_until - now))
-            try:
-                events = self.selector.select(timeout)
-            except OSError as err:
-                if err.errno != errno.EINTR:
-                    raise
-                events = []
-            again, self.again = self.again, []
-            for conn in again:
-                if conn in self.conns and conn.state in (IDLE, READING):
-                    self._guarded(conn, self._resume, conn)
-            for key, mask in events:
-                if key.data is _WAKE:
-                    with contextlib.suppress(OSError):
-                        os.read(self.PIPE[0], 64)
-                elif key.data is _NOTICE:
-                    self.defer_until = time.monotonic() + DEFER
-                    self._set_listening(False)
-                elif isinstance(key.data, _Conn):
-                    self._guarded(key.data, self._ready, key.data, mask)
-                else:
-                    self._guarded_accept(key.fileobj)
-                    if self.board is not None:
-                        self.board.publish(self.slot, len(self.conns))
-            self._expire(time.monotonic())
-        if self.board is not None:
-            self.board.release(self.slot)
-        for conn in list(self.conns):
-            self._close(conn)
-        self.selector.close()
-        for listener in self.sockets:
-            listener.close()
+        try:
+            while not worker.abandoned:
+                now = time.monotonic()
+                if not worker.alive:
+                    if not self.stop_at:
+                        self.begin_stop(now)
+                    if not self.conns or now >= self.stop_at:
+                        break
+                if main and now >= next_beat:
+                    worker.notify()
+                    next_beat = now + min(1.0, worker.timeout / 4 if worker.timeout else 1.0)
+                    if worker.ppid != os.getppid():
+                        self.log.info("Parent changed, shutting down: %s", worker)
+                        worker.abandoned = True
+                        worker.wake()
+                        break
+                self._listen(now)
+                timeout = min(1.0, max(0.0, next_beat - now)) if main else 1.0
+                if self.again:
+                    timeout = 0.0
+                elif self.heap:
+                    timeout = min(timeout, max(0.0, self.heap[0][0] - now))
+                if self.defer_until:
+                    timeout = min(timeout, max(0.0, self.defer_until - now))
+                try:
+                    events = self.selector.select(timeout)
+                except OSError as err:
+                    if err.errno != errno.EINTR:
+                        raise
+                    events = []
+                again, self.again = self.again, []
+                for conn in again:
+                    if conn in self.conns and conn.state in (IDLE, READING):
+                        self._guarded(conn, self._resume, conn)
+                for key, mask in events:
+                    if key.data is _WAKE:
+                        with contextlib.suppress(OSError):
+                            os.read(self._wake_r, 64)
+                    elif key.data is _SIGNAL:  # (the main loop) a signal: the others look too
+                        with contextlib.suppress(OSError):
+                            os.read(worker.PIPE[0], 64)
+                        worker.wake()
+                    elif key.data is _NOTICE:
+                        self.defer_until = time.monotonic() + DEFER
+                        self._set_listening(False)
+                    elif isinstance(key.data, _Conn):
+                        self._guarded(key.data, self._ready, key.data, mask)
+                    else:
+                        self._guarded_accept(key.fileobj)
+                        if worker.board is not None:
+                            worker.board.publish(self.slot, len(self.conns))
+                self._expire(time.monotonic())
+        finally:
+            if worker.board is not None:
+                worker.board.publish(self.slot, None)
+            if not self.stop_at:  # left without stopping (the master is gone, or a bug)
+                self._set_listening(False)
+                worker.listener_done(self)
+            for conn in list(self.conns):
+                self._close(conn)
+            self.selector.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
     def _guarded(self, conn: _Conn | None, step: Any, *args: Any) -> None:
         """One step of the loop; a bug there costs the connection, never the worker."""
@@ -228,32 +356,30 @@ class EventWorker(base.Worker):
             if conn is not None and conn in self.conns:
                 self._close(conn)
 
-    def draining(self) -> bool:
-        """Answers close their connection: the server is stopping, or draining before it stops."""
-        return not self.alive or (self.drain is not None and self.drain.is_set())
-
-    def _begin_stop(self, now: float) -> None:
-        # connections the kernel completed but no worker accepted yet would be reset with the last
-        # listener: take them (they are answered like the others, with `Connection: close`)
-        for listener in self.sockets:
+    def take_backlog(self) -> None:
+        """Accept the connections the kernel completed but no loop accepted yet (they would be reset
+        with the last listener): they are answered like the others, with `Connection: close`."""
+        for listener in self.worker.sockets:
             with contextlib.suppress(OSError):
                 listener.setblocking(False)
             for _ in range(self.cfg.backlog):
                 if not self._guarded_accept(listener):
                     break
+
+    def begin_stop(self, now: float) -> None:
+        self.take_backlog()
         self._set_listening(False)
-        for listener in self.sockets:  # no more waiting in a backlog nobody takes: refused at once
-            listener.close()
         self.stop_at = now + self.cfg.graceful_timeout
+        self.worker.listener_done(self)
         for conn in list(self.idle):
             if conn.state == IDLE:
                 self._deadline(conn, min(conn.deadline, now + STOP_LINGER))
 
     def _listen(self, now: float) -> None:
         """Watch the listener to accept, to notice (a sibling has fewer connections), or not at all."""
-        room = len(self.conns) < self.cfg.worker_connections or bool(self.idle)
-        board = self.board
-        if not self.alive or not room:
+        room = len(self.conns) < self.room or bool(self.idle)
+        board = self.worker.board
+        if not self.worker.alive or not room:
             if board is not None:
                 board.publish(self.slot, None)
             self._set_listening(False)
@@ -270,7 +396,7 @@ class EventWorker(base.Worker):
             self._set_listening(_NOTICE)
         elif now >= self.defer_until:  # still waiting after DEFER: the siblings are busy; take it
             self.defer_until = 0.0
-            for listener in self.sockets:
+            for listener in self.worker.sockets:
                 self._guarded_accept(listener)
             board.publish(self.slot, len(self.conns))
             self._set_listening(_NOTICE)
@@ -280,7 +406,7 @@ class EventWorker(base.Worker):
     def _set_listening(self, how: object) -> None:
         if how is self.listening:
             return
-        for listener in self.sockets:
+        for listener in self.worker.sockets:
             if self.listening is not False:
                 self.selector.unregister(listener)
             if how is not False:
@@ -301,13 +427,21 @@ class EventWorker(base.Worker):
         try:
             raw, client = listener.accept()
         except OSError as err:
-            if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNABORTED, errno.EMFILE, errno.ENFILE):
+            if err.errno in (
+                errno.EAGAIN,
+                errno.EWOULDBLOCK,
+                errno.ECONNABORTED,
+                errno.EMFILE,
+                errno.ENFILE,
+                errno.EBADF,  # a sibling loop closed the listener (stopping)
+            ):
                 return False
             raise
-        if len(self.conns) >= self.cfg.worker_connections and self.idle:
+        if len(self.conns) >= self.room and self.idle:
             self._close(next(iter(self.idle)))  # full: the one idle the longest makes room
         raw.setblocking(False)
-        framer = RequestFramer(self.max_head, self.max_body, self.drain_limit)
+        worker = self.worker
+        framer = RequestFramer(worker.max_head, worker.max_body, worker.drain_limit)
         try:
             if self.cfg.is_ssl:
                 tls: Any = gsock.ssl_context(self.cfg).wrap_socket(
@@ -323,11 +457,11 @@ class EventWorker(base.Worker):
         self.conns[conn] = None
         self.idle[conn] = None
         now = time.monotonic()
-        self._deadline(conn, now + self.handshake_timeout)
+        self._deadline(conn, now + worker.handshake_timeout)
         if self.cfg.is_ssl:
             self._handshake(conn)
         else:
-            self._to_idle(conn, now + self.request_timeout)
+            self._to_idle(conn, now + worker.request_timeout)
         return True
 
     def _ready(self, conn: _Conn, mask: int) -> None:
@@ -395,7 +529,7 @@ class EventWorker(base.Worker):
             self.log.debug("TLS handshake with %s failed: %s", conn.client, err)
             self._close(conn)
             return
-        self._to_idle(conn, time.monotonic() + self.request_timeout)
+        self._to_idle(conn, time.monotonic() + self.worker.request_timeout)
         self._read(conn)  # the request may have come with the end of the handshake
 
     def _to_idle(self, conn: _Conn, deadline: float) -> None:
@@ -436,7 +570,7 @@ class EventWorker(base.Worker):
         if conn.state == IDLE:
             conn.state = READING
             self.idle.pop(conn, None)
-            self._deadline(conn, time.monotonic() + self.request_timeout)
+            self._deadline(conn, time.monotonic() + self.worker.request_timeout)
         try:
             frame = conn.framer.feed(data)
         except RequestTooLarge as err:
@@ -452,7 +586,11 @@ class EventWorker(base.Worker):
         if frame.error:
             self._error(conn, 400, "Bad Request", frame.error)
             return
-        payload, keep = self._serve(conn, frame)
+        route = self._route(frame.head)
+        if route is not None:
+            payload, keep = self._serve_route(conn, frame, route)
+        else:
+            payload, keep = self._serve(conn, frame)
         conn.pending = frame.rest
         conn.close_after = not keep or frame.close
         self._send(conn, payload)
@@ -468,7 +606,7 @@ class EventWorker(base.Worker):
     def _send(self, conn: _Conn, payload: bytes) -> None:
         conn.state = WRITING
         conn.out = memoryview(payload)
-        self._deadline(conn, time.monotonic() + self.write_timeout)
+        self._deadline(conn, time.monotonic() + self.worker.write_timeout)
         self._write(conn)
 
     def _write(self, conn: _Conn) -> None:
@@ -532,6 +670,55 @@ class EventWorker(base.Worker):
             self._close(conn)
 
     # -- the application ------------------------------------------------------------------------------
+    def _route(self, head: Head | None) -> Route | None:
+        """The worker's own route for this request, when it has one and the request is plain (see
+        `_PLAIN_FIELDS`) and within Gunicorn's limits."""
+        routes = self.worker.routes
+        if head is None or not routes or head.method != b"POST":
+            return None
+        route = routes.get(head.target.partition(b"?")[0])
+        if route is None or not _TARGET.match(head.target):
+            return None
+        cfg = self.cfg
+        if len(head.target) + 15 > cfg.limit_request_line or len(head.headers) > cfg.limit_request_fields:
+            return None
+        for name, value in head.headers:
+            if name.lower() not in _PLAIN_FIELDS or len(name) + len(value) + 2 > cfg.limit_request_field_size:
+                return None
+        return route
+
+    def _serve_route(self, conn: _Conn, frame: Frame, route: Route) -> tuple[bytes, bool]:
+        """Answer a request on one of the worker's routes: (response, keep-alive), as Gunicorn would
+        frame it (its status line, Server, Date and Connection headers)."""
+        head = frame.head
+        assert head is not None
+        worker = self.worker
+        worker.count_request()
+        close = frame.close or worker.draining() or not self.cfg.keepalive
+        if not close:  # the request's own wish: the first Connection field, as Gunicorn reads it
+            wish = next((v.strip(b" \t").lower() for k, v in head.headers if k.lower() == b"connection"), b"")
+            close = wish == b"close" or (wish != b"keep-alive" and head.minor == 0)
+        try:
+            status, payload = route(frame.data[frame.body_at :], head.length)
+        except Exception as exc:
+            out = _Collector()
+            worker.handle_error(None, out, conn.client, exc)
+            return out.data(), False
+        date = self._date()
+        answer = (
+            f"HTTP/1.{head.minor} {status}\r\nServer: {SERVER}\r\nDate: {date}\r\n"
+            f"Connection: {'close' if close else 'keep-alive'}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n"
+        )
+        return answer.encode("latin-1") + payload, not close
+
+    def _date(self) -> str:
+        """The Date header's value (computed once a second)."""
+        now = int(time.time())
+        if now != self._date_at:
+            self._date_at, self._date_text = now, util.http_date(now)
+        return self._date_text
+
     def _serve(self, conn: _Conn, frame: Frame) -> tuple[bytes, bool]:
         """Run one complete request through Gunicorn's parser and the WSGI app: (response, keep-alive)."""
         out = _Collector()
@@ -541,14 +728,14 @@ class EventWorker(base.Worker):
         try:
             parser = http.get_parser(self.cfg, iter([frame.data]), conn.client)
             req = next(parser)
-            self.cfg.pre_request(self, req)
+            self.cfg.pre_request(self.worker, req)
             started = datetime.now()
             resp, environ = wsgi.create(req, out, conn.client, conn.server, self.cfg)
-            environ["wsgi.multithread"] = False
-            self._count_request()
-            if self.draining() or frame.close or not self.cfg.keepalive:
+            environ["wsgi.multithread"] = len(self.worker.loops) > 1
+            self.worker.count_request()
+            if self.worker.draining() or frame.close or not self.cfg.keepalive:
                 resp.force_close()
-            respiter = self.wsgi(environ, resp.start_response)
+            respiter = self.worker.wsgi(environ, resp.start_response)
             try:
                 for item in respiter:
                     resp.write(item)
@@ -562,27 +749,18 @@ class EventWorker(base.Worker):
             return out.data(), False
         except Exception as exc:
             out.parts.clear()  # nothing was sent yet: the error replaces whatever was written
-            self.handle_error(req, out, conn.client, exc)
+            self.worker.handle_error(req, out, conn.client, exc)
             return out.data(), False
         finally:
             if req is not None:
                 try:
-                    self.cfg.post_request(self, req, environ, resp)
+                    self.cfg.post_request(self.worker, req, environ, resp)
                 except Exception:
                     self.log.exception("Exception in post_request hook")
 
-    def _count_request(self) -> None:
-        self.nr += 1
-        if self.nr < self.max_requests or self.retiring:
-            return
-        self.retiring = True
-        try:
-            asked = self.request_replacement()
-        except Exception:  # cannot ask: leave the old way
-            self.log.exception("could not ask for a replacement")
-            asked = False
-        if asked:
-            self.log.info("worker %s served %d requests: replacement requested", self.pid, self.nr)
-        else:
-            self.log.info("Autorestarting worker after current request.")
-            self.alive = False
+
+def routes_of(app: Any) -> Mapping[bytes, Route]:
+    """The routes a WSGI application offers the worker (see `Route`): none unless it says."""
+    extensions = getattr(app, "extensions", None)
+    found = extensions.get("celkeeper", {}).get("routes") if isinstance(extensions, dict) else None
+    return found if isinstance(found, dict) else {}

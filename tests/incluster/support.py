@@ -42,8 +42,10 @@ class KubeServe(ServeProcess):
         expected_pods: int = 1,
         workers: int = 1,
         args: Sequence[str] = (),
+        threads: int | None = None,
+        root: Path = ROOT,
     ) -> None:
-        super().__init__(workdir, workdir / "unused", workers=workers, args=args)
+        super().__init__(workdir, workdir / "unused", workers=workers, args=args, threads=threads, root=root)
         self.kubeconfig = kubeconfig
         self.pod_name = pod_name
         self.pod_namespace = pod_namespace

@@ -85,3 +85,43 @@ def remove(name: str, timeout: float = 10.0) -> None:
                 path.rmdir()
         with contextlib.suppress(OSError):
             root.rmdir()
+
+
+class MemoryCgroup:
+    """A memory cgroup with a limit, as Kubernetes makes a container's (memory.limit_in_bytes on v1,
+    memory.max on v2), processes started in it with `wrap(argv)`, and what it saw (peak usage, OOM kills).
+    Swap is not counted against the limit (v2: memory.swap.max 0, as the kubelet sets it without swap)."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        create(name)
+        self.dir = (CGROUP_FS / "memory" / name) if is_v1() else (CGROUP_FS / name)
+        if is_v1():
+            (self.dir / "memory.limit_in_bytes").write_text(str(limit))
+        else:
+            (self.dir / "memory.max").write_text(str(limit))
+            with contextlib.suppress(OSError):
+                (self.dir / "memory.swap.max").write_text("0")
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """`argv` run as a process of the cgroup (it enters it, then executes the command)."""
+        procs = self.dir / "cgroup.procs"
+        return ["/bin/sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh", *argv]
+
+    def peak(self) -> int:
+        """The most memory the cgroup has used, in bytes."""
+        name = "memory.max_usage_in_bytes" if is_v1() else "memory.peak"
+        return int((self.dir / name).read_text().split()[0])
+
+    def oom_kills(self) -> int:
+        """How many of its processes the kernel killed for want of memory."""
+        name = "memory.oom_control" if is_v1() else "memory.events"
+        for line in (self.dir / name).read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def remove(self) -> None:
+        remove(self.name)

@@ -5,9 +5,11 @@ with CELKEEPER_REQUIRE_KUBE=1 (CI) that is a failure instead, as for the real ku
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
+from types import ModuleType
 
 import pytest
 
@@ -46,15 +48,33 @@ def go() -> str:
     return found
 
 
+def patched() -> ModuleType:
+    """celkeeper/native/go/patched.py: the module built with celkeeper's copies of dependencies' files."""
+    spec = importlib.util.spec_from_file_location("_native_patched", GO_DIR / "patched.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def go_flags(tool: str) -> str:
+    flags: str = patched().go_flags(tool)
+    return flags
+
+
 def run_go(*args: str, env: dict[str, str] | None = None, timeout: float = 1500) -> str:
-    """`go ARGS` in the native library's Go module; its stdout, or a failed assertion with its output."""
+    """`go ARGS` in the native library's Go module, as the library is built (its patched dependency
+    files: celkeeper.native.locate.go_flags; `env` may set GOFLAGS otherwise); its stdout, or a failed
+    assertion with its output."""
+    tool = go()
+    environment = {**os.environ, "GOFLAGS": go_flags(tool), **(env or {})}
     proc = subprocess.run(
-        [go(), *args],
+        [tool, *args],
         cwd=GO_DIR,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=dict(os.environ, GOFLAGS="-mod=readonly", **(env or {})),
+        env=environment,
         check=False,
     )
     assert proc.returncode == 0, f"go {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"

@@ -29,6 +29,12 @@ ROOT = Path(__file__).resolve().parents[2]
 POLICIES = Path(__file__).resolve().parent / "policies"  # the policies most webhook tests serve
 
 
+#: the server's process models, as (--workers, --threads): the default (one worker process, its event
+#: loops on two threads) and the one before it (a process per worker, one loop each). Tests of what the
+#: worker guarantees (slow clients, deadlines, draining, rolling replacement, balancing) run on both.
+PROCESS_MODELS = {"threads": (1, 2), "processes": (2, 1)}
+
+
 class ServerFailed(RuntimeError):
     pass
 
@@ -43,10 +49,12 @@ class ServeProcess:
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         root: Path = ROOT,
+        threads: int | None = None,  # None: the server's default
     ) -> None:
         self.workdir = workdir
         self.policy_dir = policy_dir
         self.workers = workers
+        self.threads = threads
         self.args = list(args)
         self.certs = write_certificates(workdir / "certs", ["localhost"], ["127.0.0.1"])
         self.state = StateDir(workdir / "state")
@@ -75,6 +83,7 @@ class ServeProcess:
             str(self.state.root),
             "--workers",
             str(self.workers),
+            *(["--threads", str(self.threads)] if self.threads is not None else []),
             "--poll-interval",
             "0.2",
             *self.args,

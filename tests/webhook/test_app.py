@@ -1,4 +1,5 @@
-"""The webhook's Flask app in-process (no Gunicorn): snapshot loading, readiness, failure mode, errors.
+"""The webhook's WSGI app in-process (no Gunicorn; Werkzeug's test client): snapshot loading, readiness,
+failure mode, errors.
 
 The real server is tested in test_server.py; these cover paths that are awkward to reach there.
 """
@@ -10,14 +11,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
+from werkzeug.test import Client
 
 from celkeeper.cel import ENGINES
 from celkeeper.informer import FolderSource, Informer
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir, WorkerBoard
-from celkeeper.webhook.app import AdmitEndpoint, WebhookConfig, create_app
+from celkeeper.webhook.app import WebhookApp, WebhookConfig, create_app
 from celkeeper.webhook.live import LivePolicies
 from tests.support.serve import POLICIES, pod, review
 
@@ -31,12 +31,12 @@ def env(tmp_path: Path) -> tuple[StateDir, Path]:
     return state, policies
 
 
-def _app(state: StateDir, **settings: object) -> tuple[Flask, FlaskClient]:
+def _app(state: StateDir, **settings: object) -> tuple[WebhookApp, Client]:
     app = create_app(WebhookConfig(settings=Settings().with_(**settings), state=state, watch=False))
-    return app, app.test_client()
+    return app, Client(app)
 
 
-def _live(app: Flask) -> LivePolicies:
+def _live(app: WebhookApp) -> LivePolicies:
     live = app.extensions["celkeeper"]["live"]
     assert isinstance(live, LivePolicies)
     return live
@@ -49,7 +49,7 @@ def _publish(state: StateDir, policies: Path) -> int:
     return snap.generation
 
 
-def _admit(client: FlaskClient, body: object) -> tuple[int, dict[str, object]]:
+def _admit(client: Client, body: object) -> tuple[int, dict[str, object]]:
     resp = client.post("/v1/admit", data=json.dumps(body), content_type="application/json")
     return resp.status_code, resp.get_json()
 
@@ -210,7 +210,7 @@ def test_namespace_selector_sees_the_namespace_inventory(env: tuple[StateDir, Pa
     assert _admit(client, review(pod(namespace="old", labels={})))[1]["response"]["allowed"] is True
 
 
-def _examples_app(tmp_path: Path) -> tuple[Path, FlaskClient]:
+def _examples_app(tmp_path: Path) -> tuple[Path, Client]:
     """The repository's root and a client of the webhook on examples/ (as `./dev serve` runs it)."""
     root = Path(__file__).resolve().parents[2]
     state = StateDir(tmp_path / "state")
@@ -237,20 +237,25 @@ def test_the_readme_samples_on_the_examples(tmp_path: Path) -> None:
     assert response == {"uid": allowed["request"]["uid"], "allowed": True}
 
 
-def test_the_flask_route_answers_like_the_fast_path(env: tuple[StateDir, Path]) -> None:
+def test_the_wsgi_route_answers_like_the_workers_own(env: tuple[StateDir, Path]) -> None:
+    """POST /v1/admit through WSGI and through the route the worker answers itself (webhook/worker.py):
+    the same status and JSON, for a review, malformed JSON and a body over the limit; without the
+    worker's route (fast_path=False) none is offered."""
     state, policies = env
     _publish(state, policies)
-    clients = []
-    for fast in (True, False):
-        settings = Settings(max_request_bytes=5000)
-        app = create_app(WebhookConfig(settings=settings, state=state, watch=False, fast_path=fast))
-        assert isinstance(app.wsgi_app, AdmitEndpoint) is fast
-        clients.append(app.test_client())
+    settings = Settings(max_request_bytes=5000)
+    app = create_app(WebhookConfig(settings=settings, state=state, watch=False))
+    route = app.extensions["celkeeper"]["routes"][b"/v1/admit"]
+    client = Client(app)
     bodies = [json.dumps(review(pod(labels={}), uid="same")).encode(), b"{oops", b"x" * 5001]
     for body in bodies:
-        fast, flask = (c.post("/v1/admit", data=body, content_type="application/json") for c in clients)
-        assert (fast.status_code, fast.get_json()) == (flask.status_code, flask.get_json())
-        assert fast.content_type == flask.content_type == "application/json"
+        wsgi = client.post("/v1/admit", data=body, content_type="application/json")
+        status, payload = route(body, len(body))
+        assert wsgi.status == status
+        assert wsgi.get_json() == json.loads(payload)
+        assert wsgi.content_type == "application/json"
+    plain = create_app(WebhookConfig(settings=settings, state=state, watch=False, fast_path=False))
+    assert plain.extensions["celkeeper"]["routes"] == {}
 
 
 def test_workloads_are_checked_as_their_pods_on_the_examples(tmp_path: Path) -> None:
@@ -294,7 +299,7 @@ def test_denials_are_logged_explained(env: tuple[StateDir, Path], caplog: pytest
     app = create_app(
         WebhookConfig(settings=Settings(), state=state, watch=False, log_denies=True, explain_denies=True)
     )
-    client = app.test_client()
+    client = Client(app)
     with caplog.at_level("INFO", logger="celkeeper.webhook"):
         assert (
             _admit(client, review(pod(labels={"owner": "x", "team": "t"})))[1]["response"]["allowed"] is True
@@ -328,7 +333,7 @@ def test_an_explanation_that_overruns_the_deadline_leaves_the_denial_as_it_is(
     config = WebhookConfig(
         settings=Settings(eval_deadline=0.1), state=state, watch=False, log_denies=True, explain_denies=True
     )
-    client = create_app(config).test_client()
+    client = Client(create_app(config))
     with caplog.at_level("INFO", logger="celkeeper.webhook"):
         response = _admit(client, review(pod(labels={"team": "t"}), uid="uid-2"))[1]["response"]
     assert response["allowed"] is False and response["status"]["code"] == 403

@@ -12,11 +12,13 @@ is answered by the failure mode (in-process, with an evaluation that never ends)
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from werkzeug.test import Client
 
 from celkeeper.informer import FolderSource, Informer
 from celkeeper.settings import Settings
@@ -133,6 +135,44 @@ def test_a_runaway_evaluation_fails_its_constraint_in_time_and_the_worker_lives(
         server.stop()
 
 
+@pytest.mark.server
+@pytest.mark.parametrize("engine", ["cel-go", "cel-python"])
+def test_while_one_loop_evaluates_until_the_deadline_the_other_serves(tmp_path: Path, engine: str) -> None:
+    """One worker, its event loops on two threads (the default): a runaway evaluation holds one loop
+    until the deadline, the other loop answers reviews meanwhile, each promptly (cel-go evaluates with
+    the GIL released; cel-python's Python code gives it up every switch interval)."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    containers, constraints = RUNAWAY[engine]
+    (policies / "policies.yaml").write_text(_policies("Fail", constraints))
+    args = ["--engine", engine, "--eval-deadline", str(DEADLINE)]
+    server = ServeProcess(tmp_path / "srv", policies, workers=1, threads=2, args=args).start()
+    try:
+        runaway: dict[str, Any] = {}
+
+        def send_runaway() -> None:
+            started = time.monotonic()
+            runaway["answer"] = server.admit(review(_huge_pod(containers), uid="uid-huge"))
+            runaway["seconds"] = time.monotonic() - started
+
+        thread = threading.Thread(target=send_runaway)
+        thread.start()
+        time.sleep(0.3)  # the runaway review is being evaluated
+        during: list[float] = []
+        while thread.is_alive() and len(during) < 20:
+            started = time.monotonic()
+            status, body = server.admit(review(pod(labels={})))  # a new connection: the free loop takes it
+            during.append(time.monotonic() - started)
+            assert status == 200 and body["response"]["allowed"] is False
+            assert "an owner label is required" in body["response"]["status"]["message"]
+        thread.join()
+        assert runaway["answer"][1]["response"]["allowed"] is False  # the deadline, under Fail
+        assert during, f"the runaway review took only {runaway['seconds']:.2f} s"
+        assert max(during) < DEADLINE, f"reviews took up to {max(during):.2f} s beside the runaway one"
+    finally:
+        server.stop()
+
+
 def test_an_evaluation_that_ignores_the_deadline_is_interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,7 +195,7 @@ def test_an_evaluation_that_ignores_the_deadline_is_interrupted(
         settings = Settings(eval_deadline=0.3, failure_mode=mode)
         app = create_app(WebhookConfig(settings=settings, state=state, watch=False))
         started = time.monotonic()
-        resp = app.test_client().post("/v1/admit", data=json.dumps(review(pod(labels={}), uid="u1")))
+        resp = Client(app).post("/v1/admit", data=json.dumps(review(pod(labels={}), uid="u1")))
         assert time.monotonic() - started < 3
         answer = resp.get_json()["response"]
         assert resp.status_code == 200 and answer["uid"] == "u1"
@@ -196,6 +236,32 @@ def test_an_interruption_the_block_swallows_is_raised_when_it_ends() -> None:
     fired = watchdog.fired
     time.sleep(0.1)  # disarmed: nothing pending, nothing more raised
     assert watchdog.fired == fired
+
+
+def test_the_watchdog_interrupts_only_the_thread_that_overruns() -> None:
+    """The worker's event loops each guard their own evaluations with the process's one watchdog."""
+    watchdog = Watchdog(tick=0.01)
+    outcome: dict[str, str] = {}
+
+    def guarded(name: str, seconds: float, runs: float) -> None:
+        try:
+            with watchdog.limit(seconds):
+                until = time.monotonic() + runs
+                while time.monotonic() < until:
+                    sum(range(100))
+            outcome[name] = "finished"
+        except DeadlineExceeded:
+            outcome[name] = "interrupted"
+
+    threads = [
+        threading.Thread(target=guarded, args=("slow", 0.1, 5.0)),
+        threading.Thread(target=guarded, args=("in time", 2.0, 0.5)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert outcome == {"slow": "interrupted", "in time": "finished"}
 
 
 def test_the_deadline_has_a_sane_default_and_flag() -> None:

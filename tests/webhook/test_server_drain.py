@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.keepalive import KeptAliveFleet, post, read_answer
-from tests.support.serve import POLICIES, ServeProcess, pod, review
+from tests.support.serve import POLICIES, PROCESS_MODELS, ServeProcess, pod, review
 
 pytestmark = pytest.mark.server
 
@@ -51,9 +51,11 @@ def _wait_exit(server: ServeProcess, timeout: float) -> None:
     assert not server.process.running(), f"still running {timeout} s later:\n{server.log(60)}"
 
 
-def test_sigterm_drains_kept_alive_connections_without_failing_a_call(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", PROCESS_MODELS)
+def test_sigterm_drains_kept_alive_connections_without_failing_a_call(tmp_path: Path, model: str) -> None:
     args = ["--drain-seconds", str(DRAIN), "--graceful-timeout", str(GRACEFUL)]
-    server = ServeProcess(tmp_path / "srv", POLICIES, workers=2, args=args).start()
+    workers, threads = PROCESS_MODELS[model]
+    server = ServeProcess(tmp_path / "srv", POLICIES, workers=workers, threads=threads, args=args).start()
     assert server.process is not None
     sockets = contextlib.ExitStack()  # the test's own connections, closed at the end
     try:

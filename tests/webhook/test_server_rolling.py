@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.policysets import large_policy_set
-from tests.support.serve import ServeProcess, pod, review
+from tests.support.serve import PROCESS_MODELS, ServeProcess, pod, review
 from tests.support.slowclients import Latencies, measure
 
 pytestmark = pytest.mark.server
@@ -85,10 +85,12 @@ def policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_sighup_replaces_the_workers_one_at_a_time(tmp_path: Path, policies: Path) -> None:
-    server = ServeProcess(tmp_path / "srv", policies, workers=2, args=["--max-requests", "0"]).start(
-        timeout=600
-    )
+@pytest.mark.parametrize("model", PROCESS_MODELS)
+def test_sighup_replaces_the_workers_one_at_a_time(tmp_path: Path, policies: Path, model: str) -> None:
+    workers, threads = PROCESS_MODELS[model]
+    args = ["--max-requests", "0"]
+    server = ServeProcess(tmp_path / "srv", policies, workers=workers, threads=threads, args=args)
+    server.start(timeout=600)
     try:
         before = server.worker_pids()
         with _Traffic(server) as traffic:
@@ -98,7 +100,11 @@ def test_sighup_replaces_the_workers_one_at_a_time(tmp_path: Path, policies: Pat
             deadline = hup + 600
             while time.monotonic() < deadline:
                 now = server.worker_pids()
-                if len(now) == 2 and not now & before and all(s.ready for s in server.worker_statuses()):
+                if (
+                    len(now) == workers
+                    and not now & before
+                    and all(s.ready for s in server.worker_statuses())
+                ):
                     break
                 time.sleep(0.2)
             rolled = time.monotonic() - hup
@@ -110,7 +116,8 @@ def test_sighup_replaces_the_workers_one_at_a_time(tmp_path: Path, policies: Pat
         assert not traffic.result.failures, traffic.result.failures[:3]
         worst = max(traffic.result.seconds)
         print(
-            f"roll of 2 workers took {rolled:.1f} s; {len(traffic.result.seconds)} reviews during it, "
+            f"roll of {workers} worker(s) took {rolled:.1f} s; "
+            f"{len(traffic.result.seconds)} reviews during it, "
             f"p99 {traffic.result.percentile(99) * 1000:.0f} ms, max {worst * 1000:.0f} ms"
         )
         assert worst < LATENCY_BOUND

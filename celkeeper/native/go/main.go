@@ -23,14 +23,54 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
 
 func main() {}
+
+// memoryLimitRatio is the share of the memory limit of the process's cgroup (a container's limit, as
+// Kubernetes sets it, cgroup v1 or v2) this Go runtime takes as its soft memory limit (GOMEMLIMIT):
+// past it the collector runs whatever GOGC says, so that the garbage GOGC lets accumulate (k8scel/gc.go)
+// never takes a container over its limit. A webhook pod holds two Go runtimes (the worker's, the
+// informer's; three while a worker is replaced) beside Python's heaps. GOMEMLIMIT or AUTOMEMLIMIT (a
+// ratio, or "off") in the environment decide instead; without a cgroup limit there is none.
+const memoryLimitRatio = 0.35
+
+func init() {
+	_, _ = memlimit.Set(memlimit.WithRatio(memoryLimitRatio), memlimit.WithProvider(memlimit.FromCgroup))
+}
+
+// runtimeFigures are the Go runtime's settings and memory now (runtime/metrics): its soft memory limit
+// (math.MaxInt64: none), GOGC, the bytes of live and dead heap objects, and all the memory the runtime
+// has mapped and not returned.
+var runtimeFigures = map[string]string{
+	"memoryLimit":   "/gc/gomemlimit:bytes",
+	"gcPercent":     "/gc/gogc:percent",
+	"heapObjects":   "/memory/classes/heap/objects:bytes",
+	"runtimeMemory": "/memory/classes/total:bytes",
+	"released":      "/memory/classes/heap/released:bytes",
+}
+
+func runtimeInfo(info map[string]any) {
+	samples := make([]metrics.Sample, 0, len(runtimeFigures))
+	for _, name := range runtimeFigures {
+		samples = append(samples, metrics.Sample{Name: name})
+	}
+	metrics.Read(samples)
+	byName := map[string]uint64{}
+	for _, s := range samples {
+		byName[s.Name] = s.Value.Uint64()
+	}
+	for key, name := range runtimeFigures {
+		info[key] = byName[name]
+	}
+}
 
 var (
 	mu      sync.RWMutex
@@ -102,9 +142,18 @@ func native_release(h C.longlong) {
 	delete(handles, int64(h))
 }
 
+// native_trim collects the garbage now and returns the memory the runtime does not use to the operating
+// system (a process that has compiled policies and will not evaluate much until they change).
+//
+//export native_trim
+func native_trim() {
+	debug.FreeOSMemory()
+}
+
 //export native_info
 func native_info(out **C.char, outn *C.int) {
 	info := map[string]any{"compatibilityVersion": environment.DefaultCompatibilityVersion().String()}
+	runtimeInfo(info)
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		info["go"] = bi.GoVersion
 		for _, dep := range bi.Deps {

@@ -1,0 +1,63 @@
+"""celkeeper's copies of dependencies' files (celkeeper/native/go/_patches, built in place of the module's
+own by celkeeper/native/go/patched.py's go.mod, which celkeeper.native.locate's build hash covers;
+docs/known-issues.md): each was made from the file the module cache holds, the build uses them, and
+upstream still needs them. When the last test fails, the cel-go that go.mod requires behaves as the copy
+does: remove the copy (and its PATCHES entry)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from celkeeper.native.locate import go_sources
+from tests.support.native import go, go_flags, patched, run_go
+
+CEL_GO = "github.com/google/cel-go"
+
+
+def test_each_copy_was_made_from_the_file_the_module_cache_holds() -> None:
+    tool = go()
+    build = patched()
+    for module, folder in build.PATCHES.items():
+        for copy in (build.PATCHES_DIR / folder).rglob("*.go"):
+            text = copy.read_text()
+            derived = re.search(r"Derived from the file whose sha256 is\n//\s+([0-9a-f]{64})", text)
+            assert derived, f"{copy} does not say which file it was made from"
+            upstream = build.module_dir(module, tool) / copy.relative_to(build.PATCHES_DIR / folder)
+            assert hashlib.sha256(upstream.read_bytes()).hexdigest() == derived.group(1), (
+                f"{upstream} is not the file {copy} was made from: go.mod moved {module}; make the copy "
+                "again from the new file (or drop it if the new release needs none)"
+            )
+
+
+def test_the_build_uses_the_copies() -> None:
+    build = patched()
+    modfile = build.patched_modfile(go())
+    assert f"-modfile={modfile}" in go_flags(go())
+    replaced = modfile.read_text()
+    sources = go_sources()
+    for module, folder in build.PATCHES.items():
+        copy_root = modfile.parent / folder
+        assert f"replace {module} => {copy_root}" in replaced
+        for copy in (build.PATCHES_DIR / folder).rglob("*.go"):
+            assert copy in sources  # a change to a copy is a new build of the library
+            assert (
+                copy_root / copy.relative_to(build.PATCHES_DIR / folder)
+            ).read_bytes() == copy.read_bytes()
+
+
+def test_upstream_cel_go_still_needs_the_copy_of_runtimecost() -> None:
+    """k8scel/costpatch_test.go in its upstream mode, on the module as it is (no patched go.mod): cel-go's
+    cost observer allocates per operator, charges 1 for `+` chosen at run time, and makes a value before
+    refusing it. (The same tests, as the library is built, show the copy's behaviour: test_go_module.)"""
+    out = run_go(
+        "test",
+        "-count=1",
+        "-run",
+        "TestGrowthIsRefusedBeforeItIsMade|TestConcatenationCostsWhatItsOverloadCosts|"
+        "TestObservingCostsAllocatesNothingPerOperator",
+        "./k8scel",
+        env={"GOFLAGS": "-mod=readonly", "CELKEEPER_UPSTREAM_COST": "1"},
+    )
+    assert "ok" in out
+    assert CEL_GO in patched().PATCHES

@@ -27,8 +27,8 @@ from celkeeper.cli.cluster import add_cluster_options, read_cluster
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
-from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import is_namespace, is_policy_document
+from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
 from celkeeper.model import EnforcementPoint, JsonValue
 
 if TYPE_CHECKING:  # imported where they are used: the engine loads only when needed

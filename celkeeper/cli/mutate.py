@@ -30,8 +30,8 @@ from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, ReviewError
 from celkeeper.gator import is_suite
-from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import is_namespace, is_policy_document
+from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
 from celkeeper.model import JsonObject
 
 FORMATS = ("yaml", "json", "patch")

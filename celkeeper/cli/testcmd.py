@@ -44,7 +44,6 @@ from celkeeper.cli.options import add_engine_option, add_filename_option, engine
 from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, is_compile_problem, is_warning
-from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.kinds import (
     is_constraint_document,
     is_namespace,
@@ -52,6 +51,7 @@ from celkeeper.gator.kinds import (
     is_template_document,
 )
 from celkeeper.gator.results import Violation
+from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
 from celkeeper.model import JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:

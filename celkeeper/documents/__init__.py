@@ -13,7 +13,7 @@ YAML 1.2 (ruamel.yaml's types; libyaml composes what it reads as ruamel.yaml doe
 rest): `yes`/`no`/`on`/`off` are strings, `012` is 12; duplicate keys are errors.
 """
 
-from celkeeper.documents.model import (
+from celkeeper.documents.document import (
     Document,
     Span,
     field_path,

@@ -23,7 +23,7 @@ from typing import Any
 import yaml.resolver
 from yaml import YAMLError as LibyamlError
 
-from celkeeper.documents.model import Document, Span, index_path, key_path
+from celkeeper.documents.document import Document, Span, index_path, key_path
 from celkeeper.errors import DocumentError, Location
 from celkeeper.model import JsonObject
 

@@ -58,7 +58,7 @@ from yaml.events import (
     StreamEndEvent,
 )
 
-from celkeeper.documents.model import index_path
+from celkeeper.documents.document import index_path
 from celkeeper.documents.parse import YAML12_IMPLICIT, _float, _int
 from celkeeper.errors import DocumentError, Location
 from celkeeper.model import JsonObject

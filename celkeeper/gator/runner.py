@@ -224,8 +224,8 @@ class Runner:
         mutators: MutatorSet | None,
     ) -> None:
         """celkeeper's extension: the object as the test's mutators leave it is the `mutated` file's."""
-        from celkeeper.gator.admission import as_v1_review, checked_request, is_admission_review
         from celkeeper.gator.kinds import is_namespace
+        from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
         from celkeeper.review import admission_review_for, inventory_lookup
         from celkeeper.review.mutate import mutate
 

@@ -37,7 +37,7 @@ validator.go), in the engine: one engine call per request for every selected con
 no clock (unless passed in), no globals.
 """
 
-from celkeeper.cel.admission import namespace_object
+from celkeeper.cel.requestvars import namespace_object
 from celkeeper.review.decide import (
     DEFAULT_DEADLINE,
     NamespaceLookup,

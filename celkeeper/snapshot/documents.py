@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from celkeeper.documents import Document, ParsedText, parse_documents
 from celkeeper.errors import DocumentError, Location
 from celkeeper.expansion import is_expansion_template
-from celkeeper.snapshot.model import ORIGIN_OBJECT, SnapshotItem
+from celkeeper.snapshot.contents import ORIGIN_OBJECT, SnapshotItem
 
 TEMPLATE_GROUPS = frozenset({"templates.gatekeeper.sh", "templates.celkeeper.io"})
 CONSTRAINT_GROUPS = frozenset({"constraints.gatekeeper.sh", "constraints.celkeeper.io"})

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from celkeeper.localfiles import Stamp, stamp_of, write_atomic
-from celkeeper.snapshot.model import Snapshot
+from celkeeper.snapshot.contents import Snapshot
 
 
 class SnapshotReadError(Exception):

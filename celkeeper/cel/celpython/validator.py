@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from celkeeper.cel.admission import cel_request, namespace_object
 from celkeeper.cel.api import (
     CelError,
     Diagnostic,
@@ -47,6 +46,7 @@ from celkeeper.cel.api import (
 from celkeeper.cel.celpython.astvalidators import PROGRAM_ERROR
 from celkeeper.cel.celpython.inventory import PyInventory, read_data
 from celkeeper.cel.inventory import Gvk
+from celkeeper.cel.requestvars import cel_request, namespace_object
 from celkeeper.errors import CelCompileError
 
 RESERVED_PREFIX = "gatekeeper_internal_"

@@ -23,8 +23,7 @@ gobuild_args 2,13 "$@"
 version=$(gobuild_require "$HERE/go.mod" github.com/open-policy-agent/gatekeeper/v3)
 ldflags="-X github.com/open-policy-agent/gatekeeper/v3/pkg/version.Version=$version"
 # Bump the leading number when the build flags change, so cached binaries are rebuilt. The ldflags are
-# part of the revision (the stamp's first line reads `flags-rev 1 -X ...`, as it did before this script
-# used hack/lib/gobuild.sh, so existing caches stay valid).
+# part of the revision (the stamp's first line reads `flags-rev 1 -X ...`).
 FLAGS_REV="1 $ldflags"
 out=${CELKEEPER_GATOR_CACHE:-$HOME/.cache/celkeeper-gator}/${version#v}
 if [ "$print_only" = 1 ]; then

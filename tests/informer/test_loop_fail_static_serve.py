@@ -1,7 +1,7 @@
-"""Fail-static policies through a real `celkeeper serve` over TLS (issue 12): what an operator's
-mistakes do to enforcement. Before: an invalid edit, an emptied file or a folder vanishing for 3 s
-silently dropped the policies (a denied Pod allowed), a template that stopped compiling denied every
-matching request, /readyz stayed 200 with nothing said, a 30 MB file stalled the informer for minutes.
+"""Fail-static policies through a real `celkeeper serve` over TLS: what an operator's mistakes must not
+do to enforcement. An invalid edit, an emptied file or a folder vanishing for 3 s keeps the last good
+policies (a denied Pod stays denied); a template that stops compiling keeps its last good version;
+/readyz and the status say what was held back; a 30 MB file does not stall the informer.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""The ignore label, guarded (issue 12), on a real `celkeeper serve` over TLS.
+"""The ignore label, guarded, on a real `celkeeper serve` over TLS.
 
-Before: whoever could create or label a Namespace could set admission.celkeeper.io/ignore and escape
-every policy (the label was read from the request's own new labels before any policy ran), and
-deleting a protected Namespace carrying it was allowed. Now the label is honoured only on namespaces
-an admin lists (--exempt-namespace, --ignore-label-namespace); /v1/admitlabel (Gatekeeper's
-/v1/admitlabel) refuses it anywhere else; DELETE of a Namespace is always checked unless
---exempt-namespace-deletes says otherwise.
+Whoever may create or label a Namespace must not escape every policy by setting
+admission.celkeeper.io/ignore on it, nor delete a protected Namespace carrying it: the label is
+honoured only on namespaces an admin lists (--exempt-namespace, --ignore-label-namespace);
+/v1/admitlabel (Gatekeeper's /v1/admitlabel) refuses it anywhere else; DELETE of a Namespace is always
+checked unless --exempt-namespace-deletes says otherwise.
 """
 
 from __future__ import annotations

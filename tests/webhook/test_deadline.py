@@ -1,8 +1,8 @@
-"""The per-request evaluation deadline (issue 12).
+"""The per-request evaluation deadline.
 
-Before: the only bound was Gunicorn's --timeout; on the cel-python engine a nested comprehension over
-3,000 containers ran until the master killed the worker (30 s, and every connection it held with
-it). Now `--eval-deadline` goes to the engine with each request: constraints not evaluated in time
+A nested comprehension over 3,000 containers (on the cel-python engine, which has no cost limit of its
+own) must not hold a worker until Gunicorn's --timeout kills it with every connection it holds:
+`--eval-deadline` goes to the engine with each request: constraints not evaluated in time
 are evaluation errors under their own failurePolicy, the answer is a well-formed AdmissionReview
 within about the deadline, and the same worker goes on serving (real server over TLS, both engines).
 Should an evaluation ignore the deadline anyway, the webhook's watchdog interrupts it and the request

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from celkeeper.documents import Document
-from celkeeper.gator.results import SuiteResult, Violation
+from celkeeper.gator.suiteresults import SuiteResult, Violation
 from celkeeper.model import JsonValue
 from celkeeper.policy import PolicySet
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from celkeeper import __version__
 from celkeeper.cli.output_junit import Row, object_id, reviewed
 from celkeeper.documents import parse_documents
-from celkeeper.gator.results import SuiteResult, Violation
 from celkeeper.gator.suite import is_suite
+from celkeeper.gator.suiteresults import SuiteResult, Violation
 from celkeeper.model import JsonObject, JsonValue
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

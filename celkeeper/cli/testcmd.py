@@ -50,8 +50,8 @@ from celkeeper.gator.kinds import (
     is_policy_document,
     is_template_document,
 )
-from celkeeper.gator.results import Violation
 from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
+from celkeeper.gator.suiteresults import Violation
 from celkeeper.model import JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:

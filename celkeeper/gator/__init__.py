@@ -7,9 +7,9 @@ print(render([result], verbose), summarize([result]).line())
 """
 
 from celkeeper.gator.filter import Filter, FilterError
-from celkeeper.gator.results import CaseResult, SuiteResult, Summary, TestResult, render, summarize
 from celkeeper.gator.runner import Runner
 from celkeeper.gator.suite import Suite, SuiteError, is_suite, parse_suite
+from celkeeper.gator.suiteresults import CaseResult, SuiteResult, Summary, TestResult, render, summarize
 
 __all__ = [
     "CaseResult",

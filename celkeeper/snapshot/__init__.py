@@ -8,7 +8,7 @@ WorkerBoard(state.workers).loaded_generation()          # generation every live 
 
 from celkeeper.localfiles import write_atomic
 from celkeeper.snapshot.contents import ORIGIN_FILE, ORIGIN_OBJECT, Snapshot, SnapshotItem, digest
-from celkeeper.snapshot.status import InformerRecord, InformerStatus, WorkerBoard, WorkerStatus
+from celkeeper.snapshot.loadstatus import InformerRecord, InformerStatus, WorkerBoard, WorkerStatus
 from celkeeper.snapshot.store import SnapshotReadError, SnapshotStore, StateDir
 
 __all__ = [

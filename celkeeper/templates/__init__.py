@@ -7,9 +7,9 @@ A template whose expressions do not compile is still returned (with `errors`): a
 broken expressions fail as Gatekeeper's do. `compiler.bind(template, constraint)` binds a constraint.
 """
 
+from celkeeper.templates.celsource import Expression, NamedExpression, ValidationSpec
 from celkeeper.templates.compiler import CompiledTemplate, TemplateCompiler, template_source
 from celkeeper.templates.parameters import ParameterSchema, SchemaProblem, Verdicts
-from celkeeper.templates.source import Expression, NamedExpression, ValidationSpec
 from celkeeper.templates.spec import TemplateSpec, is_template, parse_template
 
 __all__ = [

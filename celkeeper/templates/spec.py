@@ -24,14 +24,14 @@ from celkeeper.cel.inventory import SYNC_ANNOTATION, Requirement, RequirementsEr
 from celkeeper.documents import Document, field_path, index_path, key_path
 from celkeeper.errors import TemplateError, TemplateWarning
 from celkeeper.model import FailurePolicy, JsonObject
-from celkeeper.templates.parameters import ParameterSchema, SchemaProblem, Verdicts
-from celkeeper.templates.source import (
+from celkeeper.templates.celsource import (
     NamedExpression,
     Problems,
     ValidationSpec,
     read_source,
     string_list,
 )
+from celkeeper.templates.parameters import ParameterSchema, SchemaProblem, Verdicts
 
 KIND = "ConstraintTemplate"
 GATEKEEPER_GROUP = "templates.gatekeeper.sh"

@@ -1,4 +1,4 @@
-"""Worker statuses (celkeeper.snapshot.status): the generation every worker has loaded."""
+"""Worker statuses (celkeeper.snapshot.loadstatus): the generation every worker has loaded."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Results of running suites and their `go test`-style rendering (celkeeper.gator.results), as `gator
+"""Results of running suites and their `go test`-style rendering (celkeeper.gator.suiteresults), as `gator
 verify` prints them."""
 
 from __future__ import annotations
 
 from celkeeper.gator import render, summarize
-from celkeeper.gator.results import CaseResult, SuiteResult, TestResult
+from celkeeper.gator.suiteresults import CaseResult, SuiteResult, TestResult
 
 
 def _results() -> list[SuiteResult]:

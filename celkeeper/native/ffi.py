@@ -1,6 +1,7 @@
 """celkeeper's native library (Go, built from celkeeper/native/go), loaded with ctypes: the one module
-that calls it. Each capability of the library (k8scel: Kubernetes' CEL) has its typed wrappers here;
-the Python package of the capability (celkeeper.cel.celgo for k8scel) builds on them.
+that calls it. Each capability of the library (k8scel: Kubernetes' CEL; admissionpolicy: Kubernetes'
+admission policy plugins) has its typed wrappers here; the Python package of the capability
+(celkeeper.cel.celgo for k8scel, celkeeper.admissionpolicy for admissionpolicy) builds on them.
 
 The Go runtime does not survive `fork`: a process that has loaded the library must not fork and go
 on using it. `load()` therefore loads the library lazily, in the process that evaluates (each
@@ -108,6 +109,8 @@ class Library:
         self._sig(dll.k8scel_explain, i, [p, i, p, i, p, i, p, i, ll, p, i, ll, out, outn])
         self._sig(dll.k8scel_expression, ll, [p, i, out, outn])
         self._sig(dll.k8scel_evaluate, i, [ll, p, i, ll, out, outn])
+        self._sig(dll.admissionpolicy_set, ll, [p, i, out, outn])
+        self._sig(dll.admissionpolicy_review, i, [ll, p, i, ll, out, outn])
 
     @staticmethod
     def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> None:
@@ -208,6 +211,24 @@ class Library:
         self.check()
         out, n = self._reply()
         self._dll.k8scel_evaluate(handle, inputs, len(inputs), timeout_ns, ctypes.byref(out), ctypes.byref(n))
+        return orjson.loads(self._take(out, n))
+
+    # -- admissionpolicy: Kubernetes' ValidatingAdmissionPolicy and MutatingAdmissionPolicy plugins -------
+    def admission_policy_set(self, documents: bytes) -> tuple[int, dict[str, Any]]:
+        """admissionpolicy_set: a policy set from {"policies", "params", "namespaces", "crds"} (JSON);
+        its handle (0 on error) and the reply (problems, policies, or error)."""
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.admissionpolicy_set(documents, len(documents), ctypes.byref(out), ctypes.byref(n))
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def admission_policy_review(self, handle: int, request: bytes, timeout_ns: int) -> Any:
+        """admissionpolicy_review: {"response": ...} or {"error": ..., "request": bool}."""
+        self.check()
+        out, n = self._reply()
+        self._dll.admissionpolicy_review(
+            handle, request, len(request), timeout_ns, ctypes.byref(out), ctypes.byref(n)
+        )
         return orjson.loads(self._take(out, n))
 
     def release(self, handle: int) -> None:

@@ -5,9 +5,9 @@ discovery, so that the native library maps kinds to resources offline as that AP
 
     CELKEEPER_KUBE_ASSETS=~/.cache/celkeeper-kube/1.36.2 .venv/bin/python hack/admissionpolicy/discovery.py
 
-The API server must be the Kubernetes version the native library is built with (k8s.io/apiserver in
-celkeeper/native/go/go.mod): hack/admissionpolicy/build.sh builds it. tests/native/test_admissionpolicy_discovery.py
-checks the file against that API server's discovery.
+The API server must be the Kubernetes version the native library is built with (k8s.io/kubernetes in
+celkeeper/native/go/go.mod): hack/admissionpolicy/build.sh builds it. The admission policy differential
+(tests/admissionpolicy/test_policies_apiserver.py) checks the file against that API server's discovery.
 """
 
 from __future__ import annotations

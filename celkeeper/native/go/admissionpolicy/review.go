@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
@@ -134,11 +134,11 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 		req.Namespace = ""
 	}
 
-	obj, err := s.decodeObject(req.Object, gvk, req.Namespace, namespaced)
+	obj, err := s.decodeObject(req.Object, gvk)
 	if err != nil {
 		return nil, requestErrorf("object: %v", err)
 	}
-	oldObj, err := s.decodeObject(req.OldObject, gvk, req.Namespace, namespaced)
+	oldObj, err := s.decodeObject(req.OldObject, gvk)
 	if err != nil {
 		return nil, requestErrorf("oldObject: %v", err)
 	}
@@ -151,11 +151,28 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 	if op == admission.Create && obj == nil {
 		return nil, requestErrorf("a CREATE needs the object")
 	}
+	// What the API server's handlers do before admission (k8s.io/apiserver/pkg/endpoints/handlers,
+	// create.go and update.go): a Namespace's requests are in the namespace of its own name, the system
+	// fields of a created object are wiped, and the object's namespace is the request's.
+	if gvr == namespacesResource {
+		req.Namespace = req.Name
+	}
+	if obj != nil {
+		if m, ok := obj.(metav1.Object); ok {
+			if op == admission.Create {
+				rest.WipeObjectMetaSystemFields(m)
+			}
+			if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForResource(req.Namespace, gvr), m); err != nil {
+				resp.Status = responsewriters.ErrorToAPIStatus(err)
+				return resp, nil
+			}
+		}
+	}
 	options, err := decodeOptions(req.Options, op)
 	if err != nil {
 		return nil, requestErrorf("options: %v", err)
 	}
-	if namespaced && req.Namespace != "" && gvk != corev1.SchemeGroupVersion.WithKind("Namespace") {
+	if namespaced && req.Namespace != "" {
 		if assumed, err := s.ensureNamespace(ctx, req.Namespace); err != nil {
 			return nil, err
 		} else if assumed {
@@ -228,39 +245,23 @@ func (s *Set) run(parent context.Context, attrs admission.Attributes) (error, []
 }
 
 // decodeObject decodes a request's object as the API server's handler does: a built-in kind strictly,
-// defaulted, to its internal version; a custom one as unstructured. The namespace is the request's (the
-// handler sets it on an object that has none).
-func (s *Set) decodeObject(data json.RawMessage, gvk schema.GroupVersionKind, namespace string, namespaced bool) (runtime.Object, error) {
+// defaulted, to its internal version; a custom one as unstructured.
+func (s *Set) decodeObject(data json.RawMessage, gvk schema.GroupVersionKind) (runtime.Object, error) {
 	if len(data) == 0 || bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
 		return nil, nil
 	}
 	if IsBuiltin(gvk) {
 		obj, _, err := strictCodecs.UniversalDecoder().Decode(data, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		if m, err := metaAccessor(obj); err == nil && namespaced && m.GetNamespace() == "" {
-			m.SetNamespace(namespace)
-		}
-		return obj, nil
+		return obj, err
 	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(data); err != nil {
 		return nil, err
 	}
-	if namespaced && u.GetNamespace() == "" {
-		u.SetNamespace(namespace)
-	}
 	return u, nil
 }
 
-func metaAccessor(obj runtime.Object) (metav1.Object, error) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, errors.New("no metadata")
-	}
-	return m, nil
-}
+var namespacesResource = corev1.SchemeGroupVersion.WithResource("namespaces")
 
 // encode writes an object (internal or unstructured) in the request's version, as the API server would
 // return it.

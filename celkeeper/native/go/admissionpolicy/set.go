@@ -63,6 +63,8 @@ type Problem struct {
 	Field    string `json:"field,omitempty"`
 	Message  string `json:"message"`
 	Severity string `json:"severity"` // error, note
+	// the whole message the API server answers a create of the document with (an error's)
+	Status string `json:"status,omitempty"`
 }
 
 // Set is a policy set ready to review requests: the API server's two policy plugins, started on
@@ -172,6 +174,7 @@ func (s *Set) addPolicies(docs []runtime.RawExtension, tracker interface{ Add(ru
 	var problems []Problem
 	decoder := strictCodecs.UniversalDecoder()
 	names := map[policyRef]int{}
+	refused := map[policyRef]bool{}
 	var bindings []struct {
 		index               int
 		kind, name, ptarget string
@@ -180,9 +183,11 @@ func (s *Set) addPolicies(docs []runtime.RawExtension, tracker interface{ Add(ru
 		report := func(path, message string) {
 			problems = append(problems, Problem{Source: "policies", Index: i, Field: path, Message: message, Severity: "error"})
 		}
-		obj, _, err := decoder.Decode(raw.Raw, nil, nil)
+		obj, gvk, err := decoder.Decode(raw.Raw, nil, nil)
 		if err != nil {
-			report("", decodeMessage(err))
+			message := decodeMessage(err, gvk)
+			report("", message)
+			problems[len(problems)-1].Status = message
 			continue
 		}
 		var errs field.ErrorList
@@ -205,8 +210,12 @@ func (s *Set) addPolicies(docs []runtime.RawExtension, tracker interface{ Add(ru
 			continue
 		}
 		if len(errs) > 0 {
+			refused[policyRef{kind, name}] = true
+			gk := schema.GroupKind{Group: admissionregistration.GroupName, Kind: kind}
+			status := apierrors.NewInvalid(gk, name, errs).Error()
 			for _, e := range errs {
-				report(e.Field, apierrors.NewInvalid(schema.GroupKind{Group: admissionregistration.GroupName, Kind: kind}, name, field.ErrorList{e}).Error())
+				report(e.Field, apierrors.NewInvalid(gk, name, field.ErrorList{e}).Error())
+				problems[len(problems)-1].Status = status
 			}
 			continue
 		}
@@ -236,21 +245,27 @@ func (s *Set) addPolicies(docs []runtime.RawExtension, tracker interface{ Add(ru
 	for _, b := range bindings {
 		policyKind := strings.TrimSuffix(b.kind, "Binding")
 		if _, ok := names[policyRef{policyKind, b.ptarget}]; !ok {
+			why := "which is not given"
+			if refused[policyRef{policyKind, b.ptarget}] {
+				why = "which the API server would refuse (see its error)"
+			}
 			problems = append(problems, Problem{
 				Source: "policies", Index: b.index, Field: "spec.policyName", Severity: "note",
-				Message: fmt.Sprintf("%s %q binds %s %q, which is not given: the binding has no effect (the API server skips a binding whose policy does not exist)", b.kind, b.name, policyKind, b.ptarget),
+				Message: fmt.Sprintf("%s %q binds %s %q, %s: the binding has no effect (the API server skips a binding whose policy does not exist)", b.kind, b.name, policyKind, b.ptarget, why),
 			})
 		}
 	}
 	return problems
 }
 
-// decodeMessage words a decoding error as the API server does for fieldValidation=Strict.
-func decodeMessage(err error) string {
-	if runtime.IsStrictDecodingError(err) {
+// decodeMessage words a decoding error as the API server's create handler does (its transformDecodeError,
+// k8s.io/apiserver/pkg/endpoints/handlers/create.go: `<Kind> in version "<v>" cannot be handled as a
+// <Kind>: <error>`), for fieldValidation=Strict (kubectl's default) where unknown fields are errors.
+func decodeMessage(err error, gvk *schema.GroupVersionKind) string {
+	if gvk == nil || gvk.Kind == "" {
 		return err.Error()
 	}
-	return err.Error()
+	return fmt.Sprintf("%v in version %q cannot be handled as a %v: %v", gvk.Kind, gvk.Version, gvk.Kind, err)
 }
 
 // decodeBuiltin decodes a built-in object as the API server decodes a request (strictly, defaulted) and

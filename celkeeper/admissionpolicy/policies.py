@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Self
 
@@ -35,6 +35,8 @@ from celkeeper.native.ffi import Library, LibraryUnavailable, load
 
 #: the reason an answer's status gives when a policy refuses (the API server's defaults)
 _UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')
+#: where a CEL compile error is in its expression (cel-go's `ERROR: <input>:line:col: ...`)
+_CEL_POSITION = re.compile(r"<input>:(\d+):(\d+):")
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class Answer:
     assumed_namespace: str = ""
     #: the resource guessed for a kind that is neither built in nor defined by a CRD given
     guessed_resource: str = ""
+    #: when patched: the object as the API server decoded it before admission (with its defaults)
+    decoded: JsonObject | None = None
 
     @property
     def message(self) -> str:
@@ -156,6 +160,7 @@ def answer_of(response: Mapping[str, Any]) -> Answer:
         patched=patched if isinstance(patched, dict) else None,
         assumed_namespace=str(response.get("assumedNamespace") or ""),
         guessed_resource=str(response.get("guessedResource") or ""),
+        decoded=response.get("decoded") if isinstance(response.get("decoded"), dict) else None,
     )
 
 
@@ -171,12 +176,25 @@ def _problem(problem: Mapping[str, Any], groups: Mapping[str, Sequence[Document]
         unknown = _UNKNOWN_FIELD.search(message)
         if unknown:
             path = unknown.group(1)
+    shown = _one_line(message)
     if 0 <= index < len(documents):
-        err = documents[index].error(cls, message, path, key=bool(path) and path == _unknown(message))
+        document = documents[index]
+        err = document.error(cls, shown, path, key=bool(path) and path == _unknown(message))
+        found = _CEL_POSITION.search(message)
+        where = document.expression_position(path, int(found[1]), int(found[2])) if found and path else None
+        if where is not None:  # the compile error's line:col inside the expression, in the file
+            err.location = replace(err.location, line=where[0], column=where[1])
     else:
-        err = cls(message)
+        err = cls(shown)
     err.api_message = str(problem.get("status") or "")
     return err
+
+
+def _one_line(message: str) -> str:
+    """Kubernetes' message on one line: a CEL compile error's excerpt of the expression (` | ...` lines,
+    which the location points into) left out."""
+    lines = [line for line in message.splitlines() if not line.startswith(" | ")]
+    return " ".join(line.strip() for line in lines if line.strip())
 
 
 def _unknown(message: str) -> str | None:

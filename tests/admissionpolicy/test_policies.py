@@ -94,7 +94,7 @@ def test_a_policy_the_api_server_refuses_is_located() -> None:
         notes = [p for p in policies.problems if isinstance(p, AdmissionPolicyNote)]
     assert len(errors) == 1
     assert str(errors[0]).startswith(
-        "policies.yaml:13:17: document 1: spec.validations[0].expression: "
+        "policies.yaml:13:40: document 1: spec.validations[0].expression: "  # where the expression ends
         'ValidatingAdmissionPolicy.admissionregistration.k8s.io "replicas" is invalid: '
         "spec.validations[0].expression: Invalid value: "
     )

@@ -55,6 +55,8 @@ type Response struct {
 	AuditAnnotations map[string]string `json:"auditAnnotations"`
 	Mutated          bool              `json:"mutated"`
 	Object           json.RawMessage   `json:"object,omitempty"`
+	// when mutated: the object as the API server decoded it (defaulted), before admission
+	Decoded json.RawMessage `json:"decoded,omitempty"`
 	// the Namespace the request was evaluated with when none was given (created as the API server
 	// creates a Namespace without labels)
 	AssumedNamespace string `json:"assumedNamespace,omitempty"`
@@ -210,6 +212,7 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 	if !bytes.Equal(before, after) {
 		resp.Mutated = true
 		resp.Object = after
+		resp.Decoded = before
 	}
 	return resp, nil
 }

@@ -103,6 +103,9 @@ class AdmissionReviewer:
         self.policies = policies
         self.problems: list[AdmissionPolicyError] = list(policies.problems)
         self._noted: set[str] = set()
+        self._answers: dict[Place, Reviewed | CelkeeperError | object] = {}
+        #: the notes of the answers `prepare` made (take_notes'), for the tool to print
+        self.early_notes: list[str] = []
 
     @classmethod
     def build(
@@ -131,23 +134,54 @@ class AdmissionReviewer:
             AdmissionPolicies.build(policies, params=params, namespaces=list(namespaces.values()), crds=crds)
         )
 
-    def review(self, document: Document) -> Reviewed:
-        """The API server's answer to a document as a request; raises CelkeeperError (located) for one it
-        cannot take."""
+    def prepare(self, pieces: Iterable[Any], batch: int = 256) -> None:
+        """Answer the objects among `pieces` (cli.inputs' pieces) ahead, in batches the native library
+        answers on every core; `review` then takes each object's answer by its place (file, document,
+        item). Only what is printed is kept (an object the policies have nothing to say about: its place)."""
+        from celkeeper.cli.inputs import document_of
+        from celkeeper.documents.stream import Streamed
+
+        pending: list[tuple[Place, Mapping[str, JsonValue], JsonObject | None]] = []
+        for piece in pieces:
+            if not isinstance(piece, Streamed):
+                continue
+            place = (piece.file, piece.document, piece.item)
+            try:
+                request, before = _request(document_of(piece))
+            except CelkeeperError as err:
+                self._answers[place] = err
+                continue
+            pending.append((place, request, before))
+            if len(pending) >= batch:
+                self._answer(pending)
+                pending = []
+        self._answer(pending)
+
+    def _answer(self, pending: Sequence[tuple[Place, Mapping[str, JsonValue], JsonObject | None]]) -> None:
+        answers = self.policies.review_many([request for _, request, _ in pending])
+        for (place, _, before), answer in zip(pending, answers, strict=True):
+            if isinstance(answer, CelkeeperError):
+                self._answers[place] = answer
+                continue
+            reviewed = Reviewed(answer, before)
+            self.early_notes += self.take_notes(reviewed)
+            self._answers[place] = QUIET if reviewed.quiet else reviewed
+
+    def review(self, document: Document, place: Place | None = None) -> Reviewed:
+        """The API server's answer to a document as a request (answered ahead by `prepare` when `place` is
+        its place there); raises CelkeeperError (located) for one it cannot take."""
         try:
-            if is_admission_review(document):
-                request = dict(checked_request(document))
-                request.pop("uid", None)
-                before = request.get("object")
-            elif isinstance(document.data, dict):
-                request = {"operation": "CREATE", "object": document.data}
-                before = document.data
-            else:
-                raise CelkeeperError("not an object")
-            answer = self.policies.review(request)
+            found = self._answers.pop(place, None) if place is not None else None
+            if isinstance(found, CelkeeperError):
+                raise found
+            if found is QUIET:
+                return Reviewed(_ALLOWED, None)
+            if isinstance(found, Reviewed):
+                return found
+            request, before = _request(document)
+            return Reviewed(self.policies.review(request), before)
         except CelkeeperError as err:
             raise err.at(file=document.file, document=document.index) from err.__cause__
-        return Reviewed(answer, before if isinstance(before, dict) else None)
 
     def take_notes(self, reviewed: Reviewed) -> list[str]:
         """What an answer assumed that was not among the inputs, said once per run."""
@@ -175,6 +209,28 @@ class AdmissionReviewer:
 
     def close(self) -> None:
         self.policies.close()
+
+
+#: where an object is among the inputs: file, document, item of a List (None for a whole document)
+Place = tuple[str, int, int | None]
+#: an answer with nothing to print (allowed, no warning, no annotation, unchanged)
+QUIET = object()
+_ALLOWED = Answer(allowed=True, status=None, warnings=(), audit_annotations={}, patched=None)
+
+
+def _request(document: Document) -> tuple[Mapping[str, JsonValue], JsonObject | None]:
+    """The request of a document (a plain object: a CREATE; an AdmissionReview: its request), and the
+    object as given."""
+    if is_admission_review(document):
+        request = dict(checked_request(document))
+        request.pop("uid", None)
+        before = request.get("object")
+    elif isinstance(document.data, dict):
+        request = {"operation": "CREATE", "object": document.data}
+        before = document.data
+    else:
+        raise CelkeeperError("not an object")
+    return request, before if isinstance(before, dict) else None
 
 
 def merge_patch(before: Any, after: Any) -> Any:

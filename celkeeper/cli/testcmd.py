@@ -190,8 +190,11 @@ def _admission_reviewer(inputs: Any, sources: Any, documents: list[Document]) ->
     if reviewer is not None:
         for error in reviewer.errors():
             inputs.error(error)
-        for note in reviewer.notes():
-            inputs.note(str(note))
+        for problem in reviewer.notes():
+            inputs.note(str(problem))
+        reviewer.prepare(inputs.objects(sources))  # answered ahead, on every core
+        for note in reviewer.early_notes:
+            inputs.note(note)
     return reviewer
 
 
@@ -252,7 +255,7 @@ class _TestSink:
         admitted = None
         if self.admission is not None:
             try:
-                admitted = self.admission.review(document)
+                admitted = self.admission.review(document, (piece.file, piece.document, piece.item))
             except CelkeeperError as err:
                 return ("skip", NOT_REVIEWED, located(err, piece))
             for note in self.admission.take_notes(admitted):

@@ -111,6 +111,7 @@ class Library:
         self._sig(dll.k8scel_evaluate, i, [ll, p, i, ll, out, outn])
         self._sig(dll.admissionpolicy_set, ll, [p, i, out, outn])
         self._sig(dll.admissionpolicy_review, i, [ll, p, i, ll, out, outn])
+        self._sig(dll.admissionpolicy_review_batch, i, [ll, p, i, ll, out, outn])
 
     @staticmethod
     def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> None:
@@ -228,6 +229,16 @@ class Library:
         out, n = self._reply()
         self._dll.admissionpolicy_review(
             handle, request, len(request), timeout_ns, ctypes.byref(out), ctypes.byref(n)
+        )
+        return orjson.loads(self._take(out, n))
+
+    def admission_policy_review_batch(self, handle: int, requests: bytes, timeout_ns: int) -> Any:
+        """admissionpolicy_review_batch: the requests (a JSON array) answered on every core, a list of
+        replies in order (each as admission_policy_review's), or {"error": ...}."""
+        self.check()
+        out, n = self._reply()
+        self._dll.admissionpolicy_review_batch(
+            handle, requests, len(requests), timeout_ns, ctypes.byref(out), ctypes.byref(n)
         )
         return orjson.loads(self._take(out, n))
 

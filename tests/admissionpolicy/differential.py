@@ -133,6 +133,11 @@ class Server:
             return Reply(resp.status, parsed, warnings, resp.headers.get("Audit-Id", ""))
         raise AssertionError("unreachable")
 
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
     def annotations(self, audit_id: str, timeout: float = 10.0) -> dict[str, str]:
         """The audit annotations the API server recorded for a request (its ResponseComplete event)."""
         deadline = time.monotonic() + timeout

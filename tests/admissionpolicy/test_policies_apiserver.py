@@ -71,6 +71,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             assert reply.code == 201, reply.body
         wait_ready(lambda: {"Widget", "Knob"} <= {k for _, k in discover(srv).by_kind}, "the CRDs served")
         yield srv
+        srv.close()
     finally:
         cluster.stop()
 
@@ -276,7 +277,12 @@ def test_the_embedded_discovery_is_the_api_servers(server: Server) -> None:
     discovery.py) are those this API server serves."""
     script = runpy.run_path(str(ROOT / "hack" / "admissionpolicy" / "discovery.py"))
     embedded = json.loads(Path(script["OUT"]).read_text(encoding="utf-8"))
-    assert script["discover"](server.cluster) == embedded
+    custom = {
+        c["spec"]["group"]
+        for c in server.call("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions").body["items"]
+    }
+    served = [r for r in script["discover"](server.cluster) if r["group"] not in custom]
+    assert served == embedded
 
 
 def _unallocated(normalised: dict[str, Any], original: dict[str, Any]) -> dict[str, Any]:

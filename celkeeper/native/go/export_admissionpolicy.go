@@ -7,9 +7,13 @@ package main
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
 
 	"celkeeper.local/native/admissionpolicy"
 	"github.com/go-logr/logr"
@@ -88,4 +92,63 @@ func admissionpolicy_review(h C.longlong, in *C.char, n C.int, timeout C.longlon
 	}
 	replyJSON(out, outn, map[string]any{"response": resp})
 	return 0
+}
+
+// admissionpolicy_review_batch answers many requests (a JSON array of admissionpolicy.Request) with a
+// set, concurrently on the process's cores (as the API server answers concurrent requests): a JSON array
+// of replies in the same order, each as admissionpolicy_review's. Returns 0, or -1 when the batch itself
+// cannot be read.
+//
+//export admissionpolicy_review_batch
+func admissionpolicy_review_batch(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
+	var status C.longlong
+	defer func() { result = C.int(status) }()
+	defer guard(out, outn, &status)
+	set, ok := lookup(int64(h)).(*admissionpolicy.Set)
+	if !ok {
+		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no admission policy set with handle %d", h)})
+		return -1
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(bytesOf(in, n), &raw); err != nil {
+		replyJSON(out, outn, map[string]any{"error": "the requests are not a JSON array: " + err.Error()})
+		return -1
+	}
+	ctx, cancel := deadline(timeout)
+	defer cancel()
+	replies := make([]any, len(raw))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(raw)); w++ {
+		wg.Go(func() {
+			for i := range work {
+				replies[i] = reviewOne(ctx, set, raw[i])
+			}
+		})
+	}
+	for i := range raw {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	replyJSON(out, outn, replies)
+	return 0
+}
+
+func reviewOne(ctx context.Context, set *admissionpolicy.Set, raw json.RawMessage) (reply any) {
+	defer func() {
+		if r := recover(); r != nil {
+			reply = map[string]any{"error": fmt.Sprintf("internal error in celkeeper's native library: %v\n%s", r, debug.Stack()), "internal": true}
+		}
+	}()
+	var req admissionpolicy.Request
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return map[string]any{"error": "the request is not valid: " + err.Error(), "request": true}
+	}
+	resp, err := set.Review(ctx, req)
+	if err != nil {
+		var reqErr *admissionpolicy.RequestError
+		return map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)}
+	}
+	return map[string]any{"response": resp}
 }

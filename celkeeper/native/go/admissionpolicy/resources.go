@@ -352,3 +352,80 @@ func (r *Resources) Kinds() []string {
 	sort.Strings(out)
 	return out
 }
+
+// validatingObjects are the ObjectInterfaces of the validating phase: as the API server's, except that a
+// built-in object is converted to the version a policy matches once per request, not once per policy, and
+// handed to the plugin as the unstructured map its CEL activation makes of it
+// (k8s.io/apiserver/pkg/admission/plugin/cel/activation.go converts the versioned object with
+// runtime.DefaultUnstructuredConverter for every expression group of every policy: for a Deployment most
+// of a request's time with a hundred policies). The map is the one that converter makes of the same typed
+// object, apiVersion and kind set as admission.ConvertToGVK sets them; the validating plugin only reads it.
+// The mutating phase keeps the typed objects (its patches are applied to them and defaulted).
+type validatingObjects struct {
+	objectInterfaces
+	cache map[convertedKey]map[string]any
+}
+
+type convertedKey struct {
+	in  runtime.Object
+	gvk schema.GroupVersionKind
+}
+
+func (r *Resources) validatingObjectInterfaces() *validatingObjects {
+	return &validatingObjects{objectInterfaces: objectInterfaces{r: r}, cache: map[convertedKey]map[string]any{}}
+}
+
+func (o *validatingObjects) GetObjectCreater() runtime.ObjectCreater { return unstructuredCreater{} }
+
+func (o *validatingObjects) GetObjectConvertor() runtime.ObjectConvertor { return o }
+
+// unstructuredCreater makes the unstructured objects validatingObjects converts into.
+type unstructuredCreater struct{}
+
+func (unstructuredCreater) New(kind schema.GroupVersionKind) (runtime.Object, error) {
+	if IsBuiltin(kind) && !legacyscheme.Scheme.Recognizes(kind) {
+		return nil, fmt.Errorf("no kind %s is registered", kind)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kind)
+	return u, nil
+}
+
+func (o *validatingObjects) Convert(in, out, context interface{}) error {
+	u, ok := out.(*unstructured.Unstructured)
+	obj, typed := in.(runtime.Object)
+	if !ok || !typed {
+		return convertor{}.Convert(in, out, context)
+	}
+	if _, isU := in.(*unstructured.Unstructured); isU {
+		return convertor{}.Convert(in, out, context)
+	}
+	gvk := u.GroupVersionKind()
+	key := convertedKey{obj, gvk}
+	if m, ok := o.cache[key]; ok {
+		u.Object = m
+		return nil
+	}
+	versioned, err := legacyscheme.Scheme.New(gvk)
+	if err != nil {
+		return err
+	}
+	if err := legacyscheme.Scheme.Convert(in, versioned, context); err != nil {
+		return err
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(versioned)
+	if err != nil {
+		return err
+	}
+	o.cache[key] = m
+	u.Object = m
+	return nil
+}
+
+func (o *validatingObjects) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	return convertor{}.ConvertToVersion(in, target)
+}
+
+func (o *validatingObjects) ConvertFieldLabel(gvk schema.GroupVersionKind, label, value string) (string, string, error) {
+	return convertor{}.ConvertFieldLabel(gvk, label, value)
+}

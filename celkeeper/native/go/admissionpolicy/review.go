@@ -231,7 +231,7 @@ func (s *Set) run(parent context.Context, attrs admission.Attributes) (error, []
 		}
 		if admitErr == nil {
 			if v, ok := s.chain.(admission.ValidationInterface); ok && v.Handles(attrs.GetOperation()) {
-				admitErr = v.Validate(ctx, attrs, s.objects)
+				admitErr = v.Validate(ctx, attrs, s.resources.validatingObjectInterfaces())
 			}
 		}
 		annotations = ac.GetEventAnnotations()

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -172,60 +173,27 @@ func NewSet(in Input) (*Set, []Problem, error) {
 // create, and stores those it would store (as v1, the version its informers read).
 func (s *Set) addPolicies(docs []runtime.RawExtension, tracker interface{ Add(runtime.Object) error }) []Problem {
 	var problems []Problem
-	decoder := strictCodecs.UniversalDecoder()
 	names := map[policyRef]int{}
 	refused := map[policyRef]bool{}
-	var bindings []struct {
-		index               int
-		kind, name, ptarget string
-	}
-	for i, raw := range docs {
-		report := func(path, message string) {
-			problems = append(problems, Problem{Source: "policies", Index: i, Field: path, Message: message, Severity: "error"})
-		}
-		obj, gvk, err := decoder.Decode(raw.Raw, nil, nil)
-		if err != nil {
-			message := decodeMessage(err, gvk)
-			report("", message)
-			problems[len(problems)-1].Status = message
-			continue
-		}
-		var errs field.ErrorList
-		var kind, name, target string
-		switch p := obj.(type) {
-		case *admissionregistration.ValidatingAdmissionPolicy:
-			kind, name = "ValidatingAdmissionPolicy", p.Name
-			errs = arvalidation.ValidateValidatingAdmissionPolicy(p)
-		case *admissionregistration.ValidatingAdmissionPolicyBinding:
-			kind, name, target = "ValidatingAdmissionPolicyBinding", p.Name, p.Spec.PolicyName
-			errs = arvalidation.ValidateValidatingAdmissionPolicyBinding(p)
-		case *admissionregistration.MutatingAdmissionPolicy:
-			kind, name = "MutatingAdmissionPolicy", p.Name
-			errs = arvalidation.ValidateMutatingAdmissionPolicy(p)
-		case *admissionregistration.MutatingAdmissionPolicyBinding:
-			kind, name, target = "MutatingAdmissionPolicyBinding", p.Name, p.Spec.PolicyName
-			errs = arvalidation.ValidateMutatingAdmissionPolicyBinding(p)
-		default:
-			report("", fmt.Sprintf("not an admission policy or binding: %T", obj))
-			continue
-		}
-		if len(errs) > 0 {
-			refused[policyRef{kind, name}] = true
-			gk := schema.GroupKind{Group: admissionregistration.GroupName, Kind: kind}
-			status := apierrors.NewInvalid(gk, name, errs).Error()
-			for _, e := range errs {
-				report(e.Field, apierrors.NewInvalid(gk, name, field.ErrorList{e}).Error())
-				problems[len(problems)-1].Status = status
+	var bindings []checked
+	for i, c := range checkAll(docs) {
+		problems = append(problems, c.problems...)
+		if c.obj == nil {
+			if c.kind != "" {
+				refused[policyRef{c.kind, c.name}] = true
 			}
 			continue
 		}
-		ref := policyRef{kind, name}
+		report := func(path, message string) {
+			problems = append(problems, Problem{Source: "policies", Index: i, Field: path, Message: message, Severity: "error"})
+		}
+		ref := policyRef{c.kind, c.name}
 		if first, seen := names[ref]; seen {
-			report("metadata.name", fmt.Sprintf("%s %q already exists (document %d): the API server would refuse this one", kind, name, first+1))
+			report("metadata.name", fmt.Sprintf("%s %q already exists (document %d): the API server would refuse this one", c.kind, c.name, first+1))
 			continue
 		}
 		names[ref] = i
-		v1obj, err := legacyscheme.Scheme.ConvertToVersion(obj, admissionregistrationv1.SchemeGroupVersion)
+		v1obj, err := legacyscheme.Scheme.ConvertToVersion(c.obj, admissionregistrationv1.SchemeGroupVersion)
 		if err != nil {
 			report("", "cannot convert to admissionregistration.k8s.io/v1: "+err.Error())
 			continue
@@ -235,27 +203,95 @@ func (s *Set) addPolicies(docs []runtime.RawExtension, tracker interface{ Add(ru
 			continue
 		}
 		s.policies = append(s.policies, ref)
-		if target != "" {
-			bindings = append(bindings, struct {
-				index               int
-				kind, name, ptarget string
-			}{i, kind, name, target})
+		if c.target != "" {
+			bindings = append(bindings, c)
 		}
 	}
 	for _, b := range bindings {
 		policyKind := strings.TrimSuffix(b.kind, "Binding")
-		if _, ok := names[policyRef{policyKind, b.ptarget}]; !ok {
+		if _, ok := names[policyRef{policyKind, b.target}]; !ok {
 			why := "which is not given"
-			if refused[policyRef{policyKind, b.ptarget}] {
+			if refused[policyRef{policyKind, b.target}] {
 				why = "which the API server would refuse (see its error)"
 			}
 			problems = append(problems, Problem{
 				Source: "policies", Index: b.index, Field: "spec.policyName", Severity: "note",
-				Message: fmt.Sprintf("%s %q binds %s %q, %s: the binding has no effect (the API server skips a binding whose policy does not exist)", b.kind, b.name, policyKind, b.ptarget, why),
+				Message: fmt.Sprintf("%s %q binds %s %q, %s: the binding has no effect (the API server skips a binding whose policy does not exist)", b.kind, b.name, policyKind, b.target, why),
 			})
 		}
 	}
 	return problems
+}
+
+// checked is a policy document decoded and validated: the object the API server would store (nil when it
+// would refuse it), and what it would say.
+type checked struct {
+	index              int
+	obj                runtime.Object
+	kind, name, target string
+	problems           []Problem
+}
+
+// checkAll decodes and validates the documents as the API server does on create, on every core
+// (validation compiles every expression: most of a large set's cost).
+func checkAll(docs []runtime.RawExtension) []checked {
+	out := make([]checked, len(docs))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(goruntime.GOMAXPROCS(0), len(docs)); w++ {
+		wg.Go(func() {
+			for i := range work {
+				out[i] = check(i, docs[i].Raw)
+			}
+		})
+	}
+	for i := range docs {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+func check(i int, raw []byte) checked {
+	c := checked{index: i}
+	report := func(path, message, status string) {
+		c.problems = append(c.problems, Problem{Source: "policies", Index: i, Field: path, Message: message, Severity: "error", Status: status})
+	}
+	obj, gvk, err := strictCodecs.UniversalDecoder().Decode(raw, nil, nil)
+	if err != nil {
+		message := decodeMessage(err, gvk)
+		report("", message, message)
+		return c
+	}
+	var errs field.ErrorList
+	switch p := obj.(type) {
+	case *admissionregistration.ValidatingAdmissionPolicy:
+		c.kind, c.name = "ValidatingAdmissionPolicy", p.Name
+		errs = arvalidation.ValidateValidatingAdmissionPolicy(p)
+	case *admissionregistration.ValidatingAdmissionPolicyBinding:
+		c.kind, c.name, c.target = "ValidatingAdmissionPolicyBinding", p.Name, p.Spec.PolicyName
+		errs = arvalidation.ValidateValidatingAdmissionPolicyBinding(p)
+	case *admissionregistration.MutatingAdmissionPolicy:
+		c.kind, c.name = "MutatingAdmissionPolicy", p.Name
+		errs = arvalidation.ValidateMutatingAdmissionPolicy(p)
+	case *admissionregistration.MutatingAdmissionPolicyBinding:
+		c.kind, c.name, c.target = "MutatingAdmissionPolicyBinding", p.Name, p.Spec.PolicyName
+		errs = arvalidation.ValidateMutatingAdmissionPolicyBinding(p)
+	default:
+		report("", fmt.Sprintf("not an admission policy or binding: %T", obj), "")
+		return c
+	}
+	if len(errs) > 0 {
+		gk := schema.GroupKind{Group: admissionregistration.GroupName, Kind: c.kind}
+		status := apierrors.NewInvalid(gk, c.name, errs).Error()
+		for _, e := range errs {
+			report(e.Field, apierrors.NewInvalid(gk, c.name, field.ErrorList{e}).Error(), status)
+		}
+		return c
+	}
+	c.obj = obj
+	return c
 }
 
 // decodeMessage words a decoding error as the API server's create handler does (its transformDecodeError,

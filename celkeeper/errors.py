@@ -145,3 +145,16 @@ class ConstraintSchemaError(ConstraintError):
 
 class ReviewError(CelkeeperError):
     """A malformed AdmissionReview or admission request."""
+
+
+class AdmissionPolicyError(CelkeeperError):
+    """A ValidatingAdmissionPolicy, MutatingAdmissionPolicy, binding or parameter object the API server
+    would refuse (its own words, located), or a request on them that cannot be reviewed."""
+
+    #: the whole message the API server answers a create of the document with ("" when not an error of one)
+    api_message: str = ""
+
+
+class AdmissionPolicyNote(AdmissionPolicyError):
+    """What the API server accepts and what follows from it: a binding whose policy is not given (it
+    has no effect), a Namespace assumed, a kind whose resource is guessed."""

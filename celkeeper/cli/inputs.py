@@ -71,6 +71,9 @@ POLICY_NAMES = (
     b"ExpansionTemplate",
     b"expansion.gatekeeper.sh",
     b"mutations.gatekeeper.sh",
+    # Kubernetes' admission policies and bindings, and the CRDs of their kinds (cli.admissionpolicies)
+    b"AdmissionPolicy",
+    b"CustomResourceDefinition",
 )
 #: what may spell a name in other characters (escapes in double quotes or JSON, a continued line),
 #: and zero bytes (UTF-16 or UTF-32 text)

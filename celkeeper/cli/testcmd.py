@@ -55,6 +55,7 @@ from celkeeper.gator.suiteresults import Violation
 from celkeeper.model import JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:
+    from celkeeper.cli.admissionpolicies import AdmissionReviewer, Reviewed
     from celkeeper.incluster.cluster import ClusterReader
     from celkeeper.policy import PolicySet
     from celkeeper.review import AdmissionRequest, NamespaceLookup
@@ -118,11 +119,14 @@ def run(args: argparse.Namespace) -> int:
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
 
     inputs: Inputs[_Reviewed] = Inputs("test", "reviewed")
+    admission: AdmissionReviewer | None = None
     try:
         sources = inputs.sources(args.filenames or [files.STDIN])
         # the policies first (a first pass over the files that can hold them), then each object as it
         # is read (the Namespaces among them too: cli.inputs)
-        documents = inputs.policies(sources, is_policy=is_policy_document, report=lambda _: False)
+        documents = inputs.policies(sources, is_policy=_is_policy, report=lambda _: False)
+        admission = _admission_reviewer(inputs, sources, documents)
+        documents = [d for d in documents if is_policy_document(d)]
         backend = PolicyBackend(engine_name(args))
         loaded = backend.build(documents)
         # what Gatekeeper loads (ignored keys, a template without validations) is no problem here, as
@@ -143,10 +147,13 @@ def run(args: argparse.Namespace) -> int:
                 constraints=constraints,
                 data=data,
                 args=args,
+                admission=admission,
             )
             inputs.consume(sources, sink)
     finally:
         inputs.close()
+        if admission is not None:
+            admission.close()
     if not inputs.read and not inputs.errors:
         inputs.error("no input data identified")  # as gator test says it
     sink.rows.sort(key=lambda r: (r[0], r[1]))  # as gator orders its results: action, then message
@@ -165,6 +172,32 @@ def run(args: argparse.Namespace) -> int:
                 print(line)
     print(inputs.summary(), file=sys.stderr)
     return 1 if sink.denied or inputs.errors else 0
+
+
+def _is_policy(document: Document) -> bool:
+    from celkeeper.cli.admissionpolicies import wanted
+
+    return is_policy_document(document) or wanted(document)
+
+
+def _admission_reviewer(inputs: Any, sources: Any, documents: list[Document]) -> AdmissionReviewer | None:
+    """Kubernetes' admission policies among the files (cli.admissionpolicies), with the parameter objects
+    and Namespaces among them (a pass of their own, only when there are such policies)."""
+    from celkeeper.admissionpolicy import is_admission_policy_document
+    from celkeeper.cli.admissionpolicies import AdmissionReviewer
+
+    if not any(is_admission_policy_document(d) for d in documents):
+        return None
+    reviewer = AdmissionReviewer.build(documents, inputs.stream_data(sources))
+    if reviewer is not None:
+        for error in reviewer.errors():
+            inputs.error(error)
+        for problem in reviewer.notes():
+            inputs.note(str(problem))
+        reviewer.prepare(inputs.objects(sources))  # answered ahead, on every core
+        for note in reviewer.early_notes:
+            inputs.note(note)
+    return reviewer
 
 
 def _is_policy_object(obj: JsonObject) -> bool:
@@ -189,8 +222,10 @@ class _TestSink:
         constraints: dict[tuple[str, str], JsonValue],
         data: Any,
         args: argparse.Namespace,
+        admission: AdmissionReviewer | None = None,
     ) -> None:
         self.inputs = inputs
+        self.admission = admission
         self.backend = backend
         self.policies = policies
         self.lookup = gator_test_namespaces(inputs.namespaces)
@@ -220,8 +255,16 @@ class _TestSink:
             found = self.backend.violations(self.policies, decision)
         except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
             return ("skip", NOT_REVIEWED, located(err, piece))
+        admitted = None
+        if self.admission is not None:
+            try:
+                admitted = self.admission.review(document, (piece.file, piece.document, piece.item))
+            except CelkeeperError as err:
+                return ("skip", NOT_REVIEWED, located(err, piece))
+            for note in self.admission.take_notes(admitted):
+                self.inputs.note(note)
         light = _identity(piece, document) if self.output in ("junit", "sarif") else None
-        if not found and self.output != "junit":
+        if not found and self.output != "junit" and (admitted is None or admitted.quiet):
             return _CLEAN
         rows = []
         denied = False
@@ -239,8 +282,29 @@ class _TestSink:
                 message = go_quote(violation.message)
                 shown = f"{_object_id(_reviewed(document))}: [{go_quote(name)}] Message: {message}"
             rows.append((violation.enforcement_action, violation.message, shown))
+        if admitted is not None and not admitted.quiet:
+            denied = denied or admitted.denied
+            rows += self._admission_rows(document, admitted, light)
         where = (piece.file, piece.document, -1 if piece.item is None else piece.item)
         return (tuple(rows), denied, (where, light) if self.output == "junit" else None)
+
+    def _admission_rows(self, document: Document, admitted: Reviewed, light: Document | None) -> list[Any]:
+        """What Kubernetes' admission policies answer about an object, as rows (cli.admissionpolicies)."""
+        if light is not None:
+            return [(v.enforcement_action, v.message, (light, None, v)) for v in admitted.violations()]
+        lines = [(a, t) for a, t in admitted.lines() if not self.deny_only or a == "deny"]
+        if self.output == "json":
+            if not lines:
+                return []
+            row = {
+                "object": _identity(document, document).data,
+                "file": document.file,
+                "document": document.index,
+                "admissionPolicies": admitted.to_json(),
+            }
+            return [(lines[0][0], lines[0][1], row)]
+        head = _object_id(_reviewed(document))
+        return [(action, text, f"{head}: {text}") for action, text in lines]
 
     def record(self, result: _Reviewed) -> None:
         if result[0] == "skip":

@@ -25,6 +25,7 @@ from celkeeper.cli.output import redirected
 from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError, is_compile_problem
 from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
+from celkeeper.gator.admissionpolicies import AdmissionRunner, with_admission_tests
 from celkeeper.gator.suite import GROUP, Suite
 from celkeeper.localfiles import walk
 
@@ -97,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     verdicts = None if args.no_cache else DiskVerdicts.default()
     backend = PolicyBackend(name, loaded=engine.result(), verdicts=verdicts)
     # a file several tests name (a template, an inventory) is read and parsed once per run
-    runner = Runner(functools.cache(files.read), backend)
+    read = functools.cache(files.read)
+    runner = Runner(read, backend, extensions=[AdmissionRunner(read)])
     results: list[SuiteResult] = []
     for suite in suites:
         if isinstance(suite, SuiteResult):  # a Suite file that could not be parsed
@@ -185,7 +187,7 @@ def discover(paths: list[str]) -> tuple[list[Suite | SuiteResult], list[Celkeepe
                 if not is_suite(document):
                     continue
                 try:
-                    suites.append(parse_suite(document, display=file))
+                    suites.append(with_admission_tests(parse_suite(document, display=file), document))
                 except SuiteError as err:
                     suites.append(SuiteResult(path=file, error=str(err)))
     return suites, errors

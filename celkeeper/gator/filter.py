@@ -8,12 +8,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import re2
 
 from celkeeper.errors import CelkeeperError
-from celkeeper.gator.suite import Test
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Test(Protocol):
+    """What a filter reads of a test (gator's tests and the admission policy tests alike)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cases(self) -> Sequence[_Named]: ...
 
 
 class FilterError(CelkeeperError):

@@ -60,13 +60,22 @@ class CaseFailure(Exception):
     """Why a case failed: its text is printed under the case."""
 
 
+#: runs more tests of a suite (directory, suite, filter): celkeeper's extensions of the Suite format
+Extension = Callable[[str, Suite, Filter], Sequence[TestResult]]
+
+
 class Runner:
     def __init__(
-        self, read: Reader, backend: Backend, clock: Callable[[], float] = time.perf_counter
+        self,
+        read: Reader,
+        backend: Backend,
+        clock: Callable[[], float] = time.perf_counter,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         self.read = read
         self.backend = backend
         self.clock = clock
+        self.extensions = tuple(extensions)
 
     def run(self, suite: Suite, flt: Filter) -> SuiteResult:
         if suite.skip:
@@ -79,6 +88,8 @@ class Runner:
                 tests.append(_skipped_test(test))
             else:
                 tests.append(self._run_test(directory, test, flt))
+        for extension in self.extensions:
+            tests += extension(directory, suite, flt)
         return SuiteResult(path=suite.display, runtime=self.clock() - start, tests=tuple(tests))
 
     # -- tests ------------------------------------------------------------------------------------

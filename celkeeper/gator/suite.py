@@ -21,6 +21,9 @@
         - violations: yes | no | N   # default yes
           message: regex             # optional, unanchored (RE2, as Go's regexp)
 
+celkeeper's extension, `admissionPolicyTests` beside `tests` (gator ignores it): Kubernetes' admission
+policies, see celkeeper.gator.admissionpolicies.
+
 YAML 1.2 is assumed: `yes`/`no` are strings. Structural problems (a field of the wrong type) are
 errors of the suite; a bad `violations` value or message regex fails only its case, as in gator.
 
@@ -85,6 +88,9 @@ class Suite:
     name: str
     tests: tuple[Test, ...]
     skip: bool = False
+    #: celkeeper's extension (gator ignores it): Kubernetes' admission policies, filled in by
+    #: gator.admissionpolicies.with_admission_tests and run by the runner's extensions
+    admission_tests: tuple[Any, ...] = ()
 
 
 def is_suite(document: Document) -> bool:

@@ -1,7 +1,8 @@
 """celkeeper's native library (Go, built from celkeeper/native/go), loaded with ctypes: the one module
-that calls it. Each capability of the library (k8scel: Kubernetes' CEL; mutation: Gatekeeper's mutators)
-has its typed wrappers here; the Python package of the capability (celkeeper.cel.celgo for k8scel,
-celkeeper.mutation for mutation) builds on them.
+that calls it. Each capability of the library (k8scel: Kubernetes' CEL; mutation: Gatekeeper's mutators;
+admissionpolicy: Kubernetes' admission policy plugins) has its typed wrappers here; the Python package of
+the capability (celkeeper.cel.celgo for k8scel, celkeeper.mutation for mutation, celkeeper.admissionpolicy
+for admissionpolicy) builds on them.
 
 The Go runtime does not survive `fork`: a process that has loaded the library must not fork and go
 on using it. `load()` therefore loads the library lazily, in the process that evaluates (each
@@ -116,6 +117,9 @@ class Library:
         self._sig(dll.mutation_statuses, ll, [ll, out, outn])
         self._sig(dll.mutation_mutate, ll, [ll, p, i, out, outn])
         self._sig(dll.mutation_object, ll, [ll, p, i, out, outn])
+        self._sig(dll.admissionpolicy_set, ll, [p, i, out, outn])
+        self._sig(dll.admissionpolicy_review, i, [ll, p, i, ll, out, outn])
+        self._sig(dll.admissionpolicy_review_batch, i, [ll, p, i, ll, out, outn])
 
     @staticmethod
     def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> None:
@@ -271,6 +275,34 @@ class Library:
         self._dll.mutation_object(system, request, len(request), ctypes.byref(out), ctypes.byref(n))
         data: dict[str, Any] = orjson.loads(self._take(out, n))
         return data
+
+    # -- admissionpolicy: Kubernetes' ValidatingAdmissionPolicy and MutatingAdmissionPolicy plugins -------
+    def admission_policy_set(self, documents: bytes) -> tuple[int, dict[str, Any]]:
+        """admissionpolicy_set: a policy set from {"policies", "params", "namespaces", "crds"} (JSON);
+        its handle (0 on error) and the reply (problems, policies, or error)."""
+        self.check()
+        out, n = self._reply()
+        handle = self._dll.admissionpolicy_set(documents, len(documents), ctypes.byref(out), ctypes.byref(n))
+        return int(handle), orjson.loads(self._take(out, n))
+
+    def admission_policy_review(self, handle: int, request: bytes, timeout_ns: int) -> Any:
+        """admissionpolicy_review: {"response": ...} or {"error": ..., "request": bool}."""
+        self.check()
+        out, n = self._reply()
+        self._dll.admissionpolicy_review(
+            handle, request, len(request), timeout_ns, ctypes.byref(out), ctypes.byref(n)
+        )
+        return orjson.loads(self._take(out, n))
+
+    def admission_policy_review_batch(self, handle: int, requests: bytes, timeout_ns: int) -> Any:
+        """admissionpolicy_review_batch: the requests (a JSON array) answered on every core, a list of
+        replies in order (each as admission_policy_review's), or {"error": ...}."""
+        self.check()
+        out, n = self._reply()
+        self._dll.admissionpolicy_review_batch(
+            handle, requests, len(requests), timeout_ns, ctypes.byref(out), ctypes.byref(n)
+        )
+        return orjson.loads(self._take(out, n))
 
     def release(self, handle: int) -> None:
         """Free a handle; nothing in a forked child (the parent's runtime is not ours to call)."""

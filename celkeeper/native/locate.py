@@ -37,9 +37,11 @@ FLAGS_REV = "2"  # 2: dependencies' files patched (go/patched.py, -modfile)
 
 
 def go_sources(go_dir: Path = GO_DIR) -> list[Path]:
-    """The files the library is built from (tests excluded), in a stable order."""
+    """The files the library is built from (tests excluded; the data files it embeds included), in a
+    stable order."""
     files = [go_dir / "go.mod", go_dir / "go.sum", go_dir / "patched.py"]
     files += sorted(p for p in go_dir.rglob("*.go") if not p.name.endswith("_test.go"))
+    files += sorted(p for p in go_dir.rglob("*.json") if "testdata" not in p.parts)
     return files
 
 

@@ -2,7 +2,8 @@
 // loaded by celkeeper/native/ffi.py with ctypes, the one Python module that calls it. Each capability
 // is one folder of this module and one file of exports here (export_<folder>.go):
 //
-//	k8scel/   Kubernetes' CEL as Gatekeeper's K8sNativeValidation driver runs it (export_k8scel.go)
+//	k8scel/           Kubernetes' CEL as Gatekeeper's K8sNativeValidation driver runs it (export_k8scel.go)
+//	admissionpolicy/  Kubernetes' ValidatingAdmissionPolicy and MutatingAdmissionPolicy plugins (export_admissionpolicy.go)
 //
 // Every call takes and returns JSON (or raw JSON parts); results are malloc'ed buffers the caller frees
 // with native_free. What a call compiles or binds lives here, named by a handle (a positive integer)
@@ -138,8 +139,12 @@ func native_free(p *C.char) {
 //export native_release
 func native_release(h C.longlong) {
 	mu.Lock()
-	defer mu.Unlock()
+	v := handles[int64(h)]
 	delete(handles, int64(h))
+	mu.Unlock()
+	if c, ok := v.(interface{ Close() }); ok { // what holds goroutines (an admission policy set's informers)
+		c.Close()
+	}
 }
 
 // native_trim collects the garbage now and returns the memory the runtime does not use to the operating
@@ -158,7 +163,7 @@ func native_info(out **C.char, outn *C.int) {
 		info["go"] = bi.GoVersion
 		for _, dep := range bi.Deps {
 			switch dep.Path {
-			case "github.com/google/cel-go", "k8s.io/apiserver", "github.com/open-policy-agent/gatekeeper/v3":
+			case "github.com/google/cel-go", "k8s.io/apiserver", "k8s.io/kubernetes", "github.com/open-policy-agent/gatekeeper/v3":
 				info[dep.Path] = dep.Version
 			}
 		}

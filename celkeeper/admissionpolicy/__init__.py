@@ -1,0 +1,21 @@
+"""Kubernetes' own admission policies (ValidatingAdmissionPolicy, MutatingAdmissionPolicy, their bindings
+and parameters), evaluated offline by Kubernetes' code in celkeeper's native library: see policies.py."""
+
+from celkeeper.admissionpolicy.documents import (
+    is_admission_policy_document,
+    is_admission_policy_object,
+    is_crd_document,
+    is_param,
+    param_kinds,
+)
+from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer
+
+__all__ = [
+    "AdmissionPolicies",
+    "Answer",
+    "is_admission_policy_document",
+    "is_admission_policy_object",
+    "is_crd_document",
+    "is_param",
+    "param_kinds",
+]

@@ -1,0 +1,168 @@
+package admissionpolicy
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+func docs(t *testing.T, yamls ...string) []runtime.RawExtension {
+	t.Helper()
+	var out []runtime.RawExtension
+	for _, y := range yamls {
+		data, err := yaml.YAMLToJSON([]byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, runtime.RawExtension{Raw: data})
+	}
+	return out
+}
+
+func jsonOf(t *testing.T, y string) json.RawMessage {
+	t.Helper()
+	data, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+const denyPolicy = `
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: replicas}
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [apps]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [deployments]
+  validations:
+  - expression: object.spec.replicas <= 5
+    messageExpression: "'replicas must be <= 5, not ' + string(object.spec.replicas)"
+  auditAnnotations:
+  - key: replicas
+    valueExpression: "string(object.spec.replicas)"
+`
+
+const denyBinding = `
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: replicas-binding}
+spec:
+  policyName: replicas
+  validationActions: [Deny, Audit]
+`
+
+const deployment = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: demo}
+spec:
+  replicas: 7
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: nginx}]
+`
+
+func TestValidatingPolicyDenies(t *testing.T) {
+	set, problems, err := NewSet(Input{Policies: docs(t, denyPolicy, denyBinding)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if len(problems) > 0 {
+		t.Fatalf("problems: %+v", problems)
+	}
+	resp, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: jsonOf(t, deployment)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Allowed || resp.Status == nil {
+		t.Fatalf("allowed: %+v", resp)
+	}
+	want := "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'replicas' with binding 'replicas-binding' denied request: replicas must be <= 5, not 7"
+	if resp.Status.Message != want || resp.Status.Code != 422 {
+		t.Fatalf("status %d %q, want %q", resp.Status.Code, resp.Status.Message, want)
+	}
+	if !strings.Contains(resp.AuditAnnotations["validation.policy.admission.k8s.io/validation_failure"], `"expressionIndex":0`) {
+		t.Fatalf("audit annotations: %v", resp.AuditAnnotations)
+	}
+	if resp.AssumedNamespace != "demo" {
+		t.Fatalf("assumed namespace: %q", resp.AssumedNamespace)
+	}
+}
+
+const mapPolicy = `
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: sidecar}
+spec:
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [pods]
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: >
+        Object{spec: Object.spec{containers: [Object.spec.containers{name: "sidecar", image: "busybox"}]}}
+`
+
+const mapBinding = `
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: sidecar-binding}
+spec:
+  policyName: sidecar
+`
+
+const pod = `
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: demo}
+spec:
+  containers: [{name: app, image: nginx}]
+`
+
+func TestMutatingPolicyAppliesConfiguration(t *testing.T) {
+	set, problems, err := NewSet(Input{Policies: docs(t, mapPolicy, mapBinding)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if len(problems) > 0 {
+		t.Fatalf("problems: %+v", problems)
+	}
+	resp, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: jsonOf(t, pod)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Allowed || !resp.Mutated {
+		t.Fatalf("not mutated: %+v %s", resp, resp.Status)
+	}
+	var out struct {
+		Spec struct {
+			Containers []struct {
+				Name, Image, ImagePullPolicy string
+			}
+		}
+	}
+	if err := json.Unmarshal(resp.Object, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Spec.Containers) != 2 || out.Spec.Containers[1].Name != "sidecar" || out.Spec.Containers[1].ImagePullPolicy != "Always" {
+		t.Fatalf("containers: %s", resp.Object)
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+/*
+#include <stdlib.h>
+#include <stdint.h>
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+
+	"celkeeper.local/native/admissionpolicy"
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+)
+
+// The admissionpolicy capability's exports: Kubernetes' own ValidatingAdmissionPolicy and
+// MutatingAdmissionPolicy plugins run on a set of policies, bindings, params and Namespaces
+// (admissionpolicy_set), answering requests as the API server would (admissionpolicy_review).
+
+func init() {
+	// The API server's plugins and informers log through klog (informer syncs, policy refreshes): in a
+	// library called by celkeeper's tools that would be noise on their standard error. Their decisions
+	// come back in the replies.
+	klog.SetLogger(logr.Discard())
+}
+
+type setReply struct {
+	Handle   int64                     `json:"handle,omitempty"`
+	Problems []admissionpolicy.Problem `json:"problems"`
+	Policies []string                  `json:"policies"`
+	Error    string                    `json:"error,omitempty"`
+}
+
+// admissionpolicy_set builds a policy set from JSON {"policies": [...], "params": [...], "namespaces":
+// [...], "crds": [...]} (each a list of objects). Returns its handle (release it with native_release),
+// or 0 with {"error": ...}; the reply lists the problems the API server would find in the documents.
+//
+//export admissionpolicy_set
+func admissionpolicy_set(in *C.char, n C.int, out **C.char, outn *C.int) (result C.longlong) {
+	defer guard(out, outn, &result)
+	var input admissionpolicy.Input
+	if err := json.Unmarshal(bytesOf(in, n), &input); err != nil {
+		replyJSON(out, outn, setReply{Error: "the policy set is not valid JSON: " + err.Error()})
+		return 0
+	}
+	set, problems, err := admissionpolicy.NewSet(input)
+	if err != nil {
+		replyJSON(out, outn, setReply{Error: err.Error()})
+		return 0
+	}
+	h := register(set)
+	if problems == nil {
+		problems = []admissionpolicy.Problem{}
+	}
+	replyJSON(out, outn, setReply{Handle: h, Problems: problems, Policies: set.Policies()})
+	return C.longlong(h)
+}
+
+// admissionpolicy_review answers a request (JSON, admissionpolicy.Request: an AdmissionReview's
+// request) with a set: {"response": {...}} or {"error": ..., "request": true} for a request the API
+// server would not decode. Returns 0, or -1 on error.
+//
+//export admissionpolicy_review
+func admissionpolicy_review(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
+	var status C.longlong
+	defer func() { result = C.int(status) }()
+	defer guard(out, outn, &status)
+	set, ok := lookup(int64(h)).(*admissionpolicy.Set)
+	if !ok {
+		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no admission policy set with handle %d", h)})
+		return -1
+	}
+	var req admissionpolicy.Request
+	if err := json.Unmarshal(bytesOf(in, n), &req); err != nil {
+		replyJSON(out, outn, map[string]any{"error": "the request is not valid: " + err.Error(), "request": true})
+		return -1
+	}
+	ctx, cancel := deadline(timeout)
+	defer cancel()
+	resp, err := set.Review(ctx, req)
+	if err != nil {
+		var reqErr *admissionpolicy.RequestError
+		replyJSON(out, outn, map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)})
+		return -1
+	}
+	replyJSON(out, outn, map[string]any{"response": resp})
+	return 0
+}
+
+// admissionpolicy_review_batch answers many requests (a JSON array of admissionpolicy.Request) with a
+// set, concurrently on the process's cores (as the API server answers concurrent requests): a JSON array
+// of replies in the same order, each as admissionpolicy_review's. Returns 0, or -1 when the batch itself
+// cannot be read.
+//
+//export admissionpolicy_review_batch
+func admissionpolicy_review_batch(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
+	var status C.longlong
+	defer func() { result = C.int(status) }()
+	defer guard(out, outn, &status)
+	set, ok := lookup(int64(h)).(*admissionpolicy.Set)
+	if !ok {
+		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no admission policy set with handle %d", h)})
+		return -1
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(bytesOf(in, n), &raw); err != nil {
+		replyJSON(out, outn, map[string]any{"error": "the requests are not a JSON array: " + err.Error()})
+		return -1
+	}
+	ctx, cancel := deadline(timeout)
+	defer cancel()
+	replies := make([]any, len(raw))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(raw)); w++ {
+		wg.Go(func() {
+			for i := range work {
+				replies[i] = reviewOne(ctx, set, raw[i])
+			}
+		})
+	}
+	for i := range raw {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	replyJSON(out, outn, replies)
+	return 0
+}
+
+func reviewOne(ctx context.Context, set *admissionpolicy.Set, raw json.RawMessage) (reply any) {
+	defer func() {
+		if r := recover(); r != nil {
+			reply = map[string]any{"error": fmt.Sprintf("internal error in celkeeper's native library: %v\n%s", r, debug.Stack()), "internal": true}
+		}
+	}()
+	var req admissionpolicy.Request
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return map[string]any{"error": "the request is not valid: " + err.Error(), "request": true}
+	}
+	resp, err := set.Review(ctx, req)
+	if err != nil {
+		var reqErr *admissionpolicy.RequestError
+		return map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)}
+	}
+	return map[string]any{"response": resp}
+}

@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools pins k8s.io/kubernetes so that `go build k8s.io/kubernetes/cmd/kube-apiserver`
+// resolves from this module. Nothing here is compiled into celkeeper.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+)

@@ -1,0 +1,120 @@
+"""`celkeeper test -f` on Kubernetes' admission policies (celkeeper.cli.admissionpolicies): the API server's
+answers in its words, errors located, the exit code. The answers themselves are Kubernetes' (checked
+against a real kube-apiserver by tests/admissionpolicy/test_policies_apiserver.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from celkeeper.cli.admissionpolicies import merge_patch
+from tests.support.native import require_celgo
+
+SUITE = Path(__file__).resolve().parents[1] / "admissionpolicy" / "suite"
+
+
+@pytest.fixture(autouse=True)
+def _library() -> None:
+    require_celgo()
+
+
+def test_a_denial_and_the_audit_annotations_in_the_api_server_s_words(cli) -> None:
+    run = cli(
+        "test",
+        "-f",
+        str(SUITE / "policies.yaml"),
+        "-f",
+        str(SUITE / "namespace-prod.yaml"),
+        "-f",
+        str(SUITE / "deployment-8.yaml"),
+    )
+    assert run.code == 1, run.err
+    assert run.out.splitlines() == [
+        "apps/v1/Deployment shop/web: audit annotation replica-limit/replicas: 8",
+        "apps/v1/Deployment shop/web: audit annotation "
+        "validation.policy.admission.k8s.io/validation_failure: "
+        '[{"message":"replicas must be at most 5, not 8","policy":"replica-limit",'
+        '"binding":"replica-limit-prod","expressionIndex":0,"validationActions":["Deny","Audit"]}]',
+        'apps/v1/Deployment shop/web: denied (422 Invalid): deployments.apps "web" is forbidden: '
+        "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: "
+        "replicas must be at most 5, not 8",
+    ]
+    # the parameter ConfigMap is reviewed too, in a namespace the inputs do not hold
+    assert run.err.splitlines() == [
+        "celkeeper test: note: Namespace policy-params is not among the inputs: the admission policies "
+        "see it as the API server creates a Namespace without labels",
+        "celkeeper test: summary: 7 objects read, 7 reviewed, 0 not reviewed, 0 errors",
+    ]
+
+
+def test_a_mutation_is_shown_as_what_changed(cli) -> None:
+    run = cli(
+        "test",
+        "-f",
+        str(SUITE / "policies.yaml"),
+        "-f",
+        str(SUITE / "namespace-prod.yaml"),
+        "-f",
+        str(SUITE / "deployment-2.yaml"),
+    )
+    assert run.code == 0, run.err
+    assert (
+        "apps/v1/Deployment shop/api: mutated: " + '{"metadata":{"labels":{"team":"payments"}}}'
+        in run.out.splitlines()
+    )
+
+
+def test_json_output_carries_the_whole_answer(cli) -> None:
+    run = cli(
+        "test",
+        "-f",
+        str(SUITE / "policies.yaml"),
+        "-f",
+        str(SUITE / "namespace-prod.yaml"),
+        "-f",
+        str(SUITE / "deployment-2.yaml"),
+        "-o",
+        "json",
+    )
+    rows = json.loads(run.out)
+    (row,) = [r for r in rows if "admissionPolicies" in r]
+    assert row["object"]["metadata"] == {"name": "api", "namespace": "shop"}
+    answer = row["admissionPolicies"]
+    assert answer["allowed"] is True
+    assert answer["patchedObject"]["metadata"]["labels"] == {"team": "payments"}
+    # the API server's defaults are in the object it admits
+    container = answer["patchedObject"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["imagePullPolicy"] == "IfNotPresent"
+
+
+def test_a_policy_the_api_server_refuses_is_a_located_error(cli) -> None:
+    run = cli("test", "-f", str(SUITE / "refused.yaml"))
+    assert run.code == 1
+    first = run.err.splitlines()[0]
+    assert first.startswith(
+        f"celkeeper test: {SUITE / 'refused.yaml'}:13:36: document 1: spec.validations[0].expression: "
+        'ValidatingAdmissionPolicy.admissionregistration.k8s.io "broken" is invalid: '
+    )
+    assert "compilation failed: ERROR: <input>:1:19: Syntax error" in first
+
+
+def test_without_the_namespace_the_binding_does_not_apply(cli) -> None:
+    # no Namespace given: shop is taken as created without labels (not env: prod)
+    run = cli("test", "-f", str(SUITE / "policies.yaml"), "-f", str(SUITE / "deployment-8.yaml"))
+    assert run.code == 0, run.out
+    assert run.out.splitlines() == [
+        'apps/v1/Deployment shop/web: mutated: {"metadata":{"labels":{"team":"unowned"}}}'
+    ]
+    assert (
+        "celkeeper test: note: Namespace shop is not among the inputs: the admission policies see it as the "
+        "API server creates a Namespace without labels"
+    ) in run.err.splitlines()
+
+
+def test_merge_patch() -> None:
+    assert merge_patch({"a": 1, "b": {"c": 2, "d": 3}}, {"a": 1, "b": {"c": 4}, "e": [1]}) == {
+        "b": {"c": 4, "d": None},
+        "e": [1],
+    }

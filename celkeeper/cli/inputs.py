@@ -32,6 +32,7 @@ reason), and errors (each printed once, located). `summary()` is the line the to
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
@@ -357,6 +358,15 @@ class Inputs(Generic[_R]):
             else:
                 self.error(piece)
 
+    def documents(self, sources: Iterable[Source]) -> list[Document]:
+        """Every object of the sources as a Document, held (for tools that need them all: explain's
+        Namespaces and synced data), its problems reported."""
+        errors: list[CelkeeperError] = []
+        found = list(standing(self.objects(sources), errors))
+        for error in errors:
+            self.error(error)
+        return found
+
     def stream_data(self, sources: Iterable[Source]) -> Iterator[JsonObject]:
         """Every object of the sources, for a store of synced data: what errors there are, the second
         pass reports. Items of a document that turns out not to be a List are among them (a document
@@ -364,6 +374,51 @@ class Inputs(Generic[_R]):
         for piece in self.objects(sources):
             if isinstance(piece, Streamed):
                 yield piece.data
+
+
+def standing(
+    pieces: Iterable[Streamed | Settled | Unread | DocumentError], errors: list[CelkeeperError]
+) -> Iterator[Document]:
+    """The objects of documents.stream's pieces that stand (a List's tentative items once it is one), as
+    Documents located at their start; what is not read goes to `errors`."""
+    pending: list[Document] = []
+    for piece in pieces:
+        if isinstance(piece, Streamed):
+            if piece.tentative:
+                pending.append(_document(piece))
+            else:
+                yield _document(piece)
+        elif isinstance(piece, Settled):
+            if piece.is_list:
+                yield from pending
+            pending = []
+        elif isinstance(piece, Unread):
+            errors.append(piece.error)
+        else:
+            errors.append(piece)
+
+
+def object_documents(paths: Iterable[str]) -> tuple[list[Document], list[CelkeeperError]]:
+    """Every object of the files under `paths` (folders walked; `-` standard input), read as every object
+    input is (documents.stream: as kubectl reads it; a List item by item), and every problem: for the
+    inputs a tool holds whole (test --cluster's manifests, explain's object, vap's webhook
+    configuration). Raises PathError for a path that does not exist."""
+    problems: list[str] = []
+    found = files.expand(paths, errors=problems)
+    errors: list[CelkeeperError] = [DocumentError(p) for p in problems]
+    documents: list[Document] = []
+    for path in found:
+        if path == files.STDIN:
+            binary = getattr(sys.stdin, "buffer", None)
+            stdin = binary if binary is not None else io.BytesIO(sys.stdin.read().encode())
+            documents.extend(standing(read_objects(stdin, "<stdin>"), errors))
+            continue
+        try:
+            with open(path, "rb") as handle:
+                documents.extend(standing(read_objects(handle, path), errors))
+        except OSError as err:
+            errors.append(DocumentError(f"cannot read: {err.strerror or err}", Location(file=path)))
+    return documents, errors
 
 
 def _read_beside(sources: list[Source]) -> bool:
@@ -445,4 +500,6 @@ __all__ = [
     "Source",
     "document_of",
     "located",
+    "object_documents",
+    "standing",
 ]

@@ -270,13 +270,13 @@ def _identity(piece: Any, document: Document) -> Document:
 
 def run_cluster(args: argparse.Namespace) -> int:
     """The manifests as the webhook would decide them, on the cluster's policies and Namespaces."""
+    from celkeeper.cli.inputs import object_documents
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
     from celkeeper.model import Action, EnforcementPoint
     from celkeeper.review import decide, inventory_lookup
 
-    parsed = files.read_all(args.filenames or [files.STDIN])
-    problems = [str(e) for e in parsed.errors]
-    manifests = list(parsed.documents)
+    manifests, errors = object_documents(args.filenames or [files.STDIN])
+    problems = [str(e) for e in errors]
     cluster = read_cluster(args)
     rows: list[tuple[Document, Result, str]] = []
     try:

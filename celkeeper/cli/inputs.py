@@ -245,10 +245,16 @@ class Inputs(Generic[_R]):
                 tail = window[-overlap:]
 
     def _find(self, source: Source, is_policy: Callable[[Document], bool], reporting: bool) -> list[Document]:
+        located: dict[int, Document] | None = None
+        if not reporting:
+            located = self._located(source)
+            if located is not None and not any(_holds_items(d) for d in located.values()):
+                # a small file without Lists: the policy reader's documents are its policies (its
+                # problems are reported by the objects' pass, which reads it again)
+                return [d for d in located.values() if is_policy(d)]
         handle = self._open(source)
         if handle is None:
             return []
-        located: dict[int, Document] | None = None
         found: list[Document] = []
         pending: list[Document] = []  # tentative items, until Settled
         with handle:
@@ -259,7 +265,7 @@ class Inputs(Generic[_R]):
                         continue
                     if piece.item is None:
                         if located is None:
-                            located = self._located(source)
+                            located = self._located(source) or {}
                         document = located.get(piece.document, document)
                     (pending if piece.tentative else found).append(document)
                 elif isinstance(piece, Settled):
@@ -270,16 +276,17 @@ class Inputs(Generic[_R]):
                     self.error(piece.error if isinstance(piece, Unread) else piece)
         return found
 
-    def _located(self, source: Source) -> dict[int, Document]:
-        """The documents of a small file read by the policy reader (fields located), by index."""
+    def _located(self, source: Source) -> dict[int, Document] | None:
+        """The documents of a small file read by the policy reader (fields located), by index; None for
+        a file too large for it, or one it cannot read."""
         try:
             if source.size() > POLICY_FILE_BYTES:
-                return {}
+                return None
             handle = source.open()
             with handle:
                 text = handle.read().decode("utf-8")
         except (OSError, UnicodeDecodeError):
-            return {}
+            return None
         return {d.index: d for d in parse_documents(text, source.name).documents}
 
     # -- the objects -----------------------------------------------------------------------------------
@@ -419,6 +426,11 @@ def object_documents(paths: Iterable[str]) -> tuple[list[Document], list[Celkeep
         except OSError as err:
             errors.append(DocumentError(f"cannot read: {err.strerror or err}", Location(file=path)))
     return documents, errors
+
+
+def _holds_items(document: Document) -> bool:
+    """A List (its items are objects: the object reader hands them out one by one)."""
+    return document.kind.endswith("List") and isinstance(document.data.get("items"), list)
 
 
 def _read_beside(sources: list[Source]) -> bool:

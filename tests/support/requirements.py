@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.binaries import BinariesUnavailable
 from tests.support.gator import GatorUnavailable
+from tests.support.wheel import WheelUnavailable
 
 
 class BrowserUnavailable(Exception):
@@ -58,3 +59,4 @@ KUBE = Requirement("CELKEEPER_REQUIRE_KUBE", "kube", "kube_cluster")
 NODE = Requirement("CELKEEPER_REQUIRE_NODE", "node", "node_cluster")
 GATOR = Requirement("CELKEEPER_REQUIRE_GATOR", "gator", "gator", GatorUnavailable)
 BROWSER = Requirement("CELKEEPER_REQUIRE_BROWSER", "browser", "chromium", BrowserUnavailable)
+WHEEL = Requirement("CELKEEPER_REQUIRE_WHEEL", "wheel", "wheel", WheelUnavailable)

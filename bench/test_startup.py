@@ -13,10 +13,12 @@ a developer's second commit has them); with --cold, each celkeeper run starts fr
 (CELKEEPER_CACHE_DIR in a new folder: a CI job without a cache).
 
 With --baseline DIR (another checkout, e.g. `git archive main | tar -x -C DIR`), its celkeeper runs too
-(PYTHONPATH=DIR), a third run in each round, rotated with the others: before/after in one run.
+(PYTHONPATH=DIR), a third run in each round, rotated with the others: before/after in one run. With
+--celkeeper PROGRAM, that program is timed as celkeeper (e.g. `bin/celkeeper` of a venv the wheel was
+installed in: an installation as users have it, without the editable install's import hook).
 
     .venv/bin/python bench/test_startup.py [--rounds 1] [--generated 0] [--cold] [--baseline DIR]
-                                           [--limit N]
+                                           [--limit N] [--celkeeper PROGRAM]
 """
 
 from __future__ import annotations
@@ -110,6 +112,12 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0, help="at most N manifests (evenly picked)")
     parser.add_argument("--cold", action="store_true", help="celkeeper without its disk cache")
     parser.add_argument("--baseline", metavar="DIR", help="another checkout's celkeeper, run the same way")
+    parser.add_argument(
+        "--celkeeper",
+        metavar="PROGRAM",
+        help="the celkeeper program to time (e.g. a venv's bin/celkeeper installed from the wheel); "
+        "default: this checkout's, python -m celkeeper",
+    )
     args = parser.parse_args()
     try:
         gator = find_gator()
@@ -125,7 +133,7 @@ def main() -> int:
         cache = base / "cache"
         tools: dict[str, tuple[list[str], dict[str, str]]] = {
             "celkeeper": (
-                [sys.executable, "-m", "celkeeper", "test"],
+                [args.celkeeper, "test"] if args.celkeeper else [sys.executable, "-m", "celkeeper", "test"],
                 dict(_ENV, CELKEEPER_CACHE_DIR=str(cache)),
             ),
             "gator": ([str(gator), "test"], dict(_ENV)),

@@ -16,7 +16,8 @@ FROM ${GO_IMAGE} AS go
 
 FROM ${BASE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
-# a C compiler and the Python headers: cgo builds the cel-go engine, and gunicorn-h1c is built from source
+# a C compiler and the Python headers: cgo builds the cel-go engine, and gunicorn-h1c (the fast-http
+# extra: the webhook's request heads read in C) is built from source
 RUN set -e; \
     include=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
     if ! command -v gcc >/dev/null || [ ! -f "$include/Python.h" ]; then \
@@ -38,9 +39,9 @@ RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     set -e; \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert; fi; \
     python3 -m venv /opt/celkeeper; \
-    /opt/celkeeper/bin/pip install /src; \
+    /opt/celkeeper/bin/pip install '/src[fast-http]'; \
     /opt/celkeeper/bin/pip uninstall -q -y pip; \
-    /opt/celkeeper/bin/python -c 'import celkeeper.cli.main, kubernetes, celpy, re2, gunicorn'; \
+    /opt/celkeeper/bin/python -c 'import celkeeper.cli.main, kubernetes, celpy, re2, gunicorn, gunicorn_h1c'; \
     /opt/celkeeper/bin/python -c 'from celkeeper.cel import engine_available; ok, why = engine_available("cel-go"); assert ok, why'; \
     /opt/celkeeper/bin/celkeeper --help >/dev/null
 

@@ -102,6 +102,29 @@ def build_library() -> Path | None:
     return target
 
 
+try:  # setuptools >= 70.1 has it; before, the wheel package
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # pragma: no cover - older setuptools
+    from wheel.bdist_wheel import bdist_wheel
+
+
+class BdistWheel(bdist_wheel):
+    """A wheel that carries the native library is a platform wheel (`py3-none-<platform>`: the library is
+    loaded with ctypes, so any Python 3 of that platform runs it); auditwheel then gives it its manylinux
+    tag (hack/wheel/build.sh). Without Go the wheel is pure (cel-python only)."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        self.native = build_library() is not None
+        if self.native:  # installed to platlib (install's choice follows has_ext_modules)
+            self.distribution.has_ext_modules = lambda: True
+            self.root_is_pure = False
+
+    def get_tag(self) -> tuple[str, str, str]:
+        python, abi, platform = super().get_tag()
+        return ("py3", "none", platform) if self.native else (python, abi, platform)
+
+
 class BuildPy(build_py):
     """build_py, plus the library: found (or built) in the cache; copied into wheels."""
 
@@ -115,4 +138,4 @@ class BuildPy(build_py):
 
 
 if __name__ == "__main__":  # setuptools runs this file as __main__
-    setup(cmdclass={"build_py": BuildPy})
+    setup(cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})

@@ -198,6 +198,7 @@ E2E = {
     "install": "deploy/celkeeper.yaml and the Helm chart on a real API server, the webhook pods sandboxed",
     "image": "the container image hack/image/build.sh makes, unpacked and run",
     "node": "the install and the chart on a real node (kubelet, containerd, pods)",
+    "wheel": "celkeeper's wheel installed without Go or a compiler, run on the cel-go engine",
 }
 SHARED = "support"  # fixtures and helpers shared by the tests (tests/support/)
 # Test files whose name cannot name a module of their package, and why.

@@ -22,7 +22,6 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from celkeeper.cli import files
 from celkeeper.cli.cluster import add_cluster_options, read_cluster
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.documents import Document
@@ -101,10 +100,12 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("give the files or folders of the policies (POLICY_PATH), or --cluster")
     if args.old and args.operation == "CREATE":
         raise CelkeeperError("--old is the stored object of an UPDATE or DELETE: give --operation too")
-    objects_text = files.read(args.filename)
-    if objects_text.errors:
-        raise objects_text.errors[0]
-    objects = [d for d in objects_text.documents if not is_policy_document(d)]
+    from celkeeper.cli.inputs import Inputs, object_documents
+
+    read, errors = object_documents([args.filename])
+    if errors:
+        raise errors[0]
+    objects = [d for d in read if not is_policy_document(d)]
     if not objects:
         raise CelkeeperError(f"{args.filename}: no object to explain")
     old = _old_object(args.old) if args.old else None
@@ -118,12 +119,17 @@ def run(args: argparse.Namespace) -> int:
         policy_documents, namespaces = cluster.documents, cluster.namespaces
         problems += [f"note: {n}" for n in cluster.notes]
     else:
-        parsed = files.read_all(args.paths)
-        problems += [str(e) for e in parsed.errors]
-        policy_documents = [d for d in parsed.documents if is_policy_document(d)]
-        namespaces = {d.name: d.data for d in parsed.documents if is_namespace(d)}
-        # as `celkeeper test`: the other objects among the policies are the synced data
-        synced = [d for d in parsed.documents if not is_policy_document(d)]
+        # as `celkeeper test`: policy documents by the policy reader, the other objects (Namespaces,
+        # synced data) by the object reader; problems reported as they are found
+        inputs: Inputs[None] = Inputs("explain", "explained")
+        try:
+            sources = inputs.sources(args.paths)
+            policy_documents = inputs.policies(sources, is_policy=is_policy_document, report=lambda _: False)
+            others = [d for d in inputs.documents(sources) if not is_policy_document(d)]
+        finally:
+            inputs.close()
+        namespaces = {d.name: d.data for d in others if is_namespace(d)}
+        synced = others
     try:
         from celkeeper.gator.backend import PolicyBackend, verify_namespace  # the engine loads when needed
         from celkeeper.review import inventory_lookup
@@ -165,12 +171,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _old_object(path: str) -> Mapping[str, JsonValue]:
-    parsed = files.read(path)
-    if parsed.errors:
-        raise parsed.errors[0]
-    if len(parsed.documents) != 1 or not isinstance(parsed.documents[0].data, dict):
+    from celkeeper.cli.inputs import object_documents
+
+    read, errors = object_documents([path])
+    if errors:
+        raise errors[0]
+    if len(read) != 1 or not isinstance(read[0].data, dict):
         raise CelkeeperError(f"{path}: --old must hold exactly one object")
-    data: Mapping[str, JsonValue] = parsed.documents[0].data
+    data: Mapping[str, JsonValue] = read[0].data
     return data
 
 

@@ -32,6 +32,7 @@ reason), and errors (each printed once, located). `summary()` is the line the to
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
@@ -248,10 +249,16 @@ class Inputs(Generic[_R]):
                 tail = window[-overlap:]
 
     def _find(self, source: Source, is_policy: Callable[[Document], bool], reporting: bool) -> list[Document]:
+        located: dict[int, Document] | None = None
+        if not reporting:
+            located = self._located(source)
+            if located is not None and not any(_holds_items(d) for d in located.values()):
+                # a small file without Lists: the policy reader's documents are its policies (its
+                # problems are reported by the objects' pass, which reads it again)
+                return [d for d in located.values() if is_policy(d)]
         handle = self._open(source)
         if handle is None:
             return []
-        located: dict[int, Document] | None = None
         found: list[Document] = []
         pending: list[Document] = []  # tentative items, until Settled
         with handle:
@@ -262,7 +269,7 @@ class Inputs(Generic[_R]):
                         continue
                     if piece.item is None:
                         if located is None:
-                            located = self._located(source)
+                            located = self._located(source) or {}
                         document = located.get(piece.document, document)
                     (pending if piece.tentative else found).append(document)
                 elif isinstance(piece, Settled):
@@ -273,16 +280,17 @@ class Inputs(Generic[_R]):
                     self.error(piece.error if isinstance(piece, Unread) else piece)
         return found
 
-    def _located(self, source: Source) -> dict[int, Document]:
-        """The documents of a small file read by the policy reader (fields located), by index."""
+    def _located(self, source: Source) -> dict[int, Document] | None:
+        """The documents of a small file read by the policy reader (fields located), by index; None for
+        a file too large for it, or one it cannot read."""
         try:
             if source.size() > POLICY_FILE_BYTES:
-                return {}
+                return None
             handle = source.open()
             with handle:
                 text = handle.read().decode("utf-8")
         except (OSError, UnicodeDecodeError):
-            return {}
+            return None
         return {d.index: d for d in parse_documents(text, source.name).documents}
 
     # -- the objects -----------------------------------------------------------------------------------
@@ -361,6 +369,15 @@ class Inputs(Generic[_R]):
             else:
                 self.error(piece)
 
+    def documents(self, sources: Iterable[Source]) -> list[Document]:
+        """Every object of the sources as a Document, held (for tools that need them all: explain's
+        Namespaces and synced data), its problems reported."""
+        errors: list[CelkeeperError] = []
+        found = list(standing(self.objects(sources), errors))
+        for error in errors:
+            self.error(error)
+        return found
+
     def stream_data(self, sources: Iterable[Source]) -> Iterator[JsonObject]:
         """Every object of the sources, for a store of synced data: what errors there are, the second
         pass reports. Items of a document that turns out not to be a List are among them (a document
@@ -368,6 +385,56 @@ class Inputs(Generic[_R]):
         for piece in self.objects(sources):
             if isinstance(piece, Streamed):
                 yield piece.data
+
+
+def standing(
+    pieces: Iterable[Streamed | Settled | Unread | DocumentError], errors: list[CelkeeperError]
+) -> Iterator[Document]:
+    """The objects of documents.stream's pieces that stand (a List's tentative items once it is one), as
+    Documents located at their start; what is not read goes to `errors`."""
+    pending: list[Document] = []
+    for piece in pieces:
+        if isinstance(piece, Streamed):
+            if piece.tentative:
+                pending.append(_document(piece))
+            else:
+                yield _document(piece)
+        elif isinstance(piece, Settled):
+            if piece.is_list:
+                yield from pending
+            pending = []
+        elif isinstance(piece, Unread):
+            errors.append(piece.error)
+        else:
+            errors.append(piece)
+
+
+def object_documents(paths: Iterable[str]) -> tuple[list[Document], list[CelkeeperError]]:
+    """Every object of the files under `paths` (folders walked; `-` standard input), read as every object
+    input is (documents.stream: as kubectl reads it; a List item by item), and every problem: for the
+    inputs a tool holds whole (test --cluster's manifests, explain's object, vap's webhook
+    configuration). Raises PathError for a path that does not exist."""
+    problems: list[str] = []
+    found = files.expand(paths, errors=problems)
+    errors: list[CelkeeperError] = [DocumentError(p) for p in problems]
+    documents: list[Document] = []
+    for path in found:
+        if path == files.STDIN:
+            binary = getattr(sys.stdin, "buffer", None)
+            stdin = binary if binary is not None else io.BytesIO(sys.stdin.read().encode())
+            documents.extend(standing(read_objects(stdin, "<stdin>"), errors))
+            continue
+        try:
+            with open(path, "rb") as handle:
+                documents.extend(standing(read_objects(handle, path), errors))
+        except OSError as err:
+            errors.append(DocumentError(f"cannot read: {err.strerror or err}", Location(file=path)))
+    return documents, errors
+
+
+def _holds_items(document: Document) -> bool:
+    """A List (its items are objects: the object reader hands them out one by one)."""
+    return document.kind.endswith("List") and isinstance(document.data.get("items"), list)
 
 
 def _read_beside(sources: list[Source]) -> bool:
@@ -449,4 +516,6 @@ __all__ = [
     "Source",
     "document_of",
     "located",
+    "object_documents",
+    "standing",
 ]

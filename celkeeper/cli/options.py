@@ -20,6 +20,16 @@ def add_engine_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
     )
 
 
+def add_cache_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--no-cache`: without the disk cache of earlier runs' results (gator.verdicts)."""
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="check parameter schemas and constraint parameters afresh, without the disk cache of"
+        " earlier runs' results ($CELKEEPER_CACHE_DIR, default ~/.cache/celkeeper; empty: off)",
+    )
+
+
 def add_filename_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
     """`-f/--filename PATH` (repeatable, into `filenames`): files and folders of documents."""
     parser.add_argument(

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
 from celkeeper.cli.cluster import add_cluster_options, read_cluster
-from celkeeper.cli.options import add_engine_option, add_filename_option, engine_name
+from celkeeper.cli.options import add_cache_option, add_engine_option, add_filename_option, engine_name
 from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, is_compile_problem, is_warning
@@ -93,6 +93,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--output-file", metavar="FILE", help="write the output to FILE rather than stdout")
     parser.add_argument("--deny-only", action="store_true", help="print only results that deny")
     add_engine_option(parser)
+    add_cache_option(parser)
     add_cluster_options(
         parser,
         "check the files as manifests against the policies live in the cluster, as the webhook would "
@@ -115,9 +116,13 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--against-live needs --cluster")
     if args.cluster:
         return run_cluster(args)
+    from celkeeper.cel import get_engine
+    from celkeeper.cli.background import Background
     from celkeeper.cli.inputs import Inputs
-    from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
 
+    # the engine loads while the files are read (as verify's)
+    name = engine_name(args)
+    engine = Background(get_engine, name)
     inputs: Inputs[_Reviewed] = Inputs("test", "reviewed")
     admission: AdmissionReviewer | None = None
     try:
@@ -127,7 +132,16 @@ def run(args: argparse.Namespace) -> int:
         documents = inputs.policies(sources, is_policy=_is_policy, report=lambda _: False)
         admission = _admission_reviewer(inputs, sources, documents)
         documents = [d for d in documents if is_policy_document(d)]
-        backend = PolicyBackend(engine_name(args))
+        from celkeeper.gator.backend import PolicyBackend
+        from celkeeper.gator.programs import DiskPrograms, LazyEngine
+        from celkeeper.gator.verdicts import DiskVerdicts
+
+        # what earlier runs found checking and compiling these policies: jsonschema is not imported, and
+        # only the templates the objects need are compiled (gator.programs)
+        verdicts = None if args.no_cache else DiskVerdicts.default()
+        programs = None if args.no_cache else DiskPrograms.default(name)
+        lazy = LazyEngine(engine.result, name, programs) if programs is not None else engine.result()
+        backend = PolicyBackend(name, loaded=lazy, verdicts=verdicts)
         loaded = backend.build(documents)
         # what Gatekeeper loads (ignored keys, a template without validations) is no problem here, as
         # for gator test (lint and verify -v show those warnings); CEL that does not compile is
@@ -149,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
                 args=args,
                 admission=admission,
             )
+            engine.result()  # loaded by now (an engine that cannot load fails the run, not each object)
             inputs.consume(sources, sink)
     finally:
         inputs.close()
@@ -330,13 +345,13 @@ def _identity(piece: Any, document: Document) -> Document:
 
 def run_cluster(args: argparse.Namespace) -> int:
     """The manifests as the webhook would decide them, on the cluster's policies and Namespaces."""
+    from celkeeper.cli.inputs import object_documents
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
     from celkeeper.model import Action, EnforcementPoint
     from celkeeper.review import decide, inventory_lookup
 
-    parsed = files.read_all(args.filenames or [files.STDIN])
-    problems = [str(e) for e in parsed.errors]
-    manifests = list(parsed.documents)
+    manifests, errors = object_documents(args.filenames or [files.STDIN])
+    problems = [str(e) for e in errors]
     cluster = read_cluster(args)
     rows: list[tuple[Document, Result, str]] = []
     try:

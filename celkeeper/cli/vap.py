@@ -87,12 +87,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _scope(args: argparse.Namespace) -> Scope:
     webhook = None
     if args.webhook_config:
-        parsed = files.read(args.webhook_config)
-        if parsed.errors:
-            raise parsed.errors[0]
+        from celkeeper.cli.inputs import object_documents
+
+        read, errors = object_documents([args.webhook_config])
+        if errors:
+            raise errors[0]
         entries = [
             w
-            for d in parsed.documents
+            for d in read
             if d.kind == "ValidatingWebhookConfiguration"
             for w in d.data.get("webhooks") or ()
             if isinstance(w, dict) and w.get("name") == args.webhook_name

@@ -14,13 +14,11 @@ import argparse
 import functools
 import os
 import sys
-import threading
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
 
 from celkeeper.cel import get_engine
 from celkeeper.cli import files
-from celkeeper.cli.options import add_engine_option, engine_name
+from celkeeper.cli.background import Background
+from celkeeper.cli.options import add_cache_option, add_engine_option, engine_name
 from celkeeper.cli.output import redirected
 from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError, is_compile_problem
@@ -71,12 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="after each reviewed case, print what the review found (one JSON object per result)",
     )
-    parser.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="check parameter schemas and constraint parameters afresh, without the disk cache of"
-        " earlier runs' results ($CELKEEPER_CACHE_DIR, default ~/.cache/celkeeper; empty: off)",
-    )
+    add_cache_option(parser)
     add_engine_option(parser)
     parser.set_defaults(func=run)
 
@@ -86,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     name = engine_name(args)
     # the engine loads while the suites are read (the cel-go library's Go runtime initialises on a
     # thread of its own, and builds Kubernetes' CEL environments: see go/main.go's init)
-    engine = _Background(get_engine, name)
+    engine = Background(get_engine, name)
     suites, errors = discover(args.paths)
     for error in errors:
         print(f"celkeeper verify: {error}", file=sys.stderr)
@@ -135,32 +128,6 @@ def formatted(output: str, results: list[SuiteResult], errors: list[str]) -> str
     from celkeeper.cli.output_sarif import sarif_verify
 
     return sarif_verify(results, errors)
-
-
-_T = TypeVar("_T")
-
-
-class _Background(Generic[_T]):
-    """A call running on a thread of its own; `result()` waits for it (raising what it raised)."""
-
-    def __init__(self, call: Callable[..., _T], *args: Any) -> None:
-        self._call, self._args = call, args
-        self._value: _T | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="verify-background", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._call(*self._args)
-        except BaseException as err:  # handed to result(), in the caller's thread
-            self._error = err
-
-    def result(self) -> _T:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value  # type: ignore[return-value]
 
 
 def discover(paths: list[str]) -> tuple[list[Suite | SuiteResult], list[CelkeeperError]]:

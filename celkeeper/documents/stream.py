@@ -8,17 +8,21 @@
 
 Memory holds one object at a time whatever the size of the stream: a List's items are read and handed
 out one by one, never the List whole. This is the reader of the objects the offline tools audit and
-review; policy files keep parse.py's reader (every field located, limits meant for the webhook's
-policy sources). The values are those parse.py gives (YAML 1.2 types as ruamel.yaml resolves them,
-duplicate keys refused, merge keys, anchors), without field positions: an object is located by its
-file, document, item (`items[3]`) and line:col.
+review; policy files keep parse.py's reader (YAML 1.2, every field located, limits meant for the
+webhook's policy sources). The values are those kubectl reads (kubeyaml: go-yaml v2's YAML 1.1-like
+scalars, `yes`/`on` booleans, `0777` octal; keys made strings; merge keys as go-yaml v2 merges them;
+numbers as JSON carries them); duplicate keys are refused (kubectl keeps the last). Documents kubectl
+does not read (a `%YAML` or `%TAG` directive, content on the `---` line, a document after `...` without
+`---`) are not read. No field positions: an object is located by its file, document, item (`items[3]`)
+and line:col.
 
 YAML is read from libyaml's events (PyYAML's C parser) by an iterative builder: no recursion, and a
 stream is never composed whole. A stream that starts with `{` is read as JSON first (json's C decoder,
 several times faster): one document or a stream of them (`{...}{...}`, one per line), a List's items
-decoded one at a time; a document JSON does not read (YAML's flow style, NaN, a duplicate key) goes,
-with the rest of the stream, to the YAML reader, as long as nothing of it was handed out (its items
-are handed out as they come: after the first, a JSON error is an error).
+decoded one at a time, numbers as kubectl holds them (an int64, else a float64: `1.0` is 1); a document
+JSON does not read (YAML's flow style, NaN, a duplicate key) goes, with the rest of the stream, to the
+YAML reader, as long as nothing of it was handed out (its items are handed out as they come: after the
+first, a JSON error is an error).
 
 A List is recognised by its `kind` (ending in `List`) and its `items`. kubectl writes `items` before
 `kind`: until the kind is known, the items that carry their own kind are handed out as they come,
@@ -39,13 +43,12 @@ from __future__ import annotations
 import codecs
 import json
 import marshal
-import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
-import yaml.resolver
+import yaml.reader
 from yaml import YAMLError
 from yaml.events import (
     AliasEvent,
@@ -58,8 +61,8 @@ from yaml.events import (
     StreamEndEvent,
 )
 
+from celkeeper.documents import kubeyaml
 from celkeeper.documents.document import index_path
-from celkeeper.documents.parse import YAML12_IMPLICIT, _float, _int
 from celkeeper.errors import DocumentError, Location
 from celkeeper.model import JsonObject
 
@@ -177,124 +180,76 @@ class _TooLarge(Exception):
     """An object over MAX_OBJECT_VALUES values."""
 
 
-# -- scalars ----------------------------------------------------------------------------------------------
-
-_Resolvers = dict[str, tuple[tuple[str, "re.Pattern[str]"], ...]]
-_TAG = "tag:yaml.org,2002:"
-
-
-def _by_first(entries: Iterable[tuple[str, re.Pattern[str], Iterable[str | None]]]) -> _Resolvers:
-    found: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
-    for tag, regexp, firsts in entries:
-        for first in firsts:
-            found.setdefault(first, []).append((tag[len(_TAG) :], regexp))
-    anywhere = found.pop(None, [])
-    return {first: tuple(kinds + anywhere) for first, kinds in found.items() if first is not None}
-
-
-#: YAML 1.2's implicit types, ruamel.yaml's table (parse.YAML12_IMPLICIT), by first character: what
-#: _plain12 resolves (faster; tests/documents/test_stream.py checks that they agree)
-_YAML12 = _by_first(
-    (tag, re.compile(pattern, flags), first) for tag, pattern, flags, first in YAML12_IMPLICIT
-)
-#: `%YAML 1.1` documents: YAML 1.1's implicit types (PyYAML's table)
-_YAML11 = _by_first(
-    (tag, regexp, [first])
-    for first, kinds in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
-    for tag, regexp in kinds
-)
-
-
-_NOT_LITERAL = object()
-#: the plain scalars YAML 1.2's table resolves to null or a boolean (its only types of words)
-_LITERALS_12: dict[str, Any] = {"": None, "~": None, "null": None, "Null": None, "NULL": None}
-_LITERALS_12.update(dict.fromkeys(("true", "True", "TRUE"), True))
-_LITERALS_12.update(dict.fromkeys(("false", "False", "FALSE"), False))
-#: the first characters of YAML 1.2's numbers, and its float and int patterns in the table's order (its
-#: other types, timestamps among them, are kept as written: parse.py's reading)
-_NUMBER_FIRST = frozenset("-+.0123456789")
-_NUMBERS_12 = tuple(
-    (tag[len(_TAG) :], re.compile(pattern, flags))
-    for tag, pattern, flags, _ in YAML12_IMPLICIT
-    if tag in (_TAG + "float", _TAG + "int")
-)
-
-
-def _plain12(value: str) -> Any:
-    """A plain scalar's value by YAML 1.2's implicit types (what _YAML12's table gives, faster)."""
-    found = _LITERALS_12.get(value, _NOT_LITERAL)
-    if found is not _NOT_LITERAL:
-        return found
-    if value[:1] in _NUMBER_FIRST:
-        if value.isdigit() and value.isascii():
-            return int(value)
-        for kind, regexp in _NUMBERS_12:
-            if regexp.match(value):
-                try:
-                    return _int(value) if kind == "int" else _float(value)
-                except ValueError:  # what the pattern takes and no number is (`-_`): as written
-                    return value
-    return value
-
-
-def _plain11(value: str) -> Any:
-    """A plain scalar's value by YAML 1.1's implicit types (a `%YAML 1.1` document)."""
-    for kind, regexp in _YAML11.get(value[:1], ()):
-        if regexp.match(value):
-            try:
-                return _typed(kind, value, yaml11=True)
-            except ValueError:  # sexagesimal numbers and the like: kept as written
-                return value
-    return value
-
-
-def _typed(kind: str, value: str, yaml11: bool) -> Any:
-    if kind == "null":
-        return None
-    if kind == "bool":  # YAML 1.1's yes/on too: as parse.py reads them (False)
-        return value.lower() == "true"
-    if kind == "int":
-        return _int(value)
-    if kind == "float":
-        return _float(value)
-    return value  # str, timestamp (as written, as Kubernetes keeps it), merge, value, ...
-
-
 # -- YAML -------------------------------------------------------------------------------------------------
 
-_MERGE = object()  # the plain key `<<`: YAML's merge key
+_MERGE = object()  # the merge key `<<` (kubeyaml.is_merge)
+_KEY_ANCHOR = object()  # an anchor on a key: its value is read when an alias of it is a value
+_plain = kubeyaml.plain
+_plain_key = kubeyaml.plain_key
+_plain_number = kubeyaml.plain_number
+_PLAIN_WORDS = kubeyaml.PLAIN_WORDS
+_NUMBER_FIRST = kubeyaml.NUMBER_FIRST
+_KEY_WORDS = kubeyaml.KEY_WORDS
 
 
 class _Builder:
-    """Builds values from libyaml's events, iteratively (any depth), counting values against `limit`."""
+    """Builds values from libyaml's events, iteratively (any depth), counting values against `limit`;
+    scalars and keys as kubectl reads them (kubeyaml)."""
 
-    __slots__ = ("anchors", "count", "get", "limit", "plain", "yaml11")
+    __slots__ = ("aliased", "anchors", "base", "count", "extra", "get", "limit")
 
     def __init__(self, get: Callable[[], Any]) -> None:
         self.get = get
-        self.anchors: dict[str, tuple[Any, int, str | None]] = {}  # anchor -> (value, values, scalar text)
+        # anchor -> (value, its values, its event (a scalar's), the aliases read inside it)
+        self.anchors: dict[str, tuple[Any, int, Any, int]] = {}
         self.count = 0
         self.limit = MAX_OBJECT_VALUES
-        self.plain: Callable[[str], Any] = _plain12
-        self.yaml11 = False
+        self.document()
 
-    def version(self, version: tuple[int, int] | None) -> None:
-        self.yaml11 = version == (1, 1)
-        self.plain = _plain11 if self.yaml11 else _plain12
+    def document(self) -> None:
+        """A new document: no anchors; go-yaml v2's counts of its nodes decoded (`base` + `count` +
+        `extra` + 1: values before the current object, its values, the aliases read and the document)
+        and of those decoded through an alias (`aliased`), whose share kubectl bounds (decode.go:
+        "excessive aliasing")."""
+        self.anchors = {}
+        self.base = 0
+        self.extra = 0
+        self.aliased = 0
+
+    def _alias(self, ev: Any) -> tuple[Any, int, Any, int]:
+        """What an alias refers to, its values counted (raises _Invalid)."""
+        found = self.anchors.get(ev.anchor)
+        if found is None:
+            raise _Invalid(f"found undefined alias {ev.anchor!r}", ev.start_mark)
+        self.count += found[1]
+        self.extra += 1 + found[3]
+        self.aliased += found[1] + found[3]
+        if self.aliased > 100:
+            decoded = self.base + self.count + self.extra + 1
+            if kubeyaml.excessive_aliasing(self.aliased, decoded):
+                raise _Invalid("document contains excessive aliasing", ev.start_mark)
+        return found
 
     def scalar(self, ev: Any) -> Any:
-        if ev.style:  # quoted or block: a string, whatever its tag (as parse.py reads it)
-            return ev.value
-        tag = ev.tag
-        value: str = ev.value
-        if tag is None or tag == "!":  # `!`: the non-specific tag, resolved as no tag (as ruamel.yaml does)
-            return self.plain(value)
-        if tag.startswith(_TAG):
-            try:
-                return _typed(tag[len(_TAG) :], value, self.yaml11)
-            except ValueError:  # `!!int abc`: as written (as parse.py reads it)
-                return value
-        return value
+        """A scalar's value (raises _Invalid)."""
+        try:
+            if ev.tag is None:
+                return ev.value if ev.style else _plain(ev.value)
+            return kubeyaml.tagged(ev.tag, ev.value)
+        except kubeyaml.ScalarError as err:
+            raise _Invalid(err.message, ev.start_mark) from None
+
+    def _key_text(self, ev: Any) -> Any:
+        """A scalar key's text, or _MERGE (raises _Invalid)."""
+        tag, text = ev.tag, ev.value
+        if kubeyaml.is_merge(tag, ev.style, text):
+            return _MERGE
+        try:
+            if tag is None:
+                return text if ev.style else _plain_key(text)
+            return kubeyaml.tagged_key(tag, text)
+        except kubeyaml.ScalarError as err:
+            raise _Invalid(err.message, ev.start_mark) from None
 
     def key(self, ev: Any) -> Any:
         """A map key's text (the merge key `<<` as _MERGE); a key that is a list or map is consumed
@@ -302,20 +257,30 @@ class _Builder:
         t = type(ev)
         if t is ScalarEvent:
             self.count += 1
-            if ev.anchor is not None:
-                self.anchors[ev.anchor] = (self.scalar(ev), 1, ev.value)
-            if ev.value == "<<" and not ev.style and ev.tag is None:
-                return _MERGE
-            return ev.value
+            key = self._key_text(ev)
+            if ev.anchor is not None:  # an alias of it may be a value: its value is read then
+                self.anchors[ev.anchor] = (_KEY_ANCHOR, 1, ev, 0)
+            return key
         if t is AliasEvent:
-            found = self.anchors.get(ev.anchor)
-            if found is None:
-                raise _Invalid(f"found undefined alias {ev.anchor!r}", ev.start_mark)
+            found = self._alias(ev)
             if found[2] is not None:
-                return found[2]
+                return self._alias_key(found[2])
         else:
             self.skip(1)
         raise _Invalid("a map key must be a string, not a list or map", ev.start_mark)
+
+    def _alias_key(self, anchored: Any) -> Any:
+        """The key an alias of a scalar gives: the scalar's (an alias is never the merge key)."""
+        if kubeyaml.is_merge(anchored.tag, anchored.style, anchored.value):
+            return "<<"
+        return self._key_text(anchored)
+
+    def _anchored(self, found: tuple[Any, int, Any, int]) -> Any:
+        """What an alias gives as a value."""
+        value = found[0]
+        if value is _KEY_ANCHOR:  # an anchor set on a key, aliased as a value
+            value = self.scalar(found[2])
+        return value
 
     def value(self, ev: Any) -> Any:
         """The value of the node that starts with `ev`, its events consumed to its end (also when it
@@ -325,22 +290,17 @@ class _Builder:
             self.count += 1
             value = self.scalar(ev)
             if ev.anchor is not None:
-                self.anchors[ev.anchor] = (value, 1, ev.value)
+                self.anchors[ev.anchor] = (value, 1, ev, 0)
             return value
         if t is AliasEvent:
-            found = self.anchors.get(ev.anchor)
-            if found is None:
-                raise _Invalid(f"found undefined alias {ev.anchor!r}", ev.start_mark)
-            self.count += found[1]
+            found = self._alias(ev)
             if self.count > self.limit:
                 raise _TooLarge()
-            return found[0]
+            return self._anchored(found)
         return self._collection(ev)
 
     def _collection(self, ev: Any) -> Any:
         get = self.get
-        scalar = self.scalar
-        plain = self.plain
         anchors = self.anchors
         limit = self.limit
         is_map = type(ev) is MappingStartEvent
@@ -349,10 +309,14 @@ class _Builder:
         key_mark: Any = None
         anchor = ev.anchor
         started = self.count
-        merges: list[tuple[Any, Any]] | None = None
+        extra_started = self.extra
+        # the keys of the current map set by the map itself, once a merge key set others (go-yaml v2
+        # sets a merged map's keys where the `<<` is: they replace the keys before it, the keys after it
+        # replace them; a key twice in the map itself is refused)
+        explicit: set[str] | None = None
         # the open collections around the current one: (container, is_map, key, key mark, anchor,
-        # count at its start, its merge keys' values)
-        stack: list[tuple[Any, bool, Any, Any, Any, int, Any]] = []
+        # count and extra at its start, its explicit keys)
+        stack: list[tuple[Any, bool, Any, Any, Any, int, int, Any]] = []
         closed = False  # the outermost collection has ended
         self.count += 1
         try:
@@ -369,63 +333,66 @@ class _Builder:
                         if t is ScalarEvent and ev.anchor is None and ev.tag is None:
                             self.count += 1
                             key = ev.value
-                            if key == "<<" and not ev.style:
-                                key = _MERGE
+                            if not ev.style and (key in _KEY_WORDS or key[:1] in _NUMBER_FIRST):
+                                key = self._key_text(ev)
                         else:
                             key = self.key(ev)
                         continue
                 elif t is ScalarEvent:
                     self.count += 1
-                    if ev.style:  # quoted or block: a string
-                        value = ev.value
-                    elif ev.tag is None:
-                        value = plain(ev.value)
+                    if ev.tag is None:
+                        value = text = ev.value
+                        if not ev.style:  # kubeyaml.plain, inline
+                            value = _PLAIN_WORDS.get(text, text)
+                            if value is text and text[:1] in _NUMBER_FIRST:
+                                value = _plain_number(text)
                     else:
-                        value = scalar(ev)
+                        value = self.scalar(ev)
                     if ev.anchor is not None:
-                        anchors[ev.anchor] = (value, 1, ev.value)
+                        anchors[ev.anchor] = (value, 1, ev, 0)
                 elif t is MappingStartEvent or t is SequenceStartEvent:
-                    stack.append((current, is_map, key, key_mark, anchor, started, merges))
+                    stack.append((current, is_map, key, key_mark, anchor, started, extra_started, explicit))
                     is_map = t is MappingStartEvent
                     current = {} if is_map else []
                     key = None
                     anchor = ev.anchor
                     started = self.count
-                    merges = None
+                    extra_started = self.extra
+                    explicit = None
                     self.count += 1
                     continue
                 elif t is AliasEvent:
-                    found = anchors.get(ev.anchor)
-                    if found is None:
-                        raise _Invalid(f"found undefined alias {ev.anchor!r}", ev.start_mark)
-                    self.count += found[1]
-                    value = found[0]
+                    value = self._anchored(self._alias(ev))
                 else:  # the end of a sequence
                     value = current
                 if value is current:  # the current collection ended: back to its parent
-                    finished, finished_merges = current, merges
+                    finished = current
                     if anchor is not None:
-                        anchors[anchor] = (current, self.count - started, None)
+                        anchors[anchor] = (current, self.count - started, None, self.extra - extra_started)
                     if stack:
-                        current, is_map, key, key_mark, anchor, started, merges = stack.pop()
+                        current, is_map, key, key_mark, anchor, started, extra_started, explicit = stack.pop()
                     else:
                         closed = True
-                    if finished_merges is not None:
-                        _merge(finished, finished_merges)
                     if closed:
                         return finished
+                    value = finished
                 if is_map:
                     if key is _MERGE:
-                        if merges is None:
-                            merges = []
-                        merges.append((value, key_mark))
-                    elif key in current:
+                        if explicit is None:
+                            explicit = set(current)
+                        _merge(current, value, key_mark, t is AliasEvent)
+                    elif key in current and (explicit is None or key in explicit):
                         raise _Invalid(f"duplicate key {key!r}", key_mark)
                     else:
                         current[key] = value
+                        if explicit is not None:
+                            explicit.add(key)
                     key = None
                 else:
                     current.append(value)
+        except kubeyaml.ScalarError as err:  # a plain scalar's, read above
+            self.skip(len(stack) + 1)
+            raise _Invalid(err.message, ev.start_mark) from None
         except (_TooLarge, _Invalid):
             self.skip(0 if closed else len(stack) + 1)
             raise
@@ -441,14 +408,16 @@ class _Builder:
                 depth -= 1
 
 
-def _merge(target: dict[str, Any], merges: list[tuple[Any, Any]]) -> None:
-    """YAML merge keys: the maps merged in give the keys the map does not have (the first map wins)."""
-    for value, mark in merges:
-        for source in value if isinstance(value, list) else [value]:
-            if not isinstance(source, dict):
-                raise _Invalid("a merge key (<<) needs a map or a list of maps", mark)
-            for k, v in source.items():
-                target.setdefault(k, v)
+def _merge(target: dict[str, Any], value: Any, mark: Any, aliased: bool) -> None:
+    """A merge key's maps set into `target` where the `<<` is, as go-yaml v2 does (decode.go, merge):
+    a map's keys replace those `target` has; of a list of maps (written there, not an alias of one),
+    the first map's win."""
+    sources = value if isinstance(value, list) and not aliased else [value]
+    for source in sources:
+        if not isinstance(source, dict):
+            raise _Invalid("map merge requires map or sequence of maps as the value", mark)
+    for source in reversed(sources):
+        target.update(source)
 
 
 class _Chained:
@@ -502,6 +471,7 @@ class _YamlReader:
         builder = _Builder(get)
         document: _Document | None = None
         between = True  # an error here is in the next document
+        first = self.document + 1
         try:
             get()  # the stream's start
             while True:
@@ -512,11 +482,16 @@ class _YamlReader:
                 assert type(ev) is DocumentStartEvent
                 self.document += 1
                 between = False
-                builder.anchors = {}
-                builder.version(ev.version)
+                builder.document()
                 root = get()
                 line, column = self.position(root.start_mark)
-                if type(root) is MappingStartEvent:
+                refused = _not_kubectls(ev, root, self.document > first)
+                if refused:
+                    if type(root) is MappingStartEvent or type(root) is SequenceStartEvent:
+                        builder.skip(1)
+                    where = Location(file=self.name, document=self.document, line=line, column=column)
+                    yield Unread(DocumentError(refused, where), INVALID)
+                elif type(root) is MappingStartEvent:
                     document = _Document(self.name, self.document, line, column)
                     yield from self._mapping(document, builder, parser)
                     document = None
@@ -570,9 +545,10 @@ class _YamlReader:
                         get()
                         yield from self._items(document, builder, get)
                         continue
-                value = builder.value(get())
+                start = get()
+                value = builder.value(start)
                 if key is _MERGE:
-                    document.merge(value, key_mark)
+                    document.merge(value, key_mark, type(start) is AliasEvent)
                 else:
                     document.key(key, value, key_mark)
         except _Invalid as err:
@@ -589,6 +565,7 @@ class _YamlReader:
 
     def _items(self, document: _Document, builder: _Builder, get: Callable[[], Any]) -> Iterator[Piece]:
         saved = builder.count
+        builder.base += 1  # the list
         index = 0
         while True:
             ev = get()
@@ -606,6 +583,7 @@ class _YamlReader:
                 )
             else:
                 yield from document.item(value, index, line, column, builder.count)
+            builder.base += builder.count
             index += 1
         builder.count = saved
         document.items_end()
@@ -624,6 +602,24 @@ class _YamlReader:
         context = getattr(err, "context", None)
         text = f"{problem} ({context})" if problem and context else (problem or context or "invalid YAML")
         return DocumentError(f"YAML/JSON syntax error: {text}", self.location(mark))
+
+
+def _not_kubectls(start: Any, root: Any, later: bool) -> str | None:
+    """Why kubectl does not read a document libyaml reads, if it does not: kubectl cuts a stream into
+    documents at each line that starts with `---` (k8s.io/apimachinery's YAMLReader) and decodes each
+    piece alone (go-yaml v2 reads a piece's first document only)."""
+    if start.version is not None or start.tags:
+        return (
+            "a %YAML or %TAG directive: kubectl does not read this document (its `---` is cut off: "
+            "did not find expected <document start>)"
+        )
+    if start.explicit and root.start_mark.line == start.start_mark.line:
+        empty = type(root) is ScalarEvent and not root.value and not root.style and root.tag is None
+        if not empty:
+            return "content on the `---` line: kubectl refuses it (invalid Yaml document separator)"
+    if later and not start.explicit:
+        return "a document after `...` without `---`: kubectl does not read it (only the first of a piece)"
+    return None
 
 
 def _byte_position(file: IO[bytes], offset: int) -> tuple[int | None, int | None]:
@@ -702,7 +698,7 @@ class _Document:
         self.line = line
         self.column = column
         self.data: dict[str, Any] = {}
-        self.merges: list[tuple[Any, Any]] = []
+        self.explicit: set[str] | None = None  # its own keys, once a merge key set others (_merge)
         self.streamed = False  # `items` handed out one by one (not in `data`)
         self.tentative = 0
         self.held = _Held()  # items waiting for the List's kind (or apiVersion)
@@ -722,12 +718,19 @@ class _Document:
         self.path = key if isinstance(key, str) else None
 
     def key(self, key: str, value: Any, mark: Any) -> None:
-        if key in self.data or (key == "items" and self.streamed):
+        explicit = self.explicit
+        if (key in self.data and (explicit is None or key in explicit)) or (key == "items" and self.streamed):
             raise _Invalid(f"duplicate key {key!r}", mark)
         self.data[key] = value
+        if explicit is not None:
+            explicit.add(key)
 
-    def merge(self, value: Any, mark: Any) -> None:
-        self.merges.append((value, mark))
+    def merge(self, value: Any, mark: Any, aliased: bool) -> None:
+        if self.streamed and any(isinstance(v, dict) and "items" in v for v in (value, *_listed(value))):
+            raise _Invalid("a merge key (<<) gives items to a document whose items were read already", mark)
+        if self.explicit is None:
+            self.explicit = set(self.data)
+        _merge(self.data, value, mark, aliased)
 
     def streams_items(self) -> bool:
         """Whether `items` is read one item at a time: the document is a List, or may be one."""
@@ -807,13 +810,6 @@ class _Document:
 
     # -- the end ---------------------------------------------------------------------------------------
     def end(self, values: int) -> Iterator[Piece]:
-        if self.merges:
-            try:
-                _merge(self.data, self.merges)
-            except _Invalid as err:
-                yield from self.failed()
-                yield Unread(DocumentError(err.message, self.where()), INVALID)
-                return
         kind = self.data.get("kind")
         is_list = isinstance(kind, str) and kind.endswith("List")
         if not self.streamed:
@@ -856,6 +852,10 @@ class _Document:
             self.tentative = 0
 
 
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _too_large(where: Location) -> Unread:
     return Unread(
         DocumentError(
@@ -896,12 +896,14 @@ def _expand(value: dict[str, Any], where: Location) -> Iterator[dict[str, Any] |
 
 
 class _NotJson(Exception):
-    """What the JSON reader does not read, at `position` of its buffer."""
+    """What the JSON reader does not read, at `position` of its buffer; `fatal`: nor the YAML reader (a
+    number beyond float64's: kubectl refuses the document)."""
 
-    def __init__(self, message: str, position: int) -> None:
+    def __init__(self, message: str, position: int, fatal: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.position = position
+        self.fatal = fatal
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -919,7 +921,12 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_pairs,
+    parse_constant=_constant,
+    parse_int=kubeyaml.json_int,
+    parse_float=kubeyaml.json_float,
+)
 _LENIENT = json.JSONDecoder()  # finds where a value the strict decoder refused ends
 _SPACE = " \t\r\n"
 
@@ -1036,6 +1043,8 @@ class _JsonReader:
                 raise _NotJson(str(err), start) from None
             except RecursionError:
                 raise _NotJson("nested too deeply for the JSON reader", start) from None
+            except kubeyaml.ScalarError as err:
+                raise _NotJson(err.message, start, fatal=True) from None
             if end >= len(self.buf) and self._more():
                 continue  # a number may go on in the next chunk
             self.pos = end
@@ -1059,7 +1068,7 @@ class _JsonReader:
                 try:
                     yield from self._mapping(document)
                 except _NotJson as err:
-                    if self.pin is not None:  # nothing of it handed out: the YAML reader reads it
+                    if self.pin is not None and not err.fatal:  # nothing of it handed out: YAML reads it
                         self.pos = self.pin
                         yield from self._to_yaml()
                         return
@@ -1142,7 +1151,7 @@ class _JsonReader:
             try:
                 value, chars = self._value()
             except _NotJson as err:
-                if err.message.startswith(("JSON syntax error", "nested")):
+                if err.fatal or err.message.startswith(("JSON syntax error", "nested")):
                     raise
                 yield from self._as_yaml(document, index, line, column)
             else:

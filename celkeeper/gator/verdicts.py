@@ -1,6 +1,7 @@
 """The offline tools' disk cache of jsonschema's verdicts on parameter schemas and constraint
 parameters (templates.parameters.Verdicts), so that a run over unchanged policies neither imports
-jsonschema (~30 ms of a `verify`) nor runs its checks.
+jsonschema (~30 ms of a `verify`) nor runs its checks. Its store (DiskStore: JSON values by key, in a
+folder) also keeps gator.programs' compile facts, in a folder of their own.
 
     verdicts = DiskVerdicts.default()     # None when the cache is turned off (CELKEEPER_CACHE_DIR="")
     PolicyBackend(engine, verdicts=verdicts)
@@ -56,39 +57,32 @@ def _version() -> str:
     return digest.hexdigest()[:16]
 
 
-class DiskVerdicts:
-    """templates.parameters.Verdicts in a folder (see the module docstring)."""
+class DiskStore:
+    """JSON values in a folder, by key (see the module docstring): DiskVerdicts', and the compile facts of
+    gator.programs."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._pruned = False
 
-    @classmethod
-    def default(cls) -> DiskVerdicts | None:
-        root = cache_root()
-        return cls(root / "verdicts" / _version()) if root is not None else None
-
     def _file(self, key: str) -> Path:
         return self.directory / (hashlib.sha256(key.encode()).hexdigest() + ".json")
 
-    def get(self, key: str) -> parameters.Verdict | None:
+    def get_json(self, key: str) -> object:
+        """The value stored under `key`, None when there is none (or it cannot be read)."""
         try:
-            data = json.loads(self._file(key).read_bytes())
+            value: object = json.loads(self._file(key).read_bytes())
         except (OSError, ValueError):
             return None
-        if not isinstance(data, list) or not all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in data
-        ):
-            return None
-        return [(p[0], p[1]) for p in data]
+        return value
 
-    def put(self, key: str, verdict: parameters.Verdict) -> None:
+    def put_json(self, key: str, value: object) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             if not self._pruned:
                 self._pruned = True
                 self._prune()
-            write_atomic(self._file(key), json.dumps([list(p) for p in verdict]).encode(), 0o644)
+            write_atomic(self._file(key), json.dumps(value).encode(), 0o644)
         except OSError:
             return  # a cache that cannot be written only costs time
 
@@ -110,3 +104,23 @@ class DiskVerdicts:
         for entry in by_age[: len(by_age) - MAX_ENTRIES // 2]:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
+
+
+class DiskVerdicts(DiskStore):
+    """templates.parameters.Verdicts in a folder (see the module docstring)."""
+
+    @classmethod
+    def default(cls) -> DiskVerdicts | None:
+        root = cache_root()
+        return cls(root / "verdicts" / _version()) if root is not None else None
+
+    def get(self, key: str) -> parameters.Verdict | None:
+        data = self.get_json(key)
+        if not isinstance(data, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in data
+        ):
+            return None
+        return [(p[0], p[1]) for p in data]
+
+    def put(self, key: str, verdict: parameters.Verdict) -> None:
+        self.put_json(key, [list(p) for p in verdict])

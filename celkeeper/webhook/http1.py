@@ -8,6 +8,11 @@ then parsed again, completely, by Gunicorn's own parser, so HTTP semantics are G
     framer = RequestFramer(max_head=65536, max_body=limit)
     framer.feed(data) -> Frame | None     # None: need more bytes (RequestTooLarge: head too large)
 
+The head's fields are read as Gunicorn will read the request (its `http_parser` "auto"): with
+gunicorn_h1c's parser (picohttpparser, C) when the `fast-http` extra is installed, else with Gunicorn's
+own Python parser; a head the parser refuses is handed over as it is, for Gunicorn to answer 400.
+tests/webhook/test_http1.py runs every framing test with both, and compares them on a corpus of heads.
+
 A chunked body is decoded here and the head rewritten to a Content-Length (Gunicorn then reads a
 plain body); `Expect: 100-continue` is answered by the worker and removed from the head. A body
 larger than `max_body` is read and dropped (up to `drain_limit`) and the request handed over
@@ -19,9 +24,17 @@ connection is closed after the answer.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
-import gunicorn_h1c
+try:  # the fast-http extra (celkeeper[fast-http]): built from source, it needs a C compiler
+    import gunicorn_h1c as _h1c
+except ImportError:
+    _h1c = None
+
+#: gunicorn_h1c when installed (Gunicorn's own parser uses it then), else None: Gunicorn's Python parser
+FAST_PARSER: Any = _h1c
 
 MAX_CHUNK_LINE = 4096  # bytes of one chunk-size line (with extensions)
 MAX_TRAILERS = 16 * 1024
@@ -128,10 +141,12 @@ class _Chunked:
 class RequestFramer:
     """Frames the requests of one connection, one at a time (`feed` until it returns a Frame)."""
 
-    def __init__(self, max_head: int, max_body: int, drain_limit: int) -> None:
+    def __init__(self, max_head: int, max_body: int, drain_limit: int, parser: Any = FAST_PARSER) -> None:
+        """`parser`: gunicorn_h1c, or None for Gunicorn's Python parser (FAST_PARSER: the one installed)."""
         self.max_head = max_head
         self.max_body = max_body
         self.drain_limit = drain_limit
+        self.parser = parser
         self.reset()
 
     def reset(self) -> None:
@@ -173,20 +188,20 @@ class RequestFramer:
     def _start(self, head: bytes) -> Frame | None:
         """Read the head's framing; a Frame when the request has no body (or cannot be framed)."""
         try:
-            parsed = gunicorn_h1c.parse_request_fast(head)
+            method, target, minor_version, fields = request_head(head, self.parser)
         except Exception:  # malformed: Gunicorn's parser gives the precise 400
             return Frame(head, b"", True)
         lengths: list[bytes] = []
         codings: list[bytes] = []
         expect = False
-        for name, value in parsed.headers:
-            key = bytes(name).lower()
+        for name, value in fields:
+            key = name.lower()
             if key == b"content-length":
-                lengths.append(bytes(value).strip())
+                lengths.append(value.strip())
             elif key == b"transfer-encoding":
-                codings.extend(c.strip().lower() for c in bytes(value).split(b","))
+                codings.extend(c.strip().lower() for c in value.split(b","))
             elif key == b"expect":
-                expect = bytes(value).strip().lower() == b"100-continue"
+                expect = value.strip().lower() == b"100-continue"
         if codings:
             if lengths or codings[-1] != b"chunked":
                 return Frame(head, b"", True)  # ambiguous or unknown: Gunicorn refuses it
@@ -195,13 +210,7 @@ class RequestFramer:
             return Frame(head, b"", True)
         elif lengths:
             self._length = int(lengths[0])
-        self._parsed = Head(
-            bytes(parsed.method),
-            bytes(parsed.path),
-            int(parsed.minor_version),
-            tuple((bytes(k), bytes(v)) for k, v in parsed.headers),
-            max(self._length, 0),
-        )
+        self._parsed = Head(method, target, minor_version, tuple(fields), max(self._length, 0))
         if self._chunked is None and self._length <= 0:
             if expect:
                 return Frame(_without(head, {b"expect"}), b"", False, head=_drop(self._parsed, {b"expect"}))
@@ -268,6 +277,34 @@ def _drop(head: Head | None, names: set[bytes], length: int | None = None) -> He
         return None
     kept = tuple(h for h in head.headers if h[0].lower() not in names)
     return Head(head.method, head.target, head.minor, kept, head.length if length is None else length)
+
+
+def request_head(
+    head: bytes, parser: Any = FAST_PARSER
+) -> tuple[bytes, bytes, int, list[tuple[bytes, bytes]]]:
+    """A request head's method, request target, HTTP minor version and header fields (name as sent,
+    value), read by gunicorn_h1c (`parser`), or by Gunicorn's Python parser (None); raises what the
+    parser raises for a head it refuses."""
+    if parser is not None:
+        parsed = parser.parse_request_fast(head)
+        fields = [(bytes(name), bytes(value)) for name, value in parsed.headers]
+        return bytes(parsed.method), bytes(parsed.path), int(parsed.minor_version), fields
+    from gunicorn.http.message import Request
+    from gunicorn.http.unreader import IterUnreader
+
+    request = Request(_python_parser_config(), IterUnreader([head]), ("127.0.0.1", 0))
+    fields = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in request.headers]
+    return request.method.encode("latin-1"), request.uri.encode("latin-1"), int(request.version[1]), fields
+
+
+@functools.cache
+def _python_parser_config() -> Any:
+    """Gunicorn's default settings with its Python parser (the limits gunicorn_h1c's defaults mirror)."""
+    from gunicorn.config import Config
+
+    config = Config()
+    config.set("http_parser", "python")
+    return config
 
 
 def _without(head: bytes, names: set[bytes], content_length: int | None = None) -> bytes:

@@ -143,6 +143,11 @@ class _Collector:
     def sendall(self, data: bytes) -> None:
         self.parts.append(bytes(data))
 
+    def gettimeout(self) -> float:
+        """Gunicorn's util.write_error writes with write_nonblock, which asks the socket's timeout: 0.0,
+        a socket that does not block, is written at once (sendall)."""
+        return 0.0
+
     def data(self) -> bytes:
         return b"".join(self.parts)
 

@@ -179,3 +179,26 @@ def test_explain_reads_the_other_objects_as_synced_data(cli) -> None:
     alone = cli("explain", "-f", str(taken), *policies)
     assert alone.code == 0, alone.out + alone.err
     assert re.search(r"^    variable taken +\[\]", alone.out, re.M), alone.out
+
+
+def test_objects_are_read_as_kubectl_reads_them(cli, tmp_path: Path) -> None:
+    """`privileged: on` is a boolean to kubectl and the API server: explain -f, --old and the objects
+    among the policy paths read it so too (issue 27), and `test -f` with them."""
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\n"
+        "spec:\n  containers:\n  - name: app\n    image: registry.example.com/app:1\n"
+        "    securityContext: {privileged: on}\n"
+    )
+    namespace = tmp_path / "namespace.yaml"
+    namespace.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n")
+    policies = EXAMPLES / "privileged-containers"
+    run = cli("explain", "-f", str(manifest), str(policies), str(namespace), "-o", "json")
+    assert run.code == 1, run.out + run.err
+    (explained,) = json.loads(run.out)
+    messages = [r["message"] for o in explained["objects"] for r in o["results"]]
+    assert messages == ["privileged containers are not allowed: app"]
+    old = cli("explain", "-f", str(manifest), str(policies), "--operation", "UPDATE", "--old", str(manifest))
+    assert old.code == 0, old.out + old.err  # the template lets updates through: --old was read
+    tested = cli("test", "-f", str(policies), "-f", str(manifest))
+    assert tested.code == 1 and "privileged containers are not allowed: app" in tested.out, tested.err

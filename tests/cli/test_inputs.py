@@ -185,3 +185,28 @@ def test_the_summary_line(capsys: pytest.CaptureFixture[str]) -> None:
         "(policy document: 1, AdmissionReview: 1, too large: 1), 1 errors"
     )
     assert capsys.readouterr().err == "celkeeper audit: x.yaml:3:1: document 1: items[2]: too large\n"
+
+
+def test_objects_held_whole_are_read_as_every_object_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # test --cluster's manifests, explain's object and vap's webhook configuration: kubectl's reading (a
+    # List item by item, `yes` a boolean), every problem located and returned, nothing skipped
+    from celkeeper.cli.inputs import object_documents
+
+    (tmp_path / "list.yaml").write_text(
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- {apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {hostPID: yes}}\n"
+        "- {apiVersion: v1, kind: Pod, metadata: {name: b}, spec: {hostPID: yes, hostPID: no}}\n"
+    )
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pod.json").write_text(json.dumps(pod("c") | {"spec": {"priority": 1.0}}))
+    documents, errors = object_documents([str(tmp_path)])
+    assert [(d.name, d.data["spec"]) for d in documents] == [("a", {"hostPID": True}), ("c", {"priority": 1})]
+    assert [str(e) for e in errors] == [
+        f"{tmp_path}/list.yaml:5:73: document 1: items[1]: duplicate key 'hostPID'"
+    ]
+    assert type(documents[1].data["spec"]["priority"]) is int  # as kubectl holds 1.0: an int64
+    monkeypatch.setattr("sys.stdin", io.StringIO("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n"))
+    documents, errors = object_documents(["-"])
+    assert [(d.file, d.name) for d in documents] == [("<stdin>", "x")] and not errors

@@ -1,5 +1,5 @@
-"""documents.stream: objects read one at a time (a List's items one by one), every one accounted for:
-the same values as the policy reader's, located, with the limits objects have."""
+"""documents.stream: objects read one at a time (a List's items one by one), every one accounted for,
+located, with the limits objects have. Their values are kubectl's: tests/documents/test_stream_kubectl.py."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from celkeeper.documents import parse_documents, stream
+from celkeeper.documents import stream
 from celkeeper.documents.stream import Settled, Streamed, Unread, read_objects
 from celkeeper.errors import DocumentError
-from tests.documents.test_parse_composers import ODD_CASES, _files
+from tests.documents.test_parse_composers import ODD_CASES
 
 
 def pieces(text: str | bytes, name: str = "objects.yaml") -> list[Any]:
@@ -158,24 +158,6 @@ def test_json_the_json_reader_does_not_read_goes_to_yaml() -> None:
     assert [(o.document, o.data["metadata"]["name"]) for o in mixed] == [(1, "a"), (2, "b")]
 
 
-def test_values_are_the_policy_readers_on_every_file_and_odd_case() -> None:
-    # the same reading as documents.parse (YAML 1.2 types, merges, anchors, JSON), but two: a tab
-    # ruamel.yaml refuses and libyaml reads (the object reader reads it), and the alias budget (an
-    # object has MAX_OBJECT_VALUES, a policy text as many values as characters)
-    lenient = {"tabs and trailing spaces", "aliases of aliases beyond the values budget"}
-    cases = [(n, t, "odd.yaml") for n, t in ODD_CASES.items() if n not in lenient]
-    cases += [(str(p), p.read_text(), p.name) for p in _files()]
-    assert len(cases) > 100
-    for name, text, file in cases:
-        expected = parse_documents(text, file)
-        if any(d.kind.endswith("List") and isinstance(d.data.get("items"), list) for d in expected.documents):
-            continue  # Lists are expanded here
-        assert [(o.document, o.data) for o in objects(text, file)] == [
-            (d.index, d.data) for d in expected.documents
-        ], name
-        assert bool(problems(text, file)) == bool(expected.errors), name
-
-
 # -- problems ------------------------------------------------------------------------------------------------
 
 
@@ -268,33 +250,3 @@ def test_a_large_list_is_never_held_whole(tmp_path: Path, monkeypatch: pytest.Mo
     small, large = peak(300), peak(1200)
     assert large < small * 1.25, (small, large)
     assert large < 4 * 1024 * 1024  # the chunks read (1 MiB) and one Pod
-
-
-def test_plain_scalars_resolve_as_yaml_12s_table_says() -> None:
-    # _plain12 takes shortcuts (words by a dict, digits by int()): the table's answer on every shape
-    import math
-    import random
-
-    def by_table(value: str) -> Any:
-        for kind, regexp in stream._YAML12.get(value[:1], ()):
-            if regexp.match(value):
-                try:
-                    return stream._typed(kind, value, yaml11=False)
-                except ValueError:  # `-_`: no number
-                    return value
-        return value
-
-    shapes = ["", "~", "null", "Null", "NULL", "nul", "true", "True", "TRUE", "tRue", "false", "no", "yes"]
-    shapes += ["0", "012", "0o17", "0x1F", "0b101", "1_000", "+12", "-12", "1.5e3", "1e3", ".5", "-.inf"]
-    shapes += [".NaN", "1:30", "2001-12-14", "2001-12-14t21:59:43.10-05:00", "=", "<<", "1.", "-", ".", "١٢"]
-    rng = random.Random(7)
-    shapes += [
-        "".join(rng.choice("0123456789-+._eExob:tnNT~ ") for _ in range(rng.randint(1, 6)))
-        for _ in range(20000)
-    ]
-    for value in shapes:
-        expected, found = by_table(value), stream._plain12(value)
-        if isinstance(expected, float) and math.isnan(expected):
-            assert isinstance(found, float) and math.isnan(found), value
-        else:
-            assert (found, type(found)) == (expected, type(expected)), value

@@ -339,3 +339,23 @@ def test_the_expansion_crd_is_gatekeepers() -> None:
     ours = [d for d in yaml.safe_load_all(EXPANSION_CRD.read_text()) if d is not None]
     theirs = gatekeeper_crd("expansion.gatekeeper.sh_expansiontemplate.yaml").read_text()
     assert ours == [d for d in yaml.safe_load_all(theirs) if d is not None]
+
+
+def test_manifests_are_read_as_kubectl_reads_them(setting: Setting, tmp_path: Path) -> None:
+    # a List item by item and `privileged: on` a boolean, as `kubectl apply -f` sends them
+    listed = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [_deployment("web", setting.live, privileged=True)],
+    }
+    text = yaml.safe_dump(listed).replace("privileged: true", "privileged: on")
+    assert "privileged: on" in text
+    (tmp_path / "list.yaml").write_text(text)
+    code, out, err = _run(
+        "test", "--cluster", "--kubeconfig", str(setting.ci), "-f", str(tmp_path / "list.yaml")
+    )
+    assert code == 1, err
+    assert out == (
+        f"apps/v1/Deployment {setting.live}/web: [no-privileged] "
+        f"[Implied by {setting.expansion}] privileged containers are not allowed: app (deny, CREATE)\n"
+    )

@@ -13,6 +13,7 @@ import pytest
 from tests.support.binaries import BinariesUnavailable
 from tests.support.gatekeeper import GatekeeperUnavailable
 from tests.support.gator import GatorUnavailable
+from tests.support.wheel import WheelUnavailable
 
 
 class BrowserUnavailable(Exception):
@@ -62,3 +63,4 @@ GATEKEEPER = Requirement(
     "CELKEEPER_REQUIRE_GATEKEEPER", "gatekeeper", "gatekeeper_manager", GatekeeperUnavailable
 )
 BROWSER = Requirement("CELKEEPER_REQUIRE_BROWSER", "browser", "chromium", BrowserUnavailable)
+WHEEL = Requirement("CELKEEPER_REQUIRE_WHEEL", "wheel", "wheel", WheelUnavailable)

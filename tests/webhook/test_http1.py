@@ -1,17 +1,33 @@
 """HTTP/1.1 framing for the event-loop worker (celkeeper.webhook.http1): when a request is complete,
-from bytes that arrive in any pieces. Pure: no sockets."""
+from bytes that arrive in any pieces. Pure: no sockets. Every test runs with both ways of reading a head:
+gunicorn_h1c (the fast-http extra) and Gunicorn's Python parser (without it)."""
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import pytest
 
+from celkeeper.webhook import http1
 from celkeeper.webhook.http1 import Frame, RequestFramer, RequestTooLarge
 
 HEAD = b"POST /v1/admit HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+_PARSER: Any = None  # the parser of the test running (the `parser` fixture)
+
+
+@pytest.fixture(autouse=True, params=["gunicorn_h1c", "python"])
+def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """gunicorn_h1c (the test extra installs it), or None: Gunicorn's Python parser."""
+    chosen = http1.FAST_PARSER if request.param == "gunicorn_h1c" else None
+    if request.param == "gunicorn_h1c":
+        assert chosen is not None, "gunicorn_h1c is not installed (pip install -e '.[test]')"
+    monkeypatch.setattr(sys.modules[__name__], "_PARSER", chosen)
+    return chosen
 
 
 def _framer(max_body: int = 1000, drain_limit: int = 10_000, max_head: int = 4096) -> RequestFramer:
-    return RequestFramer(max_head=max_head, max_body=max_body, drain_limit=drain_limit)
+    return RequestFramer(max_head=max_head, max_body=max_body, drain_limit=drain_limit, parser=_PARSER)
 
 
 def _feed_bytewise(framer: RequestFramer, data: bytes) -> list[Frame]:
@@ -123,3 +139,78 @@ def test_a_slow_head_is_searched_once_per_byte_not_from_the_start() -> None:
     framer = _framer(max_head=70_000)
     for _ in range(60_000):  # quadratic re-scanning would take minutes; linear takes milliseconds
         assert framer.feed(b"a") is None
+
+
+# -- both parsers: the same framing, and each Gunicorn's -------------------------------------------------
+
+WELL_FORMED = [
+    HEAD + b"Content-Length: 5\r\n\r\n",
+    HEAD + b"Content-Length:5\r\n\r\n",
+    HEAD + b"content-length: 5  \r\n\r\n",
+    HEAD + b"Transfer-Encoding: chunked\r\n\r\n",
+    HEAD + b"Transfer-Encoding: gzip, chunked\r\n\r\n",
+    HEAD + b"Transfer-Encoding: CHUNKED\r\nExpect: 100-continue\r\n\r\n",
+    HEAD + b"Expect: 100-Continue\r\nContent-Length: 3\r\n\r\n",
+    HEAD + b"X-Empty:\r\nContent-Length: 3\r\n\r\n",
+    b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /readyz HTTP/1.0\r\n\r\n",
+    b"POST /v1/admit?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+]
+MALFORMED = [
+    HEAD + b"Content-Length: 5\r\nContent-Length: 6\r\n\r\n",
+    HEAD + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+    HEAD + b"Content-Length: -1\r\n\r\n",
+    HEAD + b"Content-Length: 0x10\r\n\r\n",
+    HEAD + b"Transfer-Encoding: chunked, gzip\r\n\r\n",
+    HEAD + b"Transfer-Encoding: identity\r\n\r\n",
+    HEAD + b"Bad Name: x\r\nContent-Length: 5\r\n\r\n",
+    HEAD + b"Content-Length : 5\r\n\r\n",
+    HEAD + b"X: a\x00b\r\nContent-Length: 5\r\n\r\n",
+    HEAD + b" folded: x\r\nContent-Length: 5\r\n\r\n",
+    b"POST /v1/admit HTTP/2.0\r\nHost: x\r\nContent-Length: 5\r\n\r\n",
+    b"PO ST /v1/admit HTTP/1.1\r\nContent-Length: 5\r\n\r\n",
+    b"POST /v1/admit\r\nContent-Length: 5\r\n\r\n",
+    b"post /v1/admit HTTP/1.1\r\nContent-Length: 5\r\n\r\n",
+    b"\x00\x01\x02\r\n\r\n",
+    HEAD + b"X-Long: " + b"v" * 9000 + b"\r\nContent-Length: 5\r\n\r\n",
+]
+
+
+def _gunicorn_reads(head: bytes, fast: bool) -> bool:
+    """Whether Gunicorn's own parser (fast: gunicorn_h1c; else Python) reads the head (with a body of the
+    length it gives, so that only the head decides)."""
+    from gunicorn import http
+    from gunicorn.config import Config
+
+    config = Config()
+    config.set("http_parser", "fast" if fast else "python")
+    try:
+        request = next(http.get_parser(config, iter([head + _body(head)]), ("127.0.0.1", 0)))
+        request.body.read()
+    except Exception:
+        return False
+    return True
+
+
+def _body(head: bytes) -> bytes:
+    return b"5\r\nabcde\r\n0\r\n\r\n" if b"chunked" in head.lower() else b"abcde"
+
+
+def _frame(head: bytes, parser: Any) -> Frame | None:
+    framer = RequestFramer(max_head=65536, max_body=1000, drain_limit=10_000, parser=parser)
+    return framer.feed(head + _body(head))
+
+
+def test_both_parsers_frame_the_same_and_refuse_what_their_gunicorn_refuses(parser: Any) -> None:
+    # each way of reading hands a head over unread exactly when Gunicorn's parser of that installation
+    # refuses it (so the answer is Gunicorn's 400); heads both read are framed alike
+    if parser is None:
+        return  # one run compares both
+    for head in WELL_FORMED + MALFORMED:
+        frames = {name: _frame(head, p) for name, p in (("fast", parser), ("python", None))}
+        for name, fast in (("fast", True), ("python", False)):
+            frame = frames[name]
+            handed_unread = frame is not None and frame.close and frame.data == head and not frame.error
+            assert handed_unread == (not _gunicorn_reads(head, fast)), (name, head[:120])
+        if head in WELL_FORMED:
+            assert frames["fast"] == frames["python"] and frames["fast"] is not None, head

@@ -32,10 +32,12 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 def _pinned(name: str) -> tuple[str, str]:
-    """The (lowest, first excluded) releases setup.cfg allows: `name>=A,<B`."""
+    """The (lowest, first excluded) releases setup.cfg allows: `name>=A,<B` (a requirement or an extra's)."""
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
-    for line in cfg["options"]["install_requires"].strip().splitlines():
+    lines = cfg["options"]["install_requires"].strip().splitlines()
+    lines += [line for extra in cfg["options.extras_require"].values() for line in extra.strip().splitlines()]
+    for line in lines:
         found = re.fullmatch(re.escape(name) + r">=([\d.]+),<([\d.]+)", line.strip())
         if found:
             return found.group(1), found.group(2)
@@ -125,6 +127,13 @@ def test_a_complete_request_goes_through_the_parser_and_wsgi_into_one_buffer() -
 
 def test_error_answers_and_tls_settings_are_where_the_worker_takes_them() -> None:
     assert _params(util.write_error) == ["sock", "status_int", "reason", "mesg"]
+    # the worker writes an error answer into its collector, as Gunicorn writes it to a socket
+    from celkeeper.webhook.worker import _Collector
+
+    out = _Collector()
+    util.write_error(out, 400, "Bad Request", "invalid chunked body")
+    answer = out.data()
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n") and b"invalid chunked body" in answer
     assert _params(util.close) == ["sock"]
     assert _params(gsock.ssl_context) == ["conf"]
     cfg = Config()

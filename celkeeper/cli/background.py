@@ -1,0 +1,34 @@
+"""A call run on a thread of its own while the command goes on: the engine loads (the cel-go library's Go
+runtime initialises and builds Kubernetes' CEL environments: native/go/main.go's init) while the files are
+read."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, cast
+
+_T = TypeVar("_T")
+
+
+class Background(Generic[_T]):
+    """A call running on a thread of its own; `result()` waits for it (raising what it raised)."""
+
+    def __init__(self, call: Callable[..., _T], *args: Any) -> None:
+        self._call, self._args = call, args
+        self._value: _T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="celkeeper-background", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call(*self._args)
+        except BaseException as err:  # handed to result(), in the caller's thread
+            self._error = err
+
+    def result(self) -> _T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(_T, self._value)

@@ -110,6 +110,9 @@ class Settings:
     """Seconds the policies may take to decide one admission request (0: no deadline): below the
     webhook's registered timeoutSeconds (3 s in deploy/, 10 s by default), which also covers reading
     and writing it (`--eval-deadline`)."""
+    mutation_annotations: bool = False
+    """Whether POST /v1/mutate adds Gatekeeper's mutation annotations (`gatekeeper.sh/mutation-id`,
+    `gatekeeper.sh/mutations`) to the objects it mutates (`--mutation-annotations`, Gatekeeper's flag)."""
     policy_validation: PolicyValidation = "deny"
     """celkeeper's own templates and constraints at apply time (POST /v1/admitpolicy): "deny" refuses
     broken ones, "warn" lets them in with admission warnings, Gatekeeper's leniency
@@ -139,4 +142,5 @@ class SettingsChanges(TypedDict, total=False):
     failure_mode: FailureMode
     max_request_bytes: int
     eval_deadline: float
+    mutation_annotations: bool
     policy_validation: PolicyValidation

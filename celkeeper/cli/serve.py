@@ -178,6 +178,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--max-request-bytes", type=int, metavar="N", help="largest request body accepted (larger: 413)"
     )
     pol.add_argument(
+        "--mutation-annotations",
+        action="store_true",
+        help="POST /v1/mutate adds Gatekeeper's mutation annotations (gatekeeper.sh/mutation-id, "
+        "gatekeeper.sh/mutations) to the objects it mutates, as Gatekeeper's flag does",
+    )
+    pol.add_argument(
         "--eval-deadline",
         type=float,
         default=2.0,
@@ -345,6 +351,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         ignore_label_namespaces=frozenset(args.ignore_label_namespace),
         exempt_namespace_deletes=args.exempt_namespace_deletes,
         eval_deadline=args.eval_deadline,
+        mutation_annotations=args.mutation_annotations,
         policy_validation=parse_policy_validation(args.policy_validation),
     )
     if args.max_request_bytes is not None:

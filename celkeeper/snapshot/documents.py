@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from celkeeper.documents import Document, ParsedText, parse_documents
 from celkeeper.errors import DocumentError, Location
 from celkeeper.expansion import is_expansion_template
+from celkeeper.mutation import is_mutator
 from celkeeper.snapshot.contents import ORIGIN_OBJECT, SnapshotItem
 
 TEMPLATE_GROUPS = frozenset({"templates.gatekeeper.sh", "templates.celkeeper.io"})
@@ -32,7 +33,7 @@ def _parse_object(item: SnapshotItem) -> ParsedText:
 
 
 def is_policy_document(doc: Document) -> bool:
-    if is_expansion_template(doc):
+    if is_expansion_template(doc) or is_mutator(doc):
         return True
     group = doc.group
     if group in TEMPLATE_GROUPS:
@@ -42,7 +43,7 @@ def is_policy_document(doc: Document) -> bool:
 
 @dataclass(frozen=True)
 class PolicyDocuments:
-    documents: tuple[Document, ...]  # templates, constraints and ExpansionTemplates, in item order
+    documents: tuple[Document, ...]  # templates, constraints, ExpansionTemplates and mutators, in item order
     errors: tuple[DocumentError, ...]  # text that could not be parsed
 
 

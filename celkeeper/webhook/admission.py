@@ -45,6 +45,7 @@ from celkeeper.model import Decision, EnforcementPoint, JsonObject, JsonValue
 from celkeeper.review import AdmissionRequest, decide, parse_admission_review
 from celkeeper.review.explain import explain
 from celkeeper.review.explain_text import render_text
+from celkeeper.review.mutate import admission_review_response, mutate
 from celkeeper.settings import Settings
 from celkeeper.webhook.deadline import DeadlineExceeded, Watchdog
 from celkeeper.webhook.export import DecisionExport
@@ -255,6 +256,53 @@ class Admission:
             return self._internal_error(start, uid, operation, err, raw)
         self.metrics.observe_request(decision_label, operation, self.timer() - start)
         return answer
+
+    def handle_mutation(self, body: bytes) -> Answer:
+        """POST /v1/mutate: Gatekeeper's mutation webhook's answer (a JSONPatch when a mutator changes the
+        object), with the same policies, exemptions, deadline and failure mode as POST /v1/admit."""
+        start = self.timer()
+        try:
+            doc = loads_review(body)
+        except ValueError as err:
+            return self._invalid(start, f"malformed JSON: {err}")
+        raw = doc.get("request") if isinstance(doc, dict) else None
+        raw = raw if isinstance(raw, dict) else {}
+        op = raw.get("operation")
+        operation = op if isinstance(op, str) else ""
+        try:
+            uid = parse_admission_review(doc).uid
+        except CelkeeperError as err:
+            return self._invalid(start, f"not a valid AdmissionReview: {err}")
+        except Exception as err:
+            given = raw.get("uid")
+            if isinstance(given, str) and given:
+                return self._internal_error(start, given, operation, err)
+            return self._invalid(start, f"not a valid AdmissionReview: {err}")
+        try:
+            answer, label = self._mutate(uid, doc, raw)
+        except DeadlineExceeded:
+            late = DeadlineError(f"the mutators did not finish within {self.settings.eval_deadline} s")
+            return self._internal_error(start, uid, operation, late)
+        except Exception as err:
+            return self._internal_error(start, uid, operation, err)
+        self.metrics.observe_request(label, operation, self.timer() - start)
+        return answer
+
+    def _mutate(self, uid: str, doc: Any, raw: Mapping[str, JsonValue]) -> tuple[Answer, str]:
+        loaded = self.live.current or self.live.wait_loaded(self.first_load_wait)
+        if exemption(raw, loaded, self.settings) is not None:
+            return Answer(200, review_answer(uid, True)), "exempt"
+        if loaded is None:
+            raise NotLoaded("no policies loaded yet (the first snapshot has not been published or read)")
+        deadline = self.settings.eval_deadline
+        with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
+            mutation = mutate(doc, loaded.policies, loaded.namespace)
+        if mutation.error:
+            log.info("not mutated (uid %s, %s): %s", uid, _describe(raw), mutation.error)
+            return Answer(200, admission_review_response(mutation)), "error"
+        return Answer(200, admission_review_response(mutation)), (
+            "mutated" if mutation.mutated else "unchanged"
+        )
 
     def _decide(
         self, uid: str, raw: Mapping[str, JsonValue], request: AdmissionRequest

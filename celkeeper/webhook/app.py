@@ -2,14 +2,15 @@
 
     app = create_app(WebhookConfig(settings=..., state=StateDir(...)))
 
-Routes: POST /v1/admit, POST /v1/admitlabel (who may carry the ignore label), POST /v1/admitpolicy
-(celkeeper's own templates and constraints, checked when applied: webhook/policycheck.py), GET /healthz
-(the process answers), GET /readyz (this worker has loaded and compiled a complete snapshot; the body names
-the CEL engine and lists what it enforces and every policy problem), GET /metrics.
+Routes: POST /v1/admit, POST /v1/mutate (Gatekeeper's mutators: a JSONPatch), POST /v1/admitlabel (who
+may carry the ignore label), POST /v1/admitpolicy (celkeeper's own templates and constraints, checked when
+applied: webhook/policycheck.py), GET /healthz (the process answers), GET /readyz (this worker has loaded
+and compiled a complete snapshot; the body names the CEL engine and lists what it enforces and every
+policy problem), GET /metrics.
 
 A plain WSGI application (`WebhookApp`: a table of routes, JSON answers): a web framework would cost
-each worker ~15 MiB of imports for six routes. POST /v1/admit is also offered to the worker as a route
-of its own (webhook/worker.py), answered without Gunicorn's parser and WSGI.
+each worker ~15 MiB of imports for seven routes. POST /v1/admit and /v1/mutate are also offered to the
+worker as routes of its own (webhook/worker.py), answered without Gunicorn's parser and WSGI.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class WebhookApp:
         if handlers is None:
             return _error(
                 404,
-                "Not Found: the webhook serves /v1/admit, /v1/admitlabel, /v1/admitpolicy, "
+                "Not Found: the webhook serves /v1/admit, /v1/mutate, /v1/admitlabel, /v1/admitpolicy, "
                 "/healthz, /readyz and /metrics",
             )
         handler = handlers.get("GET" if method == "HEAD" else method)
@@ -141,16 +142,17 @@ def _error(status: int, message: str) -> Reply:
     return json_reply(answer.body, status)
 
 
-class AdmitEndpoint:
-    """POST /v1/admit: read the body (bounded), answer with JSON.
+class ReviewEndpoint:
+    """POST /v1/admit and POST /v1/mutate: read the body (bounded), answer with JSON (`handle`: the
+    AdmissionReview's answer).
 
-    The one hot route is offered to the worker, which answers it without Gunicorn's parser and WSGI
+    The hot routes are offered to the worker, which answers them without Gunicorn's parser and WSGI
     (`route`: webhook/worker.py's routes); the WSGI route (`answer`) runs the same code, so both answer
     identically.
     """
 
-    def __init__(self, admission: Admission, metrics: WebhookMetrics, limit: int) -> None:
-        self.admission = admission
+    def __init__(self, handle: Callable[[bytes], Answer], metrics: WebhookMetrics, limit: int) -> None:
+        self.handle = handle
         self.metrics = metrics
         self.limit = limit
 
@@ -160,7 +162,7 @@ class AdmitEndpoint:
         if length > self.limit or len(body) > self.limit:
             status, payload = self._too_large()
         else:
-            answer = self.admission.handle(body)
+            answer = self.handle(body)
             status, payload = answer.status, orjson.dumps(answer.body)
         return _REASONS.get(status, str(status)), payload
 
@@ -175,7 +177,7 @@ class AdmitEndpoint:
         if len(body) > limit:
             _drain(stream, None)
             return self._too_large()
-        answer = self.admission.handle(body)
+        answer = self.handle(body)
         return answer.status, orjson.dumps(answer.body)
 
     def _too_large(self) -> tuple[int, bytes]:
@@ -245,13 +247,14 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     )
 
     app = WebhookApp()
-    endpoint = AdmitEndpoint(admission, metrics, settings.max_request_bytes)
+    endpoint = ReviewEndpoint(admission.handle, metrics, settings.max_request_bytes)
+    mutating = ReviewEndpoint(admission.handle_mutation, metrics, settings.max_request_bytes)
     app.extensions["celkeeper"] = {
         "live": live,
         "admission": admission,
         "metrics": metrics,
         "export": export,
-        "routes": {b"/v1/admit": endpoint.route} if config.fast_path else {},
+        "routes": {b"/v1/admit": endpoint.route, b"/v1/mutate": mutating.route} if config.fast_path else {},
     }
     limit = settings.max_request_bytes
 
@@ -269,6 +272,11 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
     @app.route("POST", "/v1/admit")
     def admit(environ: WSGIEnvironment) -> Reply:
         status, payload = endpoint.answer(environ)
+        return Reply(status, payload)
+
+    @app.route("POST", "/v1/mutate")
+    def mutate(environ: WSGIEnvironment) -> Reply:
+        status, payload = mutating.answer(environ)
         return Reply(status, payload)
 
     @app.route("POST", "/v1/admitlabel")

@@ -141,10 +141,12 @@ class LivePolicies:
         if self.freeze_gc:
             gc.unfreeze()  # what the old policies left behind can be collected again
         try:
+            from celkeeper.mutation import MutationOptions
             from celkeeper.policy import build_policy_set
 
             parsed = self._documents.policy_documents(snapshot.items)
-            policies = build_policy_set(parsed.documents, self._compiler_instance())
+            mutation = MutationOptions(annotations=self.settings.mutation_annotations)
+            policies = build_policy_set(parsed.documents, self._compiler_instance(), mutation)
         except Exception as err:
             log.exception(
                 "worker %d could not build the policies of snapshot generation %d",

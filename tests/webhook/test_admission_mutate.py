@@ -1,0 +1,163 @@
+"""POST /v1/mutate on the webhook's app in-process: Gatekeeper's mutation webhook's answer to a request,
+from the same snapshot, exemptions and failure mode as POST /v1/admit (webhook/admission.py).
+
+What Gatekeeper answers is proven by tests/e2e/gatekeeper (celkeeper.review.mutate against Gatekeeper's
+own mutation webhook); here the served answer must be that one, and its patch must make the object the
+mutation Suite (tests/e2e/gator/suites/mutation) says Gatekeeper makes of it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from werkzeug.test import Client
+
+from celkeeper.informer import FolderSource, Informer
+from celkeeper.review.mutate import mutate
+from celkeeper.settings import Settings
+from celkeeper.snapshot import StateDir
+from celkeeper.webhook.app import WebhookApp, WebhookConfig, create_app
+from celkeeper.webhook.live import LivePolicies
+from tests.support.native import require_celgo
+
+SUITE = Path(__file__).resolve().parents[1] / "e2e" / "gator" / "suites"
+
+
+def _load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def _review(obj: dict[str, Any], uid: str = "uid-1", operation: str = "CREATE") -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+            "resource": {"group": "", "version": "v1", "resource": obj["kind"].lower() + "s"},
+            "name": meta["name"],
+            "namespace": meta.get("namespace", ""),
+            "operation": operation,
+            "userInfo": {"username": "alice"},
+            "object": obj,
+        },
+    }
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> tuple[StateDir, Path]:
+    require_celgo()
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    shutil.copy(SUITE / "mutation" / "mutators.yaml", policies / "mutators.yaml")
+    state = StateDir(tmp_path / "state")
+    state.reset()
+    return state, policies
+
+
+def _app(state: StateDir, policies: Path | None, **settings: Any) -> tuple[WebhookApp, Client]:
+    if policies is not None:
+        # the Namespaces the webhook knows (its namespaceSelectors'): the Suite's, env=prod
+        source = FolderSource(policies, namespaces=SUITE / "mutation" / "namespace.yaml")
+        assert Informer(source, state, Settings(), validate=False).step() is not None
+    app = create_app(WebhookConfig(settings=Settings().with_(**settings), state=state, watch=False))
+    return app, Client(app)
+
+
+def _post(client: Client, body: object, path: str = "/v1/mutate") -> tuple[int, dict[str, Any]]:
+    resp = client.post(path, data=json.dumps(body), content_type="application/json")
+    return resp.status_code, resp.get_json()
+
+
+def _patch(response: dict[str, Any]) -> list[dict[str, Any]]:
+    assert response["patchType"] == "JSONPatch"
+    patch: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"]))
+    return patch
+
+
+def _ops(patch: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(op, sort_keys=True) for op in patch)
+
+
+def test_a_pod_is_answered_with_gatekeepers_patch(served: tuple[StateDir, Path]) -> None:
+    state, policies = served
+    app, client = _app(state, policies)
+    live = app.extensions["celkeeper"]["live"]
+    assert isinstance(live, LivePolicies) and live.current is not None
+    assert live.current.problems == ()
+    review = _review(_load(SUITE / "expansion" / "pod.yaml"))
+    status, body = _post(client, review)
+    assert status == 200
+    response = body["response"]
+    assert response["uid"] == "uid-1" and response["allowed"] is True
+    # the answer of the code proven against Gatekeeper's webhook, and the object the Suite expects
+    offline = mutate(review, live.current.policies, live.current.namespace)
+    # the same operations (those on map keys come in Go's random map order, as Gatekeeper's do)
+    assert _ops(_patch(response)) == _ops([dict(op) for op in offline.patch])
+    assert offline.object == _load(SUITE / "mutation" / "pod-mutated.yaml")
+    ops = {(op["op"], op["path"]) for op in _patch(response)}
+    assert ("add", "/spec/containers/0/imagePullPolicy") in ops
+    # the worker's own route answers the same
+    route = app.extensions["celkeeper"]["routes"][b"/v1/mutate"]
+    data = json.dumps(review).encode()
+    reason, payload = route(data, len(data))
+    again = json.loads(payload)
+    assert reason == "200 OK" and _ops(_patch(again["response"])) == _ops(_patch(response))
+
+
+def test_an_object_no_mutator_changes_gets_no_patch(served: tuple[StateDir, Path]) -> None:
+    state, policies = served
+    _, client = _app(state, policies)
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "other"}}
+    # AssignMetadata applies to every kind: a ConfigMap gets its team label
+    status, body = _post(client, _review(config))
+    assert status == 200 and body["response"]["allowed"] is True
+    assert _patch(body["response"]) == [{"op": "add", "path": "/metadata/labels", "value": {"team": "other"}}]
+    labelled = {**config, "metadata": {**config["metadata"], "labels": {"team": "other"}}}
+    status, body = _post(client, _review(labelled))
+    # Gatekeeper's words (pkg/webhook/mutation.go: admission.Allowed("Resource was not mutated"))
+    assert body["response"]["allowed"] is True and "patch" not in body["response"]
+    assert body["response"]["status"]["message"] == "Resource was not mutated"
+
+
+def test_annotations_as_gatekeepers_flag_adds_them(served: tuple[StateDir, Path]) -> None:
+    state, policies = served
+    _, client = _app(state, policies, mutation_annotations=True)
+    _, body = _post(client, _review(_load(SUITE / "expansion" / "pod.yaml")))
+    paths = [op["path"] for op in _patch(body["response"])]
+    assert "/metadata/annotations" in paths, paths
+    added = next(op["value"] for op in _patch(body["response"]) if op["path"] == "/metadata/annotations")
+    assert set(added) == {"gatekeeper.sh/mutation-id", "gatekeeper.sh/mutations"}
+
+
+def test_an_exempt_namespace_is_not_mutated(served: tuple[StateDir, Path]) -> None:
+    state, policies = served
+    _, client = _app(state, policies, exempt_namespaces=frozenset({"shop"}))
+    _, body = _post(client, _review(_load(SUITE / "expansion" / "pod.yaml")))
+    assert body["response"] == {"uid": "uid-1", "allowed": True}
+
+
+def test_before_any_snapshot_the_failure_mode_answers(served: tuple[StateDir, Path]) -> None:
+    state, _ = served
+    _, client = _app(state, None)
+    _, body = _post(client, _review(_load(SUITE / "expansion" / "pod.yaml"), uid="u-open"))
+    assert body["response"]["allowed"] is True and "patch" not in body["response"]
+    assert "allowed by the failure mode" in body["response"]["warnings"][0]
+    _, client = _app(state, None, failure_mode="deny")
+    _, body = _post(client, _review(_load(SUITE / "expansion" / "pod.yaml"), uid="u-closed"))
+    assert body["response"]["allowed"] is False and body["response"]["status"]["code"] == 500
+
+
+def test_a_malformed_review_is_a_bad_request(served: tuple[StateDir, Path]) -> None:
+    state, policies = served
+    _, client = _app(state, policies)
+    resp = client.post("/v1/mutate", data=b"{not json", content_type="application/json")
+    assert resp.status_code == 400 and "malformed JSON" in resp.get_data(as_text=True)
+    status, _ = _post(client, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"})
+    assert status == 400

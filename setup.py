@@ -102,27 +102,30 @@ def build_library() -> Path | None:
     return target
 
 
-try:  # setuptools >= 70.1 has it; before, the wheel package
-    from setuptools.command.bdist_wheel import bdist_wheel
-except ImportError:  # pragma: no cover - older setuptools
-    from wheel.bdist_wheel import bdist_wheel
+def bdist_wheel_command() -> type:
+    """The bdist_wheel command for a wheel that carries the native library: a platform wheel (`py3-none-
+    <platform>`: the library is loaded with ctypes, so any Python 3 of that platform runs it); auditwheel
+    then gives it its manylinux tag (hack/wheel/build.sh). Without Go the wheel is pure (cel-python only).
+    Imported only when setuptools runs this file: `./dev` calls build_library() from a venv that may have
+    neither setuptools >= 70.1 nor the wheel package (the build's isolated environment has them)."""
+    try:  # setuptools >= 70.1 has it; before, the wheel package (pyproject.toml's build requirement)
+        from setuptools.command.bdist_wheel import bdist_wheel
+    except ImportError:  # pragma: no cover - older setuptools
+        from wheel.bdist_wheel import bdist_wheel
 
+    class BdistWheel(bdist_wheel):
+        def finalize_options(self) -> None:
+            super().finalize_options()
+            self.native = build_library() is not None
+            if self.native:  # installed to platlib (install's choice follows has_ext_modules)
+                self.distribution.has_ext_modules = lambda: True
+                self.root_is_pure = False
 
-class BdistWheel(bdist_wheel):
-    """A wheel that carries the native library is a platform wheel (`py3-none-<platform>`: the library is
-    loaded with ctypes, so any Python 3 of that platform runs it); auditwheel then gives it its manylinux
-    tag (hack/wheel/build.sh). Without Go the wheel is pure (cel-python only)."""
+        def get_tag(self) -> tuple[str, str, str]:
+            python, abi, platform = super().get_tag()
+            return ("py3", "none", platform) if self.native else (python, abi, platform)
 
-    def finalize_options(self) -> None:
-        super().finalize_options()
-        self.native = build_library() is not None
-        if self.native:  # installed to platlib (install's choice follows has_ext_modules)
-            self.distribution.has_ext_modules = lambda: True
-            self.root_is_pure = False
-
-    def get_tag(self) -> tuple[str, str, str]:
-        python, abi, platform = super().get_tag()
-        return ("py3", "none", platform) if self.native else (python, abi, platform)
+    return BdistWheel
 
 
 class BuildPy(build_py):
@@ -138,4 +141,4 @@ class BuildPy(build_py):
 
 
 if __name__ == "__main__":  # setuptools runs this file as __main__
-    setup(cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})
+    setup(cmdclass={"build_py": BuildPy, "bdist_wheel": bdist_wheel_command()})

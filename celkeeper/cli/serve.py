@@ -267,6 +267,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"(repeatable; default {DEFAULT_WEBHOOK_CONFIGURATION})",
     )
     certs.add_argument(
+        "--mutating-webhook-configuration",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="MutatingWebhookConfiguration (POST /v1/mutate) whose caBundle celkeeper keeps current "
+        "(repeatable; default none)",
+    )
+    certs.add_argument(
         "--ca-overlap",
         type=float,
         default=60.0,
@@ -609,6 +617,7 @@ def _certificate_config(args: argparse.Namespace) -> CertConfig | None:
         webhook_configurations=tuple(args.webhook_configuration or [DEFAULT_WEBHOOK_CONFIGURATION]),
         cert_dir=args.cert_dir,
         policy=policy,
+        mutating_webhook_configurations=tuple(args.mutating_webhook_configuration),
     )
 
 

@@ -39,6 +39,7 @@ from celkeeper.incluster.policies import PolicyView, PolicyWatch
 from celkeeper.incluster.resources import (
     CONSTRAINT_CRDS,
     EXPANSION_TEMPLATES,
+    MUTATORS,
     TEMPLATES,
     constraint_kinds,
     constraint_pod_statuses,
@@ -49,6 +50,7 @@ from celkeeper.incluster.resources import (
 __all__ = [
     "CONSTRAINT_CRDS",
     "EXPANSION_TEMPLATES",
+    "MUTATORS",
     "TEMPLATES",
     "ConstraintCrdWriter",
     "ControllerLoop",

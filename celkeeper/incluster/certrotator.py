@@ -31,7 +31,12 @@ from typing import Any
 
 from celkeeper.kube.client import ApiError, Client
 from celkeeper.kube.manager import Event, WatchManager
-from celkeeper.kube.resources import Resource, secret, validating_webhook_configuration
+from celkeeper.kube.resources import (
+    Resource,
+    mutating_webhook_configuration,
+    secret,
+    validating_webhook_configuration,
+)
 from celkeeper.kube.writes import WRITE_ATTEMPTS
 from celkeeper.localfiles import write_atomic
 from celkeeper.pki import (
@@ -64,6 +69,13 @@ class CertConfig:
     webhook_configurations: tuple[str, ...]
     cert_dir: Path
     policy: RotationPolicy
+    mutating_webhook_configurations: tuple[str, ...] = ()
+
+    def configurations(self) -> list[Resource]:
+        """Every webhook configuration whose caBundle the pods keep current, validating then mutating."""
+        return [validating_webhook_configuration(n) for n in self.webhook_configurations] + [
+            mutating_webhook_configuration(n) for n in self.mutating_webhook_configurations
+        ]
 
     @property
     def cert_file(self) -> Path:
@@ -124,9 +136,7 @@ class CertRotator:
         self.clock = clock
         self.on_change = on_change
         self.secret_resource = Resource("", "v1", "secrets", "Secret", namespace=config.namespace)
-        self.watched = {secret(config.namespace, config.secret_name)} | {
-            validating_webhook_configuration(name) for name in config.webhook_configurations
-        }
+        self.watched = {secret(config.namespace, config.secret_name), *config.configurations()}
         self.dirty = True
         self.writes = 0  # Secret and configuration writes this pod made (logs, tests)
         self.files_written = 0
@@ -253,28 +263,30 @@ class CertRotator:
     def _inject(self, bundle: bytes) -> dict[str, dict[str, Any]]:
         """Make every configuration trust `bundle`; return them as stored afterwards (found ones only)."""
         found: dict[str, dict[str, Any]] = {}
-        for name in self.config.webhook_configurations:
-            stored = self._inject_one(name, bundle)
+        for resource in self.config.configurations():
+            stored = self._inject_one(resource, bundle)
             if stored is not None:
-                found[name] = stored
+                found[f"{resource.kind}/{resource.field_selector}"] = stored
         return found
 
-    def _inject_one(self, name: str, bundle: bytes) -> dict[str, Any] | None:
-        resource = validating_webhook_configuration(name)
+    def _inject_one(self, resource: Resource, bundle: bytes) -> dict[str, Any] | None:
+        kind = resource.kind
+        name = (resource.field_selector or "").removeprefix("metadata.name=")
         for _ in range(WRITE_ATTEMPTS):
             try:
                 stored = self.client.get(resource, name)
             except ApiError as err:
                 if not err.not_found:
                     raise
-                if name not in self._missing_logged:
-                    self._missing_logged.add(name)
+                if f"{kind}/{name}" not in self._missing_logged:
+                    self._missing_logged.add(f"{kind}/{name}")
                     log.warning(
-                        "ValidatingWebhookConfiguration %s not found: its caBundle is set once it exists",
+                        "%s %s not found: its caBundle is set once it exists",
+                        kind,
                         name,
                     )
                 return None
-            self._missing_logged.discard(name)
+            self._missing_logged.discard(f"{kind}/{name}")
             if all(found == bundle for found in webhook_bundles(stored)):
                 return stored
             try:
@@ -284,9 +296,9 @@ class CertRotator:
                     raise
                 continue
             self.writes += 1
-            log.info("caBundle of ValidatingWebhookConfiguration %s updated", name)
+            log.info("caBundle of %s %s updated", kind, name)
             return written
-        raise ApiError(409, "Conflict", f"ValidatingWebhookConfiguration {name} kept changing")
+        raise ApiError(409, "Conflict", f"{kind} {name} kept changing")
 
     @staticmethod
     def _published(data: Mapping[str, bytes], configs: Mapping[str, Mapping[str, Any]]) -> bool:

@@ -1,6 +1,6 @@
 """The cluster's policies as a watch manager keeps them: templates, the constraints of every template's
-kind, Gatekeeper's ExpansionTemplates (when their CRD is installed) and namespaces. Used by the webhook
-pods' informer and by the audit.
+kind, Gatekeeper's ExpansionTemplates and mutators (when their CRDs are installed) and namespaces. Used by
+the webhook pods' informer and by the audit.
 
     watch = PolicyWatch(manager, on_change=wake)
     watch.register()                  # before or after manager.start()
@@ -22,6 +22,7 @@ from typing import Any
 
 from celkeeper.incluster.resources import (
     EXPANSION_TEMPLATES,
+    MUTATORS,
     TEMPLATES,
     ConstraintKinds,
     is_constraint_resource,
@@ -30,12 +31,14 @@ from celkeeper.kube.manager import Event, WatchManager
 from celkeeper.kube.resources import NAMESPACES, Resource, name_of
 
 REGISTRAR = "policies"
+#: what is always watched (constraint kinds come and go with their templates)
+BASE = frozenset({TEMPLATES, NAMESPACES, EXPANSION_TEMPLATES, *MUTATORS})
 
 
 @dataclass(frozen=True)
 class PolicyView:
-    objects: tuple[Mapping[str, Any], ...]  # templates, constraints by kind, ExpansionTemplates (shared: do
-    # not change)
+    objects: tuple[Mapping[str, Any], ...]  # templates, constraints by kind, ExpansionTemplates, mutators
+    # (shared: do not change)
     namespaces: Mapping[str, Mapping[str, Any]]  # name -> the Namespace object as watched
     synced: bool  # templates, namespaces and the constraints of every known template kind listed
     namespaces_synced: bool
@@ -52,15 +55,13 @@ class PolicyWatch:
         self._kinds = ConstraintKinds()
 
     def register(self) -> None:
-        self.manager.register(self.name, self._handle, {TEMPLATES, NAMESPACES, EXPANSION_TEMPLATES})
+        self.manager.register(self.name, self._handle, set(BASE))
 
     def _handle(self, event: Event) -> None:
         if event.resource == TEMPLATES and self._kinds.update(
             event.type, event.object, lambda: self.manager.objects(TEMPLATES)
         ):
-            self.manager.set_intent(
-                self.name, {TEMPLATES, NAMESPACES, EXPANSION_TEMPLATES} | self._kinds.resources()
-            )
+            self.manager.set_intent(self.name, set(BASE) | self._kinds.resources())
         if self.on_change is not None:
             self.on_change()
 
@@ -76,6 +77,8 @@ class PolicyWatch:
             for resource in self.constraint_resources():
                 objects.extend(self.manager.objects(resource))
             objects.extend(self.manager.objects(EXPANSION_TEMPLATES))
+            for resource in MUTATORS:
+                objects.extend(self.manager.objects(resource))
             namespaces = {name_of(ns): ns for ns in self.manager.objects(NAMESPACES)}
             return PolicyView(
                 objects=tuple(objects),

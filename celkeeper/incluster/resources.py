@@ -15,6 +15,14 @@ TEMPLATES = Resource(
 )
 # Gatekeeper's ExpansionTemplates (its CRD: deploy/expansiontemplate-crd.yaml; plural `expansiontemplate`)
 EXPANSION_TEMPLATES = Resource("expansion.gatekeeper.sh", "v1beta1", "expansiontemplate", "ExpansionTemplate")
+#: Gatekeeper's mutators, at the version each CRD stores (Gatekeeper v3.23.1's CRDs; their plurals are
+#: their kinds in lower case)
+MUTATORS = (
+    Resource("mutations.gatekeeper.sh", "v1", "assign", "Assign"),
+    Resource("mutations.gatekeeper.sh", "v1", "assignmetadata", "AssignMetadata"),
+    Resource("mutations.gatekeeper.sh", "v1", "modifyset", "ModifySet"),
+    Resource("mutations.gatekeeper.sh", "v1alpha1", "assignimage", "AssignImage"),
+)
 # the constraint CRDs celkeeper made (each carries celkeeper.io/constraint=yes)
 CONSTRAINT_CRDS = Resource(
     "apiextensions.k8s.io",

@@ -116,5 +116,16 @@ def validating_webhook_configuration(name: str) -> Resource:
     )
 
 
+def mutating_webhook_configuration(name: str) -> Resource:
+    """One MutatingWebhookConfiguration, watched by name."""
+    return Resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        field_selector=f"metadata.name={name}",
+    )
+
+
 def pods(namespace: str) -> Resource:
     return Resource("", "v1", "pods", PODS_KIND, namespace=namespace)

@@ -30,6 +30,7 @@ NAMESPACE = "celkeeper-system"
 SECRET = "celkeeper-webhook-server-cert"
 SERVICE = "celkeeper-webhook-service"
 WEBHOOK_CONFIGURATION = "celkeeper-validating-webhook-configuration"
+MUTATING_CONFIGURATION = "celkeeper-mutating-webhook-configuration"
 SERVICE_ACCOUNT = "celkeeper-webhook"
 AUDIT = "celkeeper-audit"  # the audit's Deployment and ServiceAccount
 AUDIT_METRICS_PORT = 8888
@@ -55,11 +56,18 @@ def secret_data(cluster: ControlPlane) -> dict[str, bytes]:
 
 
 def webhook_bundles(cluster: ControlPlane) -> list[bytes]:
-    proc = cluster.kubectl("get", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION, "-o", "json")
-    return [
-        base64.b64decode(w.get("clientConfig", {}).get("caBundle") or "")
-        for w in json.loads(proc.stdout)["webhooks"]
-    ]
+    """The caBundle of every webhook of the validating and the mutating configurations."""
+    found = []
+    for kind, name in (
+        ("validatingwebhookconfiguration", WEBHOOK_CONFIGURATION),
+        ("mutatingwebhookconfiguration", MUTATING_CONFIGURATION),
+    ):
+        proc = cluster.kubectl("get", kind, name, "-o", "json")
+        found += [
+            base64.b64decode(w.get("clientConfig", {}).get("caBundle") or "")
+            for w in json.loads(proc.stdout)["webhooks"]
+        ]
+    return found
 
 
 class Installation:

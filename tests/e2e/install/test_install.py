@@ -121,6 +121,41 @@ def test_a_violating_object_is_denied_through_the_service(installed: Installatio
     assert good.returncode == 0, good.stderr
 
 
+def test_a_mutator_mutates_what_the_api_server_stores(installed: Installation, namespace: str) -> None:
+    """Gatekeeper's mutators through the MutatingWebhookConfiguration the manifest registers: an Assign
+    applied with kubectl is published to every pod, and a ConfigMap created after it is stored with the
+    label it assigns; a mutator Gatekeeper rejects is refused when applied (/v1/admitpolicy)."""
+    cluster = installed.cluster
+    name = f"label-{secrets.token_hex(3)}"
+    mutator = {
+        "apiVersion": "mutations.gatekeeper.sh/v1",
+        "kind": "AssignMetadata",
+        "metadata": {"name": name},
+        "spec": {
+            "match": {"namespaces": [namespace]},
+            "location": "metadata.labels.mutated-by",
+            "parameters": {"assign": {"value": "celkeeper"}},
+        },
+    }
+    apply(cluster, mutator)
+
+    def stored_label() -> str | None:
+        probe = f"probe-{secrets.token_hex(3)}"
+        created = cluster.kubectl(
+            "create", "-f", "-", "-o", "json", input=configmap(probe, namespace, {"owner": "me"})
+        )
+        return json.loads(created.stdout)["metadata"].get("labels", {}).get("mutated-by")
+
+    # every pod serves it once it has published the mutator (the Service picks any pod)
+    wait_for(lambda: stored_label() == "celkeeper", timeout=60, interval=0.5, what="the mutation")
+    assert all(stored_label() == "celkeeper" for _ in range(6))
+    bad = {**mutator, "metadata": {"name": f"bad-{name}"}, "spec": {**mutator["spec"], "location": "spec.x"}}
+    proc = cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert proc.returncode != 0 and "check-policies.celkeeper.io" in proc.stderr, proc.stderr
+    assert "metadata" in proc.stderr, proc.stderr  # Gatekeeper: AssignMetadata only changes metadata
+    cluster.kubectl("delete", "assignmetadata", name)
+
+
 def test_only_exempt_namespaces_may_carry_the_ignore_label(installed: Installation) -> None:
     """The ignore-label guard (/v1/admitlabel) as registered by the manifest, called by the API server."""
     cluster = installed.cluster

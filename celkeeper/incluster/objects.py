@@ -20,10 +20,13 @@ from typing import Any
 from celkeeper.crds import names
 from celkeeper.expansion import GROUP as EXPANSION_GROUP
 from celkeeper.expansion import KIND as EXPANSION_KIND
+from celkeeper.mutation import GROUP as MUTATION_GROUP
+from celkeeper.mutation import KINDS as MUTATOR_KINDS
 
 TEMPLATE_ITEM_PREFIX = "constrainttemplate/"
 CONSTRAINT_ITEM_PREFIX = "constraint/"
 EXPANSION_ITEM_PREFIX = "expansiontemplate/"
+MUTATOR_ITEM_PREFIX = "mutator/"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _POLICY_METADATA = ("name", "uid", "generation", "labels", "annotations", "creationTimestamp")
 _VOLATILE_METADATA = ("resourceVersion", "managedFields")
@@ -73,7 +76,8 @@ def constraint_item_name(kind: str, name: str) -> str:
 
 
 def item_name(obj: Mapping[str, Any]) -> str | None:
-    """The snapshot item name of a template, constraint or ExpansionTemplate, None for anything else."""
+    """The snapshot item name of a template, constraint, ExpansionTemplate or mutator, None for anything
+    else."""
     api_version = str(obj.get("apiVersion") or "")
     group = api_version.rpartition("/")[0]
     kind = str(obj.get("kind") or "")
@@ -86,4 +90,6 @@ def item_name(obj: Mapping[str, Any]) -> str | None:
         return constraint_item_name(kind, name)
     if group == EXPANSION_GROUP and kind == EXPANSION_KIND:
         return f"{EXPANSION_ITEM_PREFIX}{name}"
+    if group == MUTATION_GROUP and kind in MUTATOR_KINDS:
+        return f"{MUTATOR_ITEM_PREFIX}{kind.lower()}/{name}"
     return None

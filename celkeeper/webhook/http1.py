@@ -292,8 +292,14 @@ def request_head(
     from gunicorn.http.message import Request
     from gunicorn.http.unreader import IterUnreader
 
+    # Gunicorn's parser decides what is refused (it raises); the fields are then read from the head as
+    # picohttpparser gives them (names as sent: Gunicorn's are upper-cased; values without their blanks)
     request = Request(_python_parser_config(), IterUnreader([head]), ("127.0.0.1", 0))
-    fields = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in request.headers]
+    lines = head[:-4].split(b"\r\n")
+    fields = []
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        fields.append((name, value.strip(b" \t")))
     return request.method.encode("latin-1"), request.uri.encode("latin-1"), int(request.version[1]), fields
 
 

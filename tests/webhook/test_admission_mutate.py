@@ -114,7 +114,11 @@ def test_a_pod_is_answered_with_gatekeepers_patch(served: tuple[StateDir, Path])
 def test_an_object_no_mutator_changes_gets_no_patch(served: tuple[StateDir, Path]) -> None:
     state, policies = served
     _, client = _app(state, policies)
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "other"}}
+    config: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "other"},
+    }
     # AssignMetadata applies to every kind: a ConfigMap gets its team label
     status, body = _post(client, _review(config))
     assert status == 200 and body["response"]["allowed"] is True
@@ -141,6 +145,22 @@ def test_an_exempt_namespace_is_not_mutated(served: tuple[StateDir, Path]) -> No
     _, client = _app(state, policies, exempt_namespaces=frozenset({"shop"}))
     _, body = _post(client, _review(_load(SUITE / "expansion" / "pod.yaml")))
     assert body["response"] == {"uid": "uid-1", "allowed": True}
+
+
+def test_the_webhooks_own_user_is_not_mutated(served: tuple[StateDir, Path]) -> None:
+    """Gatekeeper's mutation webhook leaves its own service account's requests alone (isGkServiceAccount,
+    in the Handle the native library mirrors): the served webhook does so for --self-username."""
+    state, policies = served
+    me = "system:serviceaccount:celkeeper-system:celkeeper-webhook"
+    _, client = _app(state, policies, self_username=me)
+    review = _review(_load(SUITE / "expansion" / "pod.yaml"))
+    _, others = _post(client, review)
+    assert _patch(others["response"])  # alice's request is mutated
+    review["request"]["userInfo"] = {"username": me}
+    status, body = _post(client, review)
+    assert status == 200 and body["response"]["allowed"] is True
+    assert "patch" not in body["response"], body
+    assert body["response"]["status"]["message"] == "Gatekeeper does not self-manage"
 
 
 def test_before_any_snapshot_the_failure_mode_answers(served: tuple[StateDir, Path]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from celkeeper.informer import FolderSource, Informer
 from celkeeper.review.mutate import mutate
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
+from celkeeper.webhook import admission as admission_module
 from celkeeper.webhook.app import WebhookApp, WebhookConfig, create_app
 from celkeeper.webhook.live import LivePolicies
 from tests.support.native import require_celgo
@@ -172,6 +174,35 @@ def test_before_any_snapshot_the_failure_mode_answers(served: tuple[StateDir, Pa
     _, client = _app(state, None, failure_mode="deny")
     _, body = _post(client, _review(_load(SUITE / "expansion" / "pod.yaml"), uid="u-closed"))
     assert body["response"]["allowed"] is False and body["response"]["status"]["code"] == 500
+
+
+def test_mutators_that_overrun_the_deadline_get_the_failure_mode(
+    served: tuple[StateDir, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline of /v1/admit holds for /v1/mutate: a mutation that does not end is interrupted at
+    --eval-deadline and answered by the failure mode, without a patch (test_deadline.py for /v1/admit)."""
+    state, policies = served
+
+    def never_ends(*args: Any, **kwargs: Any) -> Any:
+        while True:  # interruptible Python code that even swallows errors
+            try:
+                sum(range(1000))
+            except Exception:
+                continue
+
+    monkeypatch.setattr(admission_module, "mutate", never_ends)
+    _app(state, policies)  # the snapshot both apps serve
+    for mode in ("allow", "deny"):
+        _, client = _app(state, None, eval_deadline=0.3, failure_mode=mode)
+        started = time.monotonic()
+        status, body = _post(client, _review(_load(SUITE / "expansion" / "pod.yaml"), uid="u-late"))
+        assert time.monotonic() - started < 3
+        answer = body["response"]
+        assert status == 200 and answer["uid"] == "u-late" and "patch" not in answer
+        if mode == "allow":
+            assert answer["allowed"] is True and "allowed by the failure mode" in answer["warnings"][0]
+        else:
+            assert answer["allowed"] is False and answer["status"]["code"] == 500
 
 
 def test_a_malformed_review_is_a_bad_request(served: tuple[StateDir, Path]) -> None:

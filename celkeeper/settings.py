@@ -113,6 +113,10 @@ class Settings:
     mutation_annotations: bool = False
     """Whether POST /v1/mutate adds Gatekeeper's mutation annotations (`gatekeeper.sh/mutation-id`,
     `gatekeeper.sh/mutations`) to the objects it mutates (`--mutation-annotations`, Gatekeeper's flag)."""
+    self_username: str = ""
+    """The user whose requests POST /v1/mutate never mutates: celkeeper's own service account in the
+    cluster, as Gatekeeper's mutation webhook leaves its own service account's requests alone
+    (pkg/webhook/mutation.go, isGkServiceAccount); empty: every user's requests (`--self-username`)."""
     policy_validation: PolicyValidation = "deny"
     """celkeeper's own templates and constraints at apply time (POST /v1/admitpolicy): "deny" refuses
     broken ones, "warn" lets them in with admission warnings, Gatekeeper's leniency
@@ -143,4 +147,5 @@ class SettingsChanges(TypedDict, total=False):
     max_request_bytes: int
     eval_deadline: float
     mutation_annotations: bool
+    self_username: str
     policy_validation: PolicyValidation

@@ -184,6 +184,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "gatekeeper.sh/mutations) to the objects it mutates, as Gatekeeper's flag does",
     )
     pol.add_argument(
+        "--self-username",
+        metavar="USER",
+        help="POST /v1/mutate never mutates this user's requests, as Gatekeeper's mutation webhook leaves "
+        "its own service account's alone (default in a cluster without --kubeconfig: the pod's service "
+        "account, system:serviceaccount:NAMESPACE:NAME, read from its token; else nobody)",
+    )
+    pol.add_argument(
         "--eval-deadline",
         type=float,
         default=2.0,
@@ -360,6 +367,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         exempt_namespace_deletes=args.exempt_namespace_deletes,
         eval_deadline=args.eval_deadline,
         mutation_annotations=args.mutation_annotations,
+        self_username=_self_username(args),
         policy_validation=parse_policy_validation(args.policy_validation),
     )
     if args.max_request_bytes is not None:
@@ -492,6 +500,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def _self_username(args: argparse.Namespace) -> str:
+    """The user whose requests /v1/mutate leaves alone: --self-username, else in a cluster (the cluster
+    source without --kubeconfig) the pod's service account as its token names it, else nobody."""
+    if args.self_username is not None:
+        return str(args.self_username)
+    if args.source != "kubernetes" or args.kubeconfig or not os.path.exists(SERVICE_ACCOUNT_TOKEN):
+        return ""
+    with open(SERVICE_ACCOUNT_TOKEN, encoding="ascii", errors="replace") as token:
+        return service_account_username(token.read())
+
+
+def service_account_username(token: str) -> str:
+    """The username a service account token authenticates as (its `sub` claim,
+    system:serviceaccount:NAMESPACE:NAME), or "" when the token does not name a service account. The
+    token is not verified: it is the pod's own, mounted by the kubelet, read only for its name."""
+    import base64
+    import binascii
+    import json
+
+    parts = token.strip().split(".")
+    if len(parts) != 3:
+        return ""
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return ""
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    if isinstance(subject, str) and subject.startswith("system:serviceaccount:") and subject.count(":") == 3:
+        return subject
+    return ""
 
 
 def _check_kubernetes_config(kubeconfig: str | None, pod_name: str, pod_namespace: str) -> None:

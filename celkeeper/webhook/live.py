@@ -145,7 +145,9 @@ class LivePolicies:
             from celkeeper.policy import build_policy_set
 
             parsed = self._documents.policy_documents(snapshot.items)
-            mutation = MutationOptions(annotations=self.settings.mutation_annotations)
+            mutation = MutationOptions(
+                annotations=self.settings.mutation_annotations, self_username=self.settings.self_username
+            )
             policies = build_policy_set(parsed.documents, self._compiler_instance(), mutation)
         except Exception as err:
             log.exception(

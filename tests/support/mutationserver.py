@@ -1,6 +1,8 @@
 """celkeeper's mutation (celkeeper.review.mutate) behind a small HTTPS server, for tests that register it
-as a mutating webhook on a real API server (the differential against Gatekeeper's webhook) until
-celkeeper's own webhook serves /v1/mutate.
+as a mutating webhook on a real API server (the differential against Gatekeeper's webhook): its mutators
+and their options (Gatekeeper's Config exclusions, the annotations flag) are swapped between rounds
+without a restart. `celkeeper serve`'s /v1/mutate answers with the same review.mutate
+(tests/webhook/test_admission_mutate_server.py); the differential does not yet run through it.
 
     with MutationServer(namespaces=lambda name: ...) as server:     # real TLS, its own CA
         server.mutators = build_mutator_set(documents, options)     # swapped between requests

@@ -169,10 +169,12 @@ def measure(
     timeout: float = 5.0,
     budget: float = 30.0,
     between: Callable[[], None] | None = None,
+    path: str = "/v1/admit",
 ) -> Latencies:
-    """`count` POSTs of `body` to /v1/admit, one after the other, each on a new connection (TLS
-    handshake included) or all on one kept-alive connection; the latency of each answer that passes
-    `check(status, body)`. Stops after `budget` seconds; `between()` is called between requests."""
+    """`count` POSTs of `body` to `path` (/v1/admit by default), one after the other, each on a new
+    connection (TLS handshake included) or all on one kept-alive connection; the latency of each answer
+    that passes `check(status, body)`. Stops after `budget` seconds; `between()` is called between
+    requests."""
     result = Latencies([], [])
     conn: http.client.HTTPSConnection | None = None
     stop = time.monotonic() + budget
@@ -187,7 +189,7 @@ def measure(
         try:
             if conn is None:
                 conn = http.client.HTTPSConnection(host, port, context=context, timeout=timeout)
-            conn.request("POST", "/v1/admit", body, headers)
+            conn.request("POST", path, body, headers)
             resp = conn.getresponse()
             data = resp.read()
             elapsed = time.perf_counter() - start

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from celkeeper.informer import FolderSource, Informer
 from celkeeper.review.mutate import mutate
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
+from celkeeper.webhook import admission as admission_module
 from celkeeper.webhook.app import WebhookApp, WebhookConfig, create_app
 from celkeeper.webhook.live import LivePolicies
 from tests.support.native import require_celgo
@@ -114,7 +116,11 @@ def test_a_pod_is_answered_with_gatekeepers_patch(served: tuple[StateDir, Path])
 def test_an_object_no_mutator_changes_gets_no_patch(served: tuple[StateDir, Path]) -> None:
     state, policies = served
     _, client = _app(state, policies)
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "other"}}
+    config: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "other"},
+    }
     # AssignMetadata applies to every kind: a ConfigMap gets its team label
     status, body = _post(client, _review(config))
     assert status == 200 and body["response"]["allowed"] is True
@@ -143,6 +149,22 @@ def test_an_exempt_namespace_is_not_mutated(served: tuple[StateDir, Path]) -> No
     assert body["response"] == {"uid": "uid-1", "allowed": True}
 
 
+def test_the_webhooks_own_user_is_not_mutated(served: tuple[StateDir, Path]) -> None:
+    """Gatekeeper's mutation webhook leaves its own service account's requests alone (isGkServiceAccount,
+    in the Handle the native library mirrors): the served webhook does so for --self-username."""
+    state, policies = served
+    me = "system:serviceaccount:celkeeper-system:celkeeper-webhook"
+    _, client = _app(state, policies, self_username=me)
+    review = _review(_load(SUITE / "expansion" / "pod.yaml"))
+    _, others = _post(client, review)
+    assert _patch(others["response"])  # alice's request is mutated
+    review["request"]["userInfo"] = {"username": me}
+    status, body = _post(client, review)
+    assert status == 200 and body["response"]["allowed"] is True
+    assert "patch" not in body["response"], body
+    assert body["response"]["status"]["message"] == "Gatekeeper does not self-manage"
+
+
 def test_before_any_snapshot_the_failure_mode_answers(served: tuple[StateDir, Path]) -> None:
     state, _ = served
     _, client = _app(state, None)
@@ -152,6 +174,35 @@ def test_before_any_snapshot_the_failure_mode_answers(served: tuple[StateDir, Pa
     _, client = _app(state, None, failure_mode="deny")
     _, body = _post(client, _review(_load(SUITE / "expansion" / "pod.yaml"), uid="u-closed"))
     assert body["response"]["allowed"] is False and body["response"]["status"]["code"] == 500
+
+
+def test_mutators_that_overrun_the_deadline_get_the_failure_mode(
+    served: tuple[StateDir, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline of /v1/admit holds for /v1/mutate: a mutation that does not end is interrupted at
+    --eval-deadline and answered by the failure mode, without a patch (test_deadline.py for /v1/admit)."""
+    state, policies = served
+
+    def never_ends(*args: Any, **kwargs: Any) -> Any:
+        while True:  # interruptible Python code that even swallows errors
+            try:
+                sum(range(1000))
+            except Exception:
+                continue
+
+    monkeypatch.setattr(admission_module, "mutate", never_ends)
+    _app(state, policies)  # the snapshot both apps serve
+    for mode in ("allow", "deny"):
+        _, client = _app(state, None, eval_deadline=0.3, failure_mode=mode)
+        started = time.monotonic()
+        status, body = _post(client, _review(_load(SUITE / "expansion" / "pod.yaml"), uid="u-late"))
+        assert time.monotonic() - started < 3
+        answer = body["response"]
+        assert status == 200 and answer["uid"] == "u-late" and "patch" not in answer
+        if mode == "allow":
+            assert answer["allowed"] is True and "allowed by the failure mode" in answer["warnings"][0]
+        else:
+            assert answer["allowed"] is False and answer["status"]["code"] == 500
 
 
 def test_a_malformed_review_is_a_bad_request(served: tuple[StateDir, Path]) -> None:

@@ -1,4 +1,5 @@
-"""Idle and slow clients cannot starve real ones (issue 12), on a real server over TLS.
+"""Idle and slow clients cannot starve real ones (issue 12), on a real server over TLS, on /v1/admit
+and /v1/mutate alike.
 
 For each phase a client can stall in - TCP connected, part of a ClientHello, TLS done, partial
 headers, a slow body - 500 connections are held stalled against `celkeeper serve` while real reviews
@@ -12,10 +13,13 @@ worker). Then the server must have closed the stalled connections at their deadl
 
 from __future__ import annotations
 
+import base64
+import itertools
 import json
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +35,8 @@ REQUEST_TIMEOUT = 3.0
 LATENCY_BOUND = 2.0  # seconds: generous for a loaded CI machine, far below the old worker's stalls
 
 DENIED = json.dumps(review(pod(labels={}))).encode()  # tests/support/policies require labels
+# Gatekeeper's mutators of the mutation Suite: its AssignMetadata labels every object with its namespace
+MUTATORS = Path(__file__).resolve().parents[1] / "e2e" / "gator" / "suites" / "mutation" / "mutators.yaml"
 
 
 def _denied(status: int, body: bytes) -> bool:
@@ -40,6 +46,19 @@ def _denied(status: int, body: bytes) -> bool:
     return answer.get("allowed") is False and "owner" in str(answer.get("status", {}).get("message"))
 
 
+def _mutated(status: int, body: bytes) -> bool:
+    if status != 200:
+        return False
+    answer = json.loads(body).get("response") or {}
+    if answer.get("allowed") is not True or answer.get("patchType") != "JSONPatch":
+        return False
+    patch = json.loads(base64.b64decode(answer["patch"]))
+    return {"op": "add", "path": "/metadata/labels/team", "value": "default"} in patch
+
+
+ROUTES = (("/v1/admit", _denied), ("/v1/mutate", _mutated))
+
+
 @pytest.fixture(scope="module", params=list(PROCESS_MODELS))
 def server(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
@@ -47,6 +66,7 @@ def server(
     work = tmp_path_factory.mktemp("slow")
     policies = work / "policies"
     shutil.copytree(POLICIES, policies)
+    shutil.copy(MUTATORS, policies / "mutators.yaml")
     args = ["--handshake-timeout", str(HANDSHAKE_TIMEOUT), "--request-timeout", str(REQUEST_TIMEOUT)]
     workers, threads = PROCESS_MODELS[request.param]
     proc = ServeProcess(work / "srv", policies, workers=workers, threads=threads, args=args).start()
@@ -62,19 +82,20 @@ def test_stalled_connections_do_not_delay_real_reviews(server: ServeProcess, pha
         held = crowd.open(timeout=60)
         assert held == CROWD, f"only {held} of {CROWD} connections could be opened"
         ctx = server.client_context()
-        for new in (True, False):
+        for (path, check), new in itertools.product(ROUTES, (True, False)):
             lat = measure(
                 "127.0.0.1",
                 server.port,
                 ctx,
                 DENIED,
-                _denied,
+                check,
                 REVIEWS,
                 new_connections=new,
                 timeout=10,
                 between=crowd.trickle,
+                path=path,
             )
-            series = "new connections" if new else "one kept-alive connection"
+            series = f"{path}, " + ("new connections" if new else "one kept-alive connection")
             assert not lat.failures, f"{phase}, {series}: {lat.failures[:3]}"
             worst = max(lat.seconds)
             print(

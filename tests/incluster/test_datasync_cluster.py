@@ -40,6 +40,7 @@ from tests.incluster.support import (
 )
 from tests.support.admission import NAMESPACE_LABEL
 from tests.support.apiserver import ControlPlane
+from tests.support.binaries import KubeBinaries
 from tests.support.kubectl import apply
 from tests.support.native import require_celgo
 from tests.support.waiting import wait_for
@@ -207,6 +208,21 @@ def serving(
     finally:
         cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found", check=False)
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def kube_cluster(
+    kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    """A control plane of this module's own: the sync configuration is cluster-wide (SyncSets, the kinds
+    they name), so what other modules leave in the session's control plane must not change what these
+    pods sync."""
+    cluster = ControlPlane(tmp_path_factory.mktemp("kube-datasync"), kube_binaries)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ from celkeeper.kube.writes import write_desired
 from celkeeper.localfiles import write_atomic
 
 log = logging.getLogger("celkeeper.incluster")
+RETRY_UNLISTED = 1.0  # seconds
 
 REGISTRAR = "sync-status"
 VOLATILE = ("objects", "resourceVersion", "listedAt", "observedAt")
@@ -121,6 +122,7 @@ class SyncStatusWriter:
         self.dirty = True
         self.writes = 0
         self._written_at = -interval
+        self._unwritten = False  # the last reconcile found the stored statuses not listed yet
         self._warned = False
 
     def register(self) -> None:
@@ -128,6 +130,10 @@ class SyncStatusWriter:
 
     def handle(self, event: Event) -> None:
         self.dirty = True  # e.g. ours was deleted by hand: write it again
+
+    def wake_in(self) -> float | None:
+        """Seconds until the next reconcile when the last one could not compare with what is stored."""
+        return RETRY_UNLISTED if self._unwritten else None
 
     def busy(self) -> bool:
         """While a kind is still being listed, look often (its `synced` is reported at once)."""
@@ -146,7 +152,10 @@ class SyncStatusWriter:
                 log.warning("no SyncPodStatus: %s", err)
             return
         self._publish(desired["status"])
-        if not self.manager.synced(self.resource) or self.manager.missing(self.resource):
+        # the stored statuses are being listed (at start, after a watch expired): look again soon, not at
+        # the next resync, or a kind synced meanwhile stays unreported for a whole resync period
+        self._unwritten = not self.manager.synced(self.resource)
+        if self._unwritten or self.manager.missing(self.resource):
             return
         name = desired["metadata"]["name"]
         stored = next(

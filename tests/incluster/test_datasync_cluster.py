@@ -473,8 +473,11 @@ def test_cel_python_reads_the_same_synced_data(env: Env, tmp_path_factory: pytes
     cel-go's read it inside the library) decides the same on the same synced data."""
     with serving(env.cluster, tmp_path_factory.mktemp("pod-p"), "pod-p", "cel-python") as python:
         unique_hosts_follow_the_cluster(python, "py")
-        # a fresh pod lists every synced kind before it is ready; on a loaded machine that can take a while
-        wait_for(lambda: python.synced_kind("Service"), timeout=60, what="Services to be synced")
+        try:
+            wait_for(lambda: python.synced_kind("Service"), timeout=30, what="Services to be synced")
+        except TimeoutError as err:  # what the pod reported and logged, to tell why
+            log = "\n".join(python.server.full_log().splitlines()[-40:])
+            raise AssertionError(f"{err}\nSyncPodStatus: {python.sync_status()}\npod log:\n{log}") from err
         first, second = python.namespaces
         app = f"app-py-{SUFFIX}"
         ok, err = python.create(service("one", first, {"app": app}))

@@ -471,6 +471,9 @@ def test_a_pod_that_may_not_list_a_synced_kind_is_ready_and_says_why(
 def test_cel_python_reads_the_same_synced_data(env: Env, tmp_path_factory: pytest.TempPathFactory) -> None:
     """A pod running the pure-Python engine (its workers read the store with Python's sqlite3, where
     cel-go's read it inside the library) decides the same on the same synced data."""
+    # Services in the sync configuration whatever ran before (in full CI runs this pod started without the
+    # SyncSet an earlier test applies; why is not yet known: it says so on failure, below)
+    apply(env.cluster, syncset(f"services-{SUFFIX}", "", "v1", "Service"))
     with serving(env.cluster, tmp_path_factory.mktemp("pod-p"), "pod-p", "cel-python") as python:
         unique_hosts_follow_the_cluster(python, "py")
         try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from celkeeper.crds import constraint_crd
 from tests.support.apiserver import ControlPlane
-from tests.support.kubectl import apply
+from tests.support.kubectl import apply, wait_established
 from tests.support.processes import ManagedProcess, free_port
 from tests.support.waiting import wait_for
 
@@ -76,7 +76,7 @@ def install_template(cluster: ControlPlane, data: dict[str, Any]) -> None:
     apply(cluster, data)
     crd = constraint_crd(data)
     cluster.kubectl("apply", "-f", "-", input=crd)
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{crd['metadata']['name']}")
+    wait_established(cluster, crd["metadata"]["name"])
 
 
 def constraint(
@@ -202,7 +202,7 @@ def install_report_crds(cluster: ControlPlane) -> None:
     cluster.kubectl("apply", "-f", str(REPORT_CRDS))
     names = ("reports.openreports.io", "clusterreports.openreports.io")
     for name in (*names, "policyreports.wgpolicyk8s.io", "clusterpolicyreports.wgpolicyk8s.io"):
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{name}")
+        wait_established(cluster, name)
         # served only once its storage is initialised (a list answers 429 until then)
         wait_for(
             lambda name=name: cluster.kubectl("get", name, "-A", check=False).returncode == 0,

@@ -18,6 +18,7 @@ from celkeeper.documents import parse_documents
 from celkeeper.snapshot import Snapshot, SnapshotStore
 from tests.support.admission import NAMESPACE_LABEL, webhook_configuration
 from tests.support.apiserver import ControlPlane, KubectlError
+from tests.support.kubectl import wait_established
 from tests.support.serve import ROOT, ServeProcess
 
 CRDS_DIR = ROOT / "crds"
@@ -93,7 +94,7 @@ def install_crds(cluster: ControlPlane) -> None:
         "constrainttemplatepodstatuses.status.celkeeper.io",
         "constraintpodstatuses.status.celkeeper.io",
     ):
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{name}")
+        wait_established(cluster, name)
 
 
 def create_namespace(cluster: ControlPlane, prefix: str, labels: Mapping[str, str] | None = None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,3 +26,18 @@ def apply(cluster: ControlPlane, obj: Mapping[str, Any]) -> str:
 
     wait_for(attempt, timeout=30, interval=0.2, what=f"kubectl apply of {obj['kind']} to be served")
     return out[0]
+
+
+def wait_established(cluster: ControlPlane, crd: str, timeout: float = 30.0) -> None:
+    """`kubectl wait --for=condition=Established crd/<crd>`, again while kubectl answers a CRD the API
+    server has not given a status yet with `.status.conditions accessor error` instead of waiting."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(1, int(deadline - time.monotonic()))
+        args = ("wait", "--for=condition=Established", f"--timeout={left}s", f"crd/{crd}")
+        proc = cluster.kubectl(*args, check=False)
+        if proc.returncode == 0:
+            return
+        if "accessor error" not in proc.stderr or time.monotonic() >= deadline:
+            raise AssertionError(f"CRD {crd} not established: {proc.stderr.strip()}")
+        time.sleep(0.2)

@@ -26,7 +26,7 @@ from celkeeper.model import JsonObject, JsonValue
 from celkeeper.mutation import MutationRequest, MutatorSet
 from celkeeper.policy import PolicySet
 from celkeeper.review.decide import NamespaceLookup
-from celkeeper.review.request import API_VERSION, parse_admission_review
+from celkeeper.review.request import API_VERSION, AdmissionRequest, parse_admission_review
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,12 @@ def mutate(
     *,
     mutation_id: str = "",
     explain: bool = False,
+    parsed: AdmissionRequest | None = None,
 ) -> Mutation:
-    """Answer `review` as Gatekeeper's mutation webhook does with the policy set's mutators."""
-    parsed = parse_admission_review(review)
+    """Answer `review` as Gatekeeper's mutation webhook does with the policy set's mutators. `parsed`: the
+    review's request as parse_admission_review gave it, when the caller has it already."""
+    if parsed is None:
+        parsed = parse_admission_review(review)
     assert isinstance(review, Mapping)
     request: Mapping[str, Any] = review["request"]
     mutators = policies.mutators if isinstance(policies, PolicySet) else policies

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,6 +205,11 @@ class NotLoaded(RuntimeError):
     """A request came before this worker loaded its first snapshot (answered by the failure mode)."""
 
 
+#: what answers a parsed review: (uid, its request as sent, the review, the request parsed) -> (the answer,
+#: its metrics label)
+Evaluate = Callable[[str, Mapping[str, JsonValue], Any, AdmissionRequest], tuple["Answer", str]]
+
+
 class Admission:
     def __init__(
         self,
@@ -228,6 +234,18 @@ class Admission:
         self.watchdog = Watchdog()
 
     def handle(self, body: bytes) -> Answer:
+        """POST /v1/admit: the policies' decision."""
+        return self._answer(body, self._decide, "the policies did not decide", export=True)
+
+    def handle_mutation(self, body: bytes) -> Answer:
+        """POST /v1/mutate: Gatekeeper's mutation webhook's answer (a JSONPatch when a mutator changes the
+        object), with the same policies, exemptions, deadline and failure mode as POST /v1/admit."""
+        return self._answer(body, self._mutate, "the mutators did not finish", export=False)
+
+    def _answer(self, body: bytes, evaluate: Evaluate, late: str, *, export: bool) -> Answer:
+        """Read the review, answer it with `evaluate` (the answer and its metrics label); a malformed
+        review is a bad request, anything `evaluate` raises (an overrun deadline too) the failure mode's
+        answer. `export`: errors go to the decision export too."""
         start = self.timer()
         try:
             doc = loads_review(body)
@@ -247,56 +265,40 @@ class Admission:
                 return self._internal_error(start, uid, operation, err)
             return self._invalid(start, f"not a valid AdmissionReview: {err}")
         uid = request.uid
+        noted = raw if export else None
         try:
-            answer, decision_label = self._decide(uid, raw, request)
+            answer, label = evaluate(uid, raw, doc, request)
         except DeadlineExceeded:
-            late = DeadlineError(f"the policies did not decide within {self.settings.eval_deadline} s")
-            return self._internal_error(start, uid, operation, late, raw)
+            overrun = DeadlineError(f"{late} within {self.settings.eval_deadline} s")
+            return self._internal_error(start, uid, operation, overrun, noted)
         except Exception as err:
-            return self._internal_error(start, uid, operation, err, raw)
-        self.metrics.observe_request(decision_label, operation, self.timer() - start)
-        return answer
-
-    def handle_mutation(self, body: bytes) -> Answer:
-        """POST /v1/mutate: Gatekeeper's mutation webhook's answer (a JSONPatch when a mutator changes the
-        object), with the same policies, exemptions, deadline and failure mode as POST /v1/admit."""
-        start = self.timer()
-        try:
-            doc = loads_review(body)
-        except ValueError as err:
-            return self._invalid(start, f"malformed JSON: {err}")
-        raw = doc.get("request") if isinstance(doc, dict) else None
-        raw = raw if isinstance(raw, dict) else {}
-        op = raw.get("operation")
-        operation = op if isinstance(op, str) else ""
-        try:
-            uid = parse_admission_review(doc).uid
-        except CelkeeperError as err:
-            return self._invalid(start, f"not a valid AdmissionReview: {err}")
-        except Exception as err:
-            given = raw.get("uid")
-            if isinstance(given, str) and given:
-                return self._internal_error(start, given, operation, err)
-            return self._invalid(start, f"not a valid AdmissionReview: {err}")
-        try:
-            answer, label = self._mutate(uid, doc, raw)
-        except DeadlineExceeded:
-            late = DeadlineError(f"the mutators did not finish within {self.settings.eval_deadline} s")
-            return self._internal_error(start, uid, operation, late)
-        except Exception as err:
-            return self._internal_error(start, uid, operation, err)
+            return self._internal_error(start, uid, operation, err, noted)
         self.metrics.observe_request(label, operation, self.timer() - start)
         return answer
 
-    def _mutate(self, uid: str, doc: Any, raw: Mapping[str, JsonValue]) -> tuple[Answer, str]:
+    def _policies(self, raw: Mapping[str, JsonValue]) -> Loaded | None:
+        """The policies a request is answered with; None when it is exempt. NotLoaded before the first
+        snapshot (after waiting first_load_wait for it)."""
         loaded = self.live.current or self.live.wait_loaded(self.first_load_wait)
         if exemption(raw, loaded, self.settings) is not None:
-            return Answer(200, review_answer(uid, True)), "exempt"
+            return None
         if loaded is None:
             raise NotLoaded("no policies loaded yet (the first snapshot has not been published or read)")
+        return loaded
+
+    def _limit(self) -> AbstractContextManager[None]:
+        """The watchdog's backstop for one evaluation under the deadline (none without a deadline)."""
         deadline = self.settings.eval_deadline
-        with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
-            mutation = mutate(doc, loaded.policies, loaded.namespace)
+        return self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0)
+
+    def _mutate(
+        self, uid: str, raw: Mapping[str, JsonValue], doc: Any, request: AdmissionRequest
+    ) -> tuple[Answer, str]:
+        loaded = self._policies(raw)
+        if loaded is None:
+            return Answer(200, review_answer(uid, True)), "exempt"
+        with self._limit():
+            mutation = mutate(doc, loaded.policies, loaded.namespace, parsed=request)
         if mutation.error:
             log.info("not mutated (uid %s, %s): %s", uid, _describe(raw), mutation.error)
             return Answer(200, admission_review_response(mutation)), "error"
@@ -305,17 +307,14 @@ class Admission:
         )
 
     def _decide(
-        self, uid: str, raw: Mapping[str, JsonValue], request: AdmissionRequest
+        self, uid: str, raw: Mapping[str, JsonValue], doc: Any, request: AdmissionRequest
     ) -> tuple[Answer, str]:
-        loaded = self.live.current or self.live.wait_loaded(self.first_load_wait)
-        reason = exemption(raw, loaded, self.settings)
-        if reason is not None:
-            return Answer(200, review_answer(uid, True)), "exempt"
+        loaded = self._policies(raw)
         if loaded is None:
-            raise NotLoaded("no policies loaded yet (the first snapshot has not been published or read)")
+            return Answer(200, review_answer(uid, True)), "exempt"
         deadline = self.settings.eval_deadline
         try:
-            with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
+            with self._limit():
                 decision: Decision = decide(
                     request,
                     loaded.policies,
@@ -356,7 +355,7 @@ class Admission:
         logged and changes nothing."""
         deadline = self.settings.eval_deadline
         try:
-            with self.watchdog.limit(deadline + BACKSTOP_GRACE if deadline else 0):
+            with self._limit():
                 explanation = explain(
                     request,
                     loaded.policies,

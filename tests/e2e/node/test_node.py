@@ -83,9 +83,18 @@ def run_to_completion(node: NodeCluster, namespace: str, name: str, args: list[s
         return value if value in ("Succeeded", "Failed") else None
 
     ended = wait_for(phase, timeout=120, what=f"pod {name} to finish")
-    log = node.kubectl("logs", name, "-n", namespace).stdout
+    read = wait_for(lambda: _log(node, namespace, name), timeout=20, what=f"pod {name}'s log")
+    assert read is not None  # wait_for returns only what is truthy
+    log = read[0]
     assert ended == "Succeeded", f"pod {name} {ended}: {log}"
     return log
+
+
+def _log(node: NodeCluster, namespace: str, name: str) -> tuple[str] | None:
+    """The container's log; None while kubelet answers that the log file is not there yet (once in a full
+    run it did, right after the pod Succeeded: kubelet's "failed to try resolving symlinks in path")."""
+    log = node.kubectl("logs", name, "-n", namespace).stdout
+    return None if log.startswith("failed to try resolving symlinks in path") else (log,)
 
 
 def test_a_pod_from_a_locally_built_image_runs_and_is_ready(

@@ -2,9 +2,10 @@
 """celkeeper's webhook pod and Gatekeeper v3.23.1's side by side, in one run, on the same policies.
 
 One control plane (tests/support: kube-apiserver and etcd) holds both installs: Gatekeeper's CRDs and
-its manager (built from Go modules by bench/gatekeeper/build.sh) run out of cluster with
-`--operation=webhook` as its webhook pods run it; celkeeper's CRDs and `celkeeper serve --source
-kubernetes` (the webhook pod's RBAC, its default process model) as its pods run it. Both get the 12
+its manager (built from Go modules by hack/gatekeeper/build.sh, the build tests/e2e/gatekeeper uses)
+run out of cluster with `--operation=webhook` as its webhook pods run it; celkeeper's CRDs and
+`celkeeper serve --source kubernetes` (the webhook pod's RBAC, its default process model) as its pods
+run it. Both get the 12
 templates and 20 Pod constraints of bench/webhook.py (celkeeper's API groups for celkeeper, Gatekeeper's
 for Gatekeeper) and the namespace they check, through the API. Then, each server loaded alone (the
 other idle), alternating `--rounds` times, with wrk (8 connections, closed loop):
@@ -22,7 +23,8 @@ Issue 29's bars are printed beside the figures. `--baseline DIR` also runs anoth
     .venv/bin/python bench/gatekeeper.py [--duration 10] [--rounds 3] [--reviews 50000] [--baseline DIR]
 
 Needs root only for nothing; needs Go (Gatekeeper's manager), the kube binaries (hack/kube/build.sh) and
-wrk (`apt-get install -y wrk`). About 10 minutes.
+wrk (`apt-get install -y wrk`). About 10 minutes (plus the manager's build when
+`hack/gatekeeper/build.sh` has not made it yet).
 """
 
 from __future__ import annotations
@@ -50,11 +52,11 @@ from celkeeper.documents import parse_documents  # noqa: E402
 from celkeeper.tls import write_certificates  # noqa: E402
 from tests.incluster.support import KubeServe, deployment_setting  # noqa: E402
 from tests.support.apiserver import ControlPlane  # noqa: E402
-from tests.support.gatekeeper_src import MODULE, VERSION  # noqa: E402
+from tests.support.gatekeeper import BUILD_SCRIPT, GatekeeperUnavailable, find_manager, install_crds  # noqa: E402
+from tests.support.gatekeeper_src import VERSION  # noqa: E402
 from tests.support.processes import ManagedProcess, free_port  # noqa: E402
 from tests.support.serve import review  # noqa: E402
 
-BUILD = ROOT / "bench" / "gatekeeper" / "build.sh"
 GK_NAMESPACE = "gatekeeper-system"
 GK_POD = "gatekeeper-bench"
 CONNECTIONS = 8
@@ -118,24 +120,14 @@ class Server:
 
 
 def gatekeeper_manager() -> Path:
-    done = subprocess.run([str(BUILD)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"bench: cannot build Gatekeeper's manager:\n{done.stderr[-2000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
-def gatekeeper_crds() -> list[dict[str, Any]]:
-    """Gatekeeper's CRDs, as its release manifest installs them (from the Go module cache)."""
-    found = subprocess.run(
-        ["go", "mod", "download", "-json", f"{MODULE}@{VERSION}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT / "bench" / "gatekeeper",
-    )
-    manifest = Path(json.loads(found.stdout)["Dir"]) / "deploy" / "gatekeeper.yaml"
-    docs = parse_documents(manifest.read_text(), str(manifest)).documents
-    return [d.data for d in docs if d.data.get("kind") == "CustomResourceDefinition"]
+    """Gatekeeper's manager, built (or found up to date) by hack/gatekeeper/build.sh."""
+    try:
+        return find_manager()
+    except GatekeeperUnavailable:
+        done = subprocess.run([str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"bench: cannot build Gatekeeper's manager:\n{done.stderr[-2000:]}") from None
+        return find_manager()
 
 
 def as_gatekeeper(text: str) -> str:
@@ -304,7 +296,7 @@ def main() -> int:
         (work / "allowed.json").write_bytes(allowed)
         (work / "denied.json").write_bytes(denied)
         with ControlPlane(work / "cluster") as cluster:
-            cluster.kubectl("apply", "-f", "-", input=gatekeeper_crds())
+            install_crds(cluster)
             cluster.kubectl("create", "namespace", GK_NAMESPACE)
             namespace = {
                 "apiVersion": "v1",

@@ -1,9 +1,10 @@
 """The mutation differential's two sides: two real API servers, one calling Gatekeeper's mutation webhook
-(its manager, `--operation=mutation-webhook`, out of cluster), the other celkeeper's (review.mutate
-behind tests/support/mutationserver.py), each registered as Gatekeeper's chart registers its webhook.
+(its manager, `--operation=mutation-webhook`, out of cluster), the other celkeeper's (`celkeeper serve
+--source kubernetes`, a real process serving POST /v1/mutate over TLS from the mutators its informer
+watches), each registered as Gatekeeper's chart registers its webhook.
 
-A round installs its mutators on Gatekeeper's API server (Gatekeeper's controllers load them; the
-MutatorPodStatuses say when) and gives the same documents to celkeeper's server, then sends the same
+A round creates its mutators on both API servers with kubectl (Gatekeeper's controllers and celkeeper's
+informer load them; a probe request labelled by the round's own mutator says when), then sends the same
 requests to both API servers with kubectl - CREATEs as `kubectl create --dry-run=server -o json`, UPDATEs
 of objects stored unmutated as `kubectl replace --dry-run=server -o json` - in one kubectl call per batch,
 and keeps what each API server would store (or its error), normalised only where two API servers must
@@ -15,14 +16,19 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from celkeeper.documents import Document
-from celkeeper.mutation import MutationOptions, build_mutator_set
+from prometheus_client.parser import text_string_to_metric_families
+
+import celkeeper
+from celkeeper.incluster.objects import MUTATOR_ITEM_PREFIX
 from tests.e2e.gatekeeper import cases
+from tests.incluster.support import KubeServe
+from tests.incluster.support import install_crds as install_celkeeper_crds
 from tests.support.apiserver import ControlPlane
 from tests.support.gatekeeper import (
     NAMESPACE,
@@ -31,9 +37,14 @@ from tests.support.gatekeeper import (
     install_crds,
     mutating_webhook,
 )
-from tests.support.mutationserver import MutationServer
+from tests.support.kubectl import wait_established
 from tests.support.waiting import wait_for
 
+MUTATOR_CRDS = (
+    Path(celkeeper.__file__).parent / "native" / "go" / "mutation" / "crds"
+)  # as the chart has them
+CELKEEPER_NAMESPACE = "celkeeper-system"
+MUTATION_DECISIONS = ("mutated", "unchanged", "error", "exempt")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 MUTATOR_RESOURCES = ",".join(
     f"{plural}.mutations.gatekeeper.sh" for plural in ("assign", "assignmetadata", "modifyset", "assignimage")
@@ -171,7 +182,8 @@ def normalise(obj: dict[str, Any]) -> str:
 
 
 class Differential:
-    """Both sides, set up: Gatekeeper's CRDs and Config, the namespaces, the webhooks."""
+    """Both sides, set up: Gatekeeper's CRDs and Config, celkeeper's CRDs and Gatekeeper's mutator CRDs as
+    celkeeper's chart installs them, the namespaces, the webhooks."""
 
     def __init__(self, manager_binary: Path, workdir: Path, binaries: Any) -> None:
         self.workdir = workdir
@@ -179,9 +191,11 @@ class Differential:
         self.celkeeper_cluster = ControlPlane(workdir / "celkeeper-kube", binaries)
         self.manager_binary = manager_binary
         self.manager: GatekeeperManager | None = None
-        self.server: MutationServer | None = None
+        self.server: KubeServe | None = None
         self.annotations = False
         self.previous: list[Mapping[str, Any]] = []
+        self._served = 0.0  # requests answered by celkeeper's servers already stopped
+        self._starts = 0
 
     def start(self) -> None:
         gk, ck = self.gatekeeper_cluster, self.celkeeper_cluster
@@ -190,63 +204,93 @@ class Differential:
         install_crds(gk)
         gk.kubectl("create", "namespace", NAMESPACE)
         gk.kubectl("create", "-f", "-", input=CONFIG)
+        install_celkeeper_crds(ck)
+        ck.kubectl("apply", "-f", str(MUTATOR_CRDS))
+        for plural in MUTATOR_RESOURCES.split(","):
+            wait_established(ck, plural)
+        ck.kubectl("create", "namespace", CELKEEPER_NAMESPACE)
         self.gatekeeper = Side("gatekeeper", gk)
         self.celkeeper = Side("celkeeper", ck)
         self.gatekeeper.create_namespaces()
         self.celkeeper.create_namespaces()
         self.manager = GatekeeperManager(self.manager_binary, gk, self.workdir / "gatekeeper")
         self.manager.start()
-        self.server = MutationServer(self._namespace).__enter__()
         self.gatekeeper.register(self.manager.url, self.manager.ca_pem)
-        self.celkeeper.register(self.server.url, self.server.ca_pem)
+        self._serve(annotations=False)
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.__exit__(None, None, None)
+            self.server.stop()
         if self.manager is not None:
             self.manager.stop()
         self.gatekeeper_cluster.stop()
         self.celkeeper_cluster.stop()
 
     def served(self) -> int:
-        """How many requests celkeeper's webhook answered."""
-        return self.server.requests if self.server is not None else 0
+        """How many mutation requests celkeeper's webhook answered."""
+        return int(self._served + (self._answered(self.server) if self.server is not None else 0))
 
-    def _namespace(self, name: str) -> Mapping[str, Any] | None:
-        """The Namespace as celkeeper's API server has it (Gatekeeper reads its own the same way)."""
-        status, body = self.celkeeper_cluster.request(f"/api/v1/namespaces/{name}")
-        if status == 404:
-            return None
-        if status != 200:
-            raise RuntimeError(f"reading namespace {name}: {status} {body}")
-        found: Mapping[str, Any] = json.loads(body)
-        return found
+    def _serve(self, annotations: bool) -> None:
+        """(Re)start celkeeper's webhook with Gatekeeper's options of this round and register it. Gatekeeper's
+        Config excludes cases.EXCLUDED from its mutation webhook; celkeeper's way to leave namespaces
+        alone is --exempt-namespace."""
+        if self.server is not None:
+            self._served += self._answered(self.server)
+            self.server.stop()
+        self._starts += 1
+        args = ["--self-username", SERVICE_ACCOUNT]
+        for pattern in cases.EXCLUDED:
+            args += ["--exempt-namespace", pattern]
+        if annotations:
+            args.append("--mutation-annotations")
+        self.server = KubeServe(
+            self.workdir / f"celkeeper-{self._starts}",
+            self.celkeeper_cluster.kubeconfig_path,
+            "celkeeper-0",
+            CELKEEPER_NAMESPACE,
+            args=args,
+        ).start(timeout=120)
+        self.celkeeper.register(self.server.url("/v1/mutate"), self.server.certs.ca_cert.read_bytes())
+        self.annotations = annotations
 
-    def options(self, annotations: bool) -> MutationOptions:
-        return MutationOptions(
-            annotations=annotations, self_username=SERVICE_ACCOUNT, exclusions=(CONFIG["spec"]["match"][0],)
+    @staticmethod
+    def _answered(server: KubeServe) -> float:
+        """Mutation requests the server counted (its workers write their counts every second)."""
+        time.sleep(1.5)
+        text = server.get("/metrics").text
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "celkeeper_admission_requests_total"
+            and sample.labels.get("decision") in MUTATION_DECISIONS
         )
 
     def clear(self, annotations: bool) -> None:
-        """No mutator on either side (Gatekeeper's manager restarted when the annotations flag changes)."""
+        """No mutator on either side (both webhooks restarted when the annotations flag changes)."""
         assert self.manager is not None and self.server is not None
-        self.gatekeeper_cluster.kubectl("delete", MUTATOR_RESOURCES, "--all", "--wait=true", timeout=120)
+        for cluster in (self.gatekeeper_cluster, self.celkeeper_cluster):
+            cluster.kubectl("delete", MUTATOR_RESOURCES, "--all", "--wait=true", timeout=120)
         self.manager.wait_mutators({})
         if annotations != self.annotations:
             args = ["--operation=mutation-webhook"] + (["--mutation-annotations"] if annotations else [])
             self.manager.restart(args)
-            self.annotations = annotations
-        self.server.mutators = build_mutator_set([], self.options(annotations))
+            self._serve(annotations)
+        wait_for(self._celkeeper_has_no_mutator, timeout=60, what="celkeeper's webhook without mutators")
+
+    def _celkeeper_has_no_mutator(self) -> bool:
+        assert self.server is not None
+        snapshot = self.server.snapshot()
+        if snapshot is None or any(item.name.startswith(MUTATOR_ITEM_PREFIX) for item in snapshot.items):
+            return False
+        return self.server.loaded() >= snapshot.generation
 
     def install(self, round_: cases.Round) -> None:
-        """Install the round's mutators on both sides; wait until both webhooks answer with them."""
+        """Create the round's mutators on both API servers; wait until both webhooks answer with them."""
         assert self.manager is not None and self.server is not None
-        self.gatekeeper_cluster.kubectl("create", "-f", "-", input=round_.mutators, timeout=120)
+        for cluster in (self.gatekeeper_cluster, self.celkeeper_cluster):
+            cluster.kubectl("create", "-f", "-", input=round_.mutators, timeout=120)
         self.manager.wait_mutators({(m["kind"], m["metadata"]["name"]): 1 for m in round_.mutators})
-        self.server.mutators = build_mutator_set(
-            [Document.from_object(m, f"{round_.name}.yaml", i + 1) for i, m in enumerate(round_.mutators)],
-            self.options(round_.annotations),
-        )
         for side in (self.gatekeeper, self.celkeeper):
             wait_for(
                 lambda s=side: s.probe() == round_.name, timeout=60, what=f"{side.name} at {round_.name}"

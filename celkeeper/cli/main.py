@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "testcmd",
     "explain",
     "mutate",
+    "expand",
     "lint",
     "vap",
 )
@@ -53,7 +54,7 @@ def requested_command(argv: Sequence[str]) -> str | None:
 #: net allocations rather than 700 (as mypy sets it): a `verify` of the examples and library samples
 #: collected 61 times for ~8% of its CPU and freed nothing that changed its peak memory (the data is
 #: trees: reference counting frees it). The long-running processes keep Python's defaults.
-ONE_SHOT = frozenset({"verify", "testcmd", "lint", "mutate"})
+ONE_SHOT = frozenset({"verify", "testcmd", "lint", "mutate", "expand"})
 ONE_SHOT_GC_THRESHOLD = (200_000, 30, 30)
 
 

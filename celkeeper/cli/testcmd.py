@@ -264,7 +264,7 @@ class _TestSink:
                 document,
                 self.lookup,
                 self.data,
-                expansion_namespace=lambda obj: _namespace_name(obj, self.namespaces),
+                expansion_namespace=lambda obj: namespace_name(obj, self.namespaces),
                 mutate_before_expanding=True,
             )
             found = self.backend.violations(self.policies, decision)
@@ -482,7 +482,7 @@ def gator_test_namespaces(known: Mapping[str, Mapping[str, JsonValue]]) -> Names
     return lookup
 
 
-def _namespace_name(obj: Mapping[str, JsonValue], known: Mapping[str, Mapping[str, JsonValue]]) -> str | None:
+def namespace_name(obj: Mapping[str, JsonValue], known: Mapping[str, Mapping[str, JsonValue]]) -> str | None:
     namespace = str(_meta(obj).get("namespace") or "")
     if namespace in {"", "default"} or namespace in known:
         return namespace

@@ -1,6 +1,7 @@
 """Gatekeeper's mutators, run by Gatekeeper's own code in celkeeper's native library (see
 `celkeeper.mutation.mutators`)."""
 
+from celkeeper.mutation.expandoutput import expand_output
 from celkeeper.mutation.mutators import (
     GROUP,
     KINDS,
@@ -30,5 +31,6 @@ __all__ = [
     "MutatorSet",
     "build_mutator_set",
     "check_mutator",
+    "expand_output",
     "is_mutator",
 ]

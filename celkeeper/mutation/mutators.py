@@ -53,6 +53,9 @@ class MutationOptions:
     annotations: bool = False  # --mutation-annotations
     self_username: str = ""  # the user whose requests are not mutated (Gatekeeper's own)
     exclusions: tuple[JsonObject, ...] = ()  # Config spec.match entries (excludedNamespaces, processes)
+    # read mutators as gator's expander does (no CRD defaults, pruning or schema validation), not as the
+    # API server and Gatekeeper's webhook do: `celkeeper expand`
+    gator_reading: bool = False
 
     def to_json(self) -> bytes:
         return orjson.dumps(
@@ -60,6 +63,7 @@ class MutationOptions:
                 "annotations": self.annotations,
                 "selfUsername": self.self_username,
                 "exclusions": list(self.exclusions),
+                "gatorReading": self.gator_reading,
             }
         )
 
@@ -230,7 +234,7 @@ class MutatorSet:
         return MutatedObject(reply["object"], bool(reply.get("mutated")))
 
 
-def _library() -> Library:
+def load_library() -> Library:
     try:
         return load()
     except LibraryUnavailable as err:
@@ -248,7 +252,7 @@ def build_mutator_set(
     docs = [d for d in documents if is_mutator(d)]
     if not docs:
         return MutatorSet(options=options)
-    lib = library or _library()
+    lib = library or load_library()
     handle, reply = lib.mutation_system(options.to_json())
     if not handle:
         raise ValueError(f"the mutation options were refused: {reply.get('error', reply)}")
@@ -297,7 +301,7 @@ def build_mutator_set(
 def check_mutator(document: Document, library: Library | None = None) -> list[MutatorError]:
     """What the API server and Gatekeeper's validating webhook refuse of this mutator when it is applied
     (with what celkeeper cannot run: external data). Empty when it is accepted."""
-    lib = library or _library()
+    lib = library or load_library()
     done, answer = lib.mutation_upsert(0, _document_json(document))
     return [] if done else _refusal(document, answer)
 

@@ -117,6 +117,7 @@ class Library:
         self._sig(dll.mutation_statuses, ll, [ll, out, outn])
         self._sig(dll.mutation_mutate, ll, [ll, p, i, out, outn])
         self._sig(dll.mutation_object, ll, [ll, p, i, out, outn])
+        self._sig(dll.mutation_expand_output, ll, [p, i, out, outn])
         self._sig(dll.admissionpolicy_set, ll, [p, i, out, outn])
         self._sig(dll.admissionpolicy_review, i, [ll, p, i, ll, out, outn])
         self._sig(dll.admissionpolicy_review_batch, i, [ll, p, i, ll, out, outn])
@@ -275,6 +276,15 @@ class Library:
         self._dll.mutation_object(system, request, len(request), ctypes.byref(out), ctypes.byref(n))
         data: dict[str, Any] = orjson.loads(self._take(out, n))
         return data
+
+    def mutation_expand_output(self, request: bytes) -> tuple[bool, dict[str, Any]]:
+        """Resultants ({"objects", "format"}) as `gator expand` prints them: (True, {"text"}) or (False,
+        {"error"})."""
+        self.check()
+        out, n = self._reply()
+        done = self._dll.mutation_expand_output(request, len(request), ctypes.byref(out), ctypes.byref(n))
+        data: dict[str, Any] = orjson.loads(self._take(out, n))
+        return bool(done), data
 
     # -- admissionpolicy: Kubernetes' ValidatingAdmissionPolicy and MutatingAdmissionPolicy plugins -------
     def admission_policy_set(self, documents: bytes) -> tuple[int, dict[str, Any]]:

@@ -249,3 +249,49 @@ def test_an_object_nested_as_deep_as_the_api_server_allows_is_audited(
     assert fields["totalViolations"] == 2
     assert sorted(v["name"] for v in fields["violations"]) == ["deep", "shallow"]
     assert "totalAuditErrors" not in fields
+
+
+def test_generated_objects_are_audited_as_the_mutators_leave_them() -> None:
+    """Gatekeeper's audit expands a workload and mutates what it generates (source Generated) before it
+    validates it, with the mutators the audit has: a label a mutator adds to generated Pods satisfies the
+    constraint on the Deployment's Pod; the mutator does not touch the Pod audited itself (Original)."""
+    from tests.support.native import require_celgo
+
+    require_celgo()
+    expansion = {
+        "apiVersion": "expansion.gatekeeper.sh/v1alpha1",
+        "kind": "ExpansionTemplate",
+        "metadata": {"name": "expand-deployments"},
+        "spec": {
+            "applyTo": [{"groups": ["apps"], "kinds": ["Deployment"], "versions": ["v1"]}],
+            "templateSource": "spec.template",
+            "generatedGVK": {"kind": "Pod", "group": "", "version": "v1"},
+        },
+    }
+    mutator = {
+        "apiVersion": "mutations.gatekeeper.sh/v1",
+        "kind": "AssignMetadata",
+        "metadata": {"name": "owner"},
+        "spec": {
+            "match": {"source": "Generated"},
+            "location": "metadata.labels.owner",
+            "parameters": {"assign": {"value": "platform"}},
+        },
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}},
+    }
+    owner = labels("owner", "owner", match={"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}]})
+    shop = namespace("shop")
+    without = Evaluator(policies(LABELS, owner, expansion))
+    assert [v.message for v in without.evaluate(deployment, shop).violations] == [
+        "[Implied by expand-deployments] missing label owner"
+    ]
+    with_mutator = Evaluator(policies(LABELS, owner, expansion, mutator))
+    assert with_mutator.evaluate(deployment, shop).violations == ()
+    assert [v.message for v in with_mutator.evaluate(pod("alone", "shop"), shop).violations] == [
+        "missing label owner"
+    ]

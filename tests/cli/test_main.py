@@ -34,4 +34,4 @@ def test_one_shot_commands_collect_cyclic_garbage_rarely_the_server_as_python_do
     )
     assert run.returncode == 0, run.stderr
     marked = [line for line in run.stdout.splitlines() if line.startswith("# ")]
-    assert marked == ["# True", "# True", "# False ['lint', 'mutate', 'testcmd', 'verify']"]
+    assert marked == ["# True", "# True", "# False ['expand', 'lint', 'mutate', 'testcmd', 'verify']"]

@@ -212,3 +212,45 @@ def test_a_malformed_review_is_a_bad_request(served: tuple[StateDir, Path]) -> N
     assert resp.status_code == 400 and "malformed JSON" in resp.get_data(as_text=True)
     status, _ = _post(client, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"})
     assert status == 400
+
+
+GENERATED_ONLY = """\
+apiVersion: mutations.gatekeeper.sh/v1
+kind: Assign
+metadata: {name: unprivileged-generated-pods}
+spec:
+  applyTo: [{groups: [""], versions: [v1], kinds: [Pod]}]
+  match: {source: Generated}
+  location: "spec.containers[name:*].securityContext.privileged"
+  parameters: {assign: {value: false}}
+"""
+
+
+def test_admit_validates_generated_objects_as_the_mutators_leave_them(tmp_path: Path) -> None:
+    """Gatekeeper's validating webhook expands a workload and mutates what it generates (source
+    Generated) before validating it (pkg/expansion/system.go): the Deployment's Pod is validated without
+    the privileged flag the mutator takes away; a Pod sent itself (source Original) is not mutated."""
+    require_celgo()
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    for name in ("template.yaml", "constraint.yaml", "expansion.yaml"):
+        shutil.copy(SUITE / "expansion" / name, policies / name)
+    deployment = _review(_load(SUITE / "expansion" / "deployment.yaml"))
+    deployment["request"]["kind"] = {"group": "apps", "version": "v1", "kind": "Deployment"}
+    deployment["request"]["resource"] = {"group": "apps", "version": "v1", "resource": "deployments"}
+    pod = _review(_load(SUITE / "expansion" / "pod.yaml"))
+
+    def answers(state_dir: str) -> tuple[bool, bool, str]:
+        state = StateDir(tmp_path / state_dir)
+        state.reset()
+        _, client = _app(state, policies)
+        _, denied = _post(client, deployment, "/v1/admit")
+        _, direct = _post(client, pod, "/v1/admit")
+        return denied["response"]["allowed"], direct["response"]["allowed"], json.dumps(denied)
+
+    without = answers("without")
+    assert without[:2] == (False, False), without[2]
+    assert "Implied by expand-deployments" in without[2]
+    (policies / "mutator.yaml").write_text(GENERATED_ONLY)
+    with_mutator = answers("with")
+    assert with_mutator[:2] == (True, False), with_mutator[2]

@@ -67,7 +67,11 @@ func mutation_upsert(h C.longlong, doc *C.char, n C.int, out **C.char, outn *C.i
 			return 0
 		}
 	}
-	m, err := mutation.Load(bytesOf(doc, n))
+	load := mutation.Load
+	if s != nil {
+		load = s.Load
+	}
+	m, err := load(bytesOf(doc, n))
 	if err != nil {
 		var refused *mutation.Refused
 		if errors.As(err, &refused) {
@@ -163,5 +167,30 @@ func mutation_object(h C.longlong, req *C.char, n C.int, out **C.char, outn *C.i
 		return 0
 	}
 	replyJSON(out, outn, s.MutateObject(&in))
+	return 1
+}
+
+type expandOutputRequest struct {
+	Objects []json.RawMessage `json:"objects"`
+	Format  string            `json:"format"`
+}
+
+// mutation_expand_output renders resultants (JSON: {"objects": [...], "format": "yaml"|"json"}) as `gator
+// expand` prints them: {"text": ...}, or 0 with {"error": ...}.
+//
+//export mutation_expand_output
+func mutation_expand_output(req *C.char, n C.int, out **C.char, outn *C.int) (result C.longlong) {
+	defer guard(out, outn, &result)
+	var in expandOutputRequest
+	if err := json.Unmarshal(bytesOf(req, n), &in); err != nil {
+		replyJSON(out, outn, map[string]string{"error": "not resultants to print: " + err.Error()})
+		return 0
+	}
+	text, err := mutation.ExpandOutput(in.Objects, in.Format)
+	if err != nil {
+		replyJSON(out, outn, map[string]string{"error": err.Error()})
+		return 0
+	}
+	replyJSON(out, outn, map[string]string{"text": text})
 	return 1
 }

@@ -220,3 +220,53 @@ func fieldProblems(kind, name string, errs field.ErrorList) *Refused {
 	}
 	return r
 }
+
+// LoadAsGator reads a mutator document as gator's expander reads one (pkg/gator/expand/expand.go of
+// Gatekeeper v3.23.1: addMutator and its convert functions): converted from the document straight to
+// Gatekeeper's unversioned type, without the CRD (no defaults, no pruning, no schema validation), then
+// built by the same constructors. A mutator that reads external data is refused, as by Load.
+func LoadAsGator(raw []byte) (types.Mutator, error) {
+	var obj map[string]any
+	if err := utiljson.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, refuse("", "", "", "the mutator is not a JSON object")
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	kind, name := u.GetKind(), u.GetName()
+	var m types.Mutator
+	var ed *mutationsunversioned.ExternalData
+	var err error
+	convert := func(into any) error { return runtime.DefaultUnstructuredConverter.FromUnstructured(obj, into) }
+	switch kind {
+	case "Assign":
+		a := &mutationsunversioned.Assign{}
+		if err = convert(a); err == nil {
+			m, err = mutators.MutatorForAssign(a)
+			ed = a.Spec.Parameters.Assign.ExternalData
+		}
+	case "AssignMetadata":
+		a := &mutationsunversioned.AssignMetadata{}
+		if err = convert(a); err == nil {
+			m, err = mutators.MutatorForAssignMetadata(a)
+			ed = a.Spec.Parameters.Assign.ExternalData
+		}
+	case "ModifySet":
+		a := &mutationsunversioned.ModifySet{}
+		if err = convert(a); err == nil {
+			m, err = mutators.MutatorForModifySet(a)
+		}
+	case "AssignImage":
+		a := &mutationsunversioned.AssignImage{}
+		if err = convert(a); err == nil {
+			m, err = mutators.MutatorForAssignImage(a)
+		}
+	default:
+		return nil, refuse(kind, name, "", "cannot convert mutator of kind %q", kind)
+	}
+	if err != nil {
+		return nil, refuse(kind, name, "", "%v", err)
+	}
+	if err := refuseExternalData(kind, name, ed); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -30,6 +30,17 @@ type Options struct {
 	// Exclusions: the Config's spec.match entries (namespaces excluded from processes); those naming
 	// the mutation-webhook process, or "*", exclude namespaces from mutation.
 	Exclusions []configv1alpha1.MatchEntry `json:"exclusions"`
+	// GatorReading: mutators are read as gator's expander reads them (LoadAsGator), not as the API
+	// server and Gatekeeper's webhook read them (Load).
+	GatorReading bool `json:"gatorReading"`
+}
+
+// Load reads a mutator document as the set's options say (Load or LoadAsGator).
+func (s *System) Load(raw []byte) (types.Mutator, error) {
+	if s.opts.GatorReading {
+		return LoadAsGator(raw)
+	}
+	return Load(raw)
 }
 
 // System is a set of mutators, in Gatekeeper's System, and the options of the webhook that runs them.

@@ -6,7 +6,10 @@ enforcement point); for each evaluated one, every variable's value, every match 
 and messageExpression with its result or error, where each expression is in the template file
 (compile errors with their line:col), and the results. The decision is made by the webhook's own code
 (review.decide, with a recorder), so what is explained is what the webhook decides; objects an
-ExpansionTemplate generates (a Deployment's Pod) are explained too.
+ExpansionTemplate generates (a Deployment's Pod) are explained too. With Gatekeeper's mutators among the
+policies, a CREATE or UPDATE at the webhook is first mutated, as the API server calls mutating webhooks
+before validating ones: which mutators matched, in which order and pass, what each changed, and which of
+the others' criteria (applyTo, each spec.match field) did not hold; then the mutated object is validated.
 
 OBJECT is a file (or - for stdin) of objects or AdmissionReviews; a plain object is explained as the
 API server would send it for a CREATE (--operation UPDATE with --old FILE for an update). Policies
@@ -28,11 +31,13 @@ from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
 from celkeeper.gator.kinds import is_namespace, is_policy_document
 from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
-from celkeeper.model import EnforcementPoint, JsonValue
+from celkeeper.model import EnforcementPoint, JsonObject, JsonValue
 
 if TYPE_CHECKING:  # imported where they are used: the engine loads only when needed
     from celkeeper.gator.backend import PolicyBackend
-    from celkeeper.review import AdmissionRequest
+    from celkeeper.policy import PolicySet
+    from celkeeper.review import AdmissionRequest, NamespaceLookup
+    from celkeeper.review.mutate import Mutation
 
 POINTS = {
     "webhook": EnforcementPoint.WEBHOOK,
@@ -146,9 +151,31 @@ def run(args: argparse.Namespace) -> int:
         # cluster lists them all; gator and the audit know only those given
         lookup = inventory_lookup(namespaces, complete=args.cluster or point is not EnforcementPoint.WEBHOOK)
         explanations = []
+        mutations: list[str | None] = []  # each object's mutation, as text (None: not mutated here)
+        mutation_json: list[JsonValue] = []
         with backend.inventory(loaded.policies, synced) as data:
             for document in objects:
-                request, expand = _request(args, document, old, point, backend)
+                request, expand, review = _request(args, document, old, point, backend)
+                mutated = _mutate(review, loaded.policies, lookup) if review is not None else None
+                if mutated is not None:
+                    mutation, request = mutated
+                    from celkeeper.review.explain_text import render_mutation
+
+                    what = (
+                        f"{request.kind} {request.namespace + '/' if request.namespace else ''}{request.name}"
+                    )
+                    mutations.append(render_mutation(mutation, loaded.policies.mutators, what))
+                    mutation_json.append(
+                        {
+                            "mutated": mutation.mutated,
+                            "patch": list(mutation.patch),
+                            "error": mutation.error,
+                            "trace": mutation.trace,
+                        }
+                    )
+                else:
+                    mutations.append(None)
+                    mutation_json.append(None)
                 explained = explain(
                     request,
                     loaded.policies,
@@ -164,10 +191,38 @@ def run(args: argparse.Namespace) -> int:
         if reader is not None:
             reader.close()
     if args.output == "json":
-        print(json.dumps([e.to_json() for e in explanations], indent=2, ensure_ascii=False))
+        out = [
+            {**e.to_json(), "mutation": m} if m is not None else e.to_json()
+            for e, m in zip(explanations, mutation_json, strict=True)
+        ]
+        print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
-        sys.stdout.write("\n".join(render_text(e) for e in explanations))
+        sys.stdout.write(
+            "\n".join(
+                (m + "\n" if m is not None else "") + render_text(e)
+                for e, m in zip(explanations, mutations, strict=True)
+            )
+        )
     return 0 if all(e.allowed for e in explanations) else 1
+
+
+def _mutate(
+    review: JsonObject, policies: PolicySet, lookup: NamespaceLookup
+) -> tuple[Mutation, AdmissionRequest] | None:
+    """The request's object as Gatekeeper's mutators leave it, before the validating webhook sees it (the
+    API server calls mutating webhooks first), explained; None without mutators or a CREATE or UPDATE."""
+    if not len(policies.mutators):
+        return None
+    request = review.get("request")
+    if not isinstance(request, dict) or request.get("operation") not in ("CREATE", "UPDATE"):
+        return None
+    from celkeeper.review import parse_admission_review
+    from celkeeper.review.mutate import mutate
+
+    mutation = mutate(review, policies, lookup, explain=True)
+    if mutation.error or not mutation.mutated or mutation.object is None:
+        return mutation, parse_admission_review(review)
+    return mutation, parse_admission_review({**review, "request": {**request, "object": mutation.object}})
 
 
 def _old_object(path: str) -> Mapping[str, JsonValue]:
@@ -188,24 +243,26 @@ def _request(
     old: Mapping[str, JsonValue] | None,
     point: EnforcementPoint,
     backend: PolicyBackend,
-) -> tuple[AdmissionRequest, bool]:
-    """The request explained for one document, and whether it is expanded."""
+) -> tuple[AdmissionRequest, bool, JsonObject | None]:
+    """The request explained for one document, whether it is expanded, and the AdmissionReview the webhook
+    receives (None at the other points)."""
     from celkeeper.review import admission_review_for, parse_admission_review, request_for_object
 
     try:
         if is_admission_review(document):
             if point is EnforcementPoint.CLI:
                 request, expand = backend.request(document)
-                return request, expand
-            return parse_admission_review(as_v1_review(checked_request(document))), True
+                return request, expand, None
+            v1 = as_v1_review(checked_request(document))
+            return parse_admission_review(v1), True, v1
         if not isinstance(document.data, dict):
             raise CelkeeperError("not an object")
         if point is not EnforcementPoint.WEBHOOK:
-            return request_for_object(document.data), True
+            return request_for_object(document.data), True, None
         review = admission_review_for(
             document.data, operation=args.operation, old_object=old, namespace=_namespace(args, document.data)
         )
-        return parse_admission_review(review), True
+        return parse_admission_review(review), True, review
     except CelkeeperError as err:
         raise err.at(file=document.file, document=document.index) from err.__cause__
 

@@ -120,6 +120,8 @@ class MutationResult:
     object: JsonObject | None
     error: str
     iterations: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # explained: what each mutator did (native mutation/explain.go Trace), when the object reached them
+    trace: JsonObject | None = None
 
     @property
     def allowed(self) -> bool:
@@ -204,6 +206,7 @@ class MutatorSet:
             iterations=tuple(
                 (it["iteration"], tuple(it["mutators"])) for it in reply.get("iterations") or ()
             ),
+            trace=reply.get("trace"),
         )
 
     def mutate_object(

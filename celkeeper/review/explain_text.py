@@ -23,7 +23,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from celkeeper.documents import Document
 from celkeeper.errors import Location
+from celkeeper.mutation import MutatorSet
 from celkeeper.review.explain import (
     NOT_SELECTED,
     PASSED,
@@ -35,6 +37,7 @@ from celkeeper.review.explain import (
     PartExplanation,
     jsonable,
 )
+from celkeeper.review.mutate import Mutation
 
 VALUE_WIDTH = 100
 EXPRESSION_WIDTH = 100
@@ -153,3 +156,61 @@ def _short(location: Location) -> str:
         return ""
     short = Location(file=location.file.rsplit("/", 1)[-1], line=location.line, column=location.column)
     return _where(short)
+
+
+def render_mutation(mutation: Mutation, mutators: MutatorSet, what: str) -> str:
+    """What Gatekeeper's mutators did to one object (an explained review.mutate), for people:
+
+    Mutation of Pod shop/web (Gatekeeper's mutation webhook): mutated in 1 pass
+      Assign//pull-always:1      pass 1: add /spec/containers/0/imagePullPolicy "Always"
+      AssignMetadata//owner:1    not matched: spec.match.namespaceSelector {...}
+    """
+    trace = mutation.trace
+    if mutation.error:
+        verdict = f"REFUSED: {mutation.error}"
+    elif trace is None:
+        verdict = (
+            f"not mutated ({mutation.response.get('status', {}).get('message', 'not sent to the mutators')})"
+        )
+    elif mutation.mutated:
+        changes = [c for m in trace["mutators"] for c in m.get("changes") or ()]
+        verdict = f"mutated: {len(changes)} change(s) in {len({c['pass'] for c in changes})} pass(es)"
+    else:
+        verdict = "not mutated"
+    lines = [f"Mutation of {what} (Gatekeeper's mutation webhook): {verdict}"]
+    documents = {(m.kind, m.name): m.document for m in mutators.mutators}
+    for entry in (trace or {}).get("mutators") or ():
+        title = f"  {entry['mutator']}"
+        key = (entry["id"]["kind"], entry["id"]["name"])
+        if entry.get("conflict"):
+            lines.append(f"{title}  not applied: its schema conflicts with another mutator's")
+        elif entry.get("matchError"):
+            lines.append(f"{title}  match failed: {entry['matchError']}")
+        elif not entry.get("matched"):
+            spec = _spec(documents.get(key))
+            written = [
+                f"spec.applyTo {_value(spec.get('applyTo'))}"
+                if name == "applyTo"
+                else f"spec.match.{name} {_value((spec.get('match') or {}).get(name))}"
+                for name in entry.get("notMatched") or ()
+            ]
+            lines.append(f"{title}  not matched: {'; '.join(written) or 'its criteria'}")
+        elif not entry.get("changes"):
+            lines.append(
+                f"{title}  matched; changed nothing (the value is there, or its pathTests do not hold)"
+            )
+        for change in entry.get("changes") or ():
+            for op in change["patch"] or ({"op": "none", "path": ""},):
+                value = f" {_value(op['value'])}" if "value" in op else ""
+                lines.append(f"{title}  pass {change['pass']}: {op['op']} {op['path']}{value}")
+        if entry.get("error"):
+            lines.append(f"{title}  FAILED: {entry['error']}")
+    if trace is not None and not trace.get("converged"):
+        lines.append(f"  did not converge in {trace['passes']} passes")
+    return "\n".join(lines) + "\n"
+
+
+def _spec(document: Document | None) -> dict[str, Any]:
+    data = document.data if document is not None else None
+    spec = data.get("spec") if isinstance(data, dict) else None
+    return spec if isinstance(spec, dict) else {}

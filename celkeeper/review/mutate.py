@@ -37,7 +37,8 @@ class Mutation:
     mutated); `patch` the JSONPatch as operations; `object` the object as the API server stores it after
     applying the patch (the request's object when nothing changed, None without one); `error` Gatekeeper's
     error (its webhook then answers not allowed, code 500); `applied` the mutators that changed the object
-    in each iteration (explained requests only)."""
+    in each iteration and `trace` what each mutator did (explained requests only: the native library's
+    mutation trace, rendered by review.explain_text.render_mutation)."""
 
     uid: str
     response: JsonObject
@@ -46,6 +47,7 @@ class Mutation:
     object: JsonObject | None
     error: str
     applied: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    trace: JsonObject | None = None
 
     @property
     def allowed(self) -> bool:
@@ -86,6 +88,7 @@ def mutate(
         object=obj if isinstance(obj, dict) else None,
         error=result.error,
         applied=result.iterations,
+        trace=result.trace,
     )
 
 

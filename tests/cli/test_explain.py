@@ -202,3 +202,47 @@ def test_objects_are_read_as_kubectl_reads_them(cli, tmp_path: Path) -> None:
     assert old.code == 0, old.out + old.err  # the template lets updates through: --old was read
     tested = cli("test", "-f", str(policies), "-f", str(manifest))
     assert tested.code == 1 and "privileged containers are not allowed: app" in tested.out, tested.err
+
+
+def test_mutators_run_first_and_the_mutated_object_is_validated(cli, tmp_path: Path) -> None:
+    """The API server calls mutating webhooks before validating ones: explain mutates a CREATE with the
+    mutators among the policies (saying which matched, what each changed, why the others did not), then
+    validates the mutated object."""
+    import yaml
+
+    from tests.support.native import require_celgo
+    from tests.support.policydocs import constraint_data, template_data
+
+    require_celgo()
+    suite = Path(__file__).resolve().parents[1] / "e2e" / "gator" / "suites" / "mutation"
+    template = template_data(
+        "K8sPullAlways",
+        [
+            {
+                "expression": "object.spec.containers.all(c, c.?imagePullPolicy.orValue('') == 'Always')",
+                "message": "imagePullPolicy must be Always",
+            }
+        ],
+    )
+    constraint = constraint_data(
+        "K8sPullAlways", "pull-always", match={"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}]}
+    )
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump_all([template, constraint]))
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\n"
+        "spec: {containers: [{name: web, image: nginx}]}\n"
+    )
+    without = cli("explain", "-f", str(pod), str(tmp_path / "policy.yaml"))
+    assert without.code == 1 and "Mutation of" not in without.out
+    policies = [str(tmp_path / "policy.yaml"), str(suite / "mutators.yaml"), str(suite / "namespace.yaml")]
+    run = cli("explain", "-f", str(pod), *policies)
+    assert run.code == 0, run.out + run.err
+    lines = run.out.splitlines()
+    assert lines[0].startswith("Mutation of Pod shop/web (Gatekeeper's mutation webhook): mutated")
+    assert '  Assign//pull-always:1  pass 1: add /spec/containers/0/imagePullPolicy "Always"' in lines
+    assert any(line.startswith("  AssignImage//mirror:1  not matched: spec.applyTo") for line in lines)
+    assert "Pod shop/web (CREATE at validation.gatekeeper.sh): allowed" in lines
+    as_json = json.loads(cli("explain", "-f", str(pod), *policies, "-o", "json").out)
+    traced = {m["id"]["name"]: m for m in as_json[0]["mutation"]["trace"]["mutators"]}
+    assert traced["mirror"]["notMatched"] == ["applyTo"] and traced["pull-always"]["matched"]

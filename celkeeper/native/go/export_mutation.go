@@ -7,6 +7,7 @@ package main
 import "C"
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,7 +72,8 @@ func mutation_upsert(h C.longlong, doc *C.char, n C.int, out **C.char, outn *C.i
 	if s != nil {
 		load = s.Load
 	}
-	m, err := load(bytesOf(doc, n))
+	raw := bytes.Clone(bytesOf(doc, n)) // kept by the set: bytesOf aliases the caller's buffer
+	m, err := load(raw)
 	if err != nil {
 		var refused *mutation.Refused
 		if errors.As(err, &refused) {
@@ -83,7 +85,7 @@ func mutation_upsert(h C.longlong, doc *C.char, n C.int, out **C.char, outn *C.i
 	}
 	r := upsertReply{ID: &mutation.ID{Kind: m.ID().Kind, Name: m.ID().Name}, Mutator: m.String()}
 	if s != nil {
-		if err := s.Upsert(m); err != nil {
+		if err := s.UpsertDocument(m, raw); err != nil {
 			r.Conflict = err.Error()
 		}
 	}

@@ -49,14 +49,15 @@ type System struct {
 	excluder *process.Excluder
 	opts     Options
 
-	mu       sync.Mutex          // the mutators' own records (System has its own lock)
-	mutators map[types.ID]string // id -> the mutator's String() (Kind/namespace/name:generation)
-	nextUUID func() uuid.UUID    // the mutation id of the next Mutate call (set under callMu)
+	mu       sync.Mutex                 // the mutators' own records (System has its own lock)
+	mutators map[types.ID]string        // id -> the mutator's String() (Kind/namespace/name:generation)
+	loaded   map[types.ID]loadedMutator // id -> the mutator and its document (explain's trace)
+	nextUUID func() uuid.UUID           // the mutation id of the next Mutate call (set under callMu)
 }
 
 // NewSystem is an empty set of mutators.
 func NewSystem(opts Options) *System {
-	s := &System{opts: opts, mutators: map[types.ID]string{}, nextUUID: uuid.New}
+	s := &System{opts: opts, mutators: map[types.ID]string{}, loaded: map[types.ID]loadedMutator{}, nextUUID: uuid.New}
 	s.gk = gkmutation.NewSystem(gkmutation.SystemOpts{NewUUID: func() uuid.UUID { return s.nextUUID() }})
 	s.excluder = process.New()
 	s.excluder.Add(opts.Exclusions)
@@ -67,11 +68,17 @@ func NewSystem(opts Options) *System {
 // Gatekeeper words it (schema.ErrConflictingSchema): the mutator is kept, and neither it nor the
 // mutators it conflicts with is applied until the conflict is gone, as in Gatekeeper.
 func (s *System) Upsert(m types.Mutator) error {
+	return s.UpsertDocument(m, nil)
+}
+
+// UpsertDocument is Upsert, keeping the mutator's document (JSON) for explain's trace of its criteria.
+func (s *System) UpsertDocument(m types.Mutator, doc []byte) error {
 	err := s.gk.Upsert(m)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil || isConflict(err) {
 		s.mutators[m.ID()] = m.String()
+		s.loaded[m.ID()] = loadedMutator{mutator: m, doc: doc}
 	}
 	return err
 }
@@ -80,6 +87,7 @@ func (s *System) Upsert(m types.Mutator) error {
 func (s *System) Remove(id types.ID) error {
 	s.mu.Lock()
 	delete(s.mutators, id)
+	delete(s.loaded, id)
 	s.mu.Unlock()
 	return s.gk.Remove(id)
 }

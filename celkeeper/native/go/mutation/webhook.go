@@ -53,6 +53,8 @@ type Result struct {
 	// Iterations, when explained: the mutators that changed the object in each iteration that did (as
 	// Gatekeeper logs them with --log-mutations), "iteration_0" first.
 	Iterations []Iteration `json:"iterations,omitempty"`
+	// Trace, when explained and the object went to the mutators: what each mutator did (explain.go).
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // Iteration is one pass over the mutators that changed the object.
@@ -191,6 +193,11 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 		Username:  req.UserInfo.Username,
 		Source:    mutationtypes.SourceTypeOriginal,
 		Operation: req.Operation,
+	}
+	if in.Explain {
+		traced := *mutable
+		traced.Object = obj.DeepCopy()
+		out.Trace = s.trace(&traced)
 	}
 	mutated, err := s.gk.Mutate(ctx, mutable)
 	if err != nil {

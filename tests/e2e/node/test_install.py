@@ -161,6 +161,70 @@ def audited_since(node: NodeCluster, since: datetime, *names: str) -> list[dict[
     return None
 
 
+def test_a_deployment_s_pods_are_mutated_before_they_are_validated(
+    node_cluster: NodeCluster, installed: int, node_namespace: str
+) -> None:
+    """Gatekeeper's mutators through the installed MutatingWebhookConfiguration on a real node: the
+    ReplicaSet controller's Pods of a Deployment whose template runs privileged are mutated (privileged
+    set false, a label added) before the validating webhook sees them, so the example policy admits them
+    and they run; without the mutator they are denied."""
+    del installed
+    mutators = [
+        {
+            "apiVersion": "mutations.gatekeeper.sh/v1",
+            "kind": "Assign",
+            "metadata": {"name": f"unprivileged-{node_namespace[-6:]}"},
+            "spec": {
+                "applyTo": [{"groups": [""], "versions": ["v1"], "kinds": ["Pod"]}],
+                "match": {"namespaces": [node_namespace]},
+                "location": "spec.containers[name:*].securityContext.privileged",
+                "parameters": {"assign": {"value": False}},
+            },
+        },
+        {
+            "apiVersion": "mutations.gatekeeper.sh/v1",
+            "kind": "AssignMetadata",
+            "metadata": {"name": f"label-{node_namespace[-6:]}"},
+            "spec": {
+                "match": {"namespaces": [node_namespace]},
+                "location": "metadata.labels.mutated-by",
+                "parameters": {"assign": {"value": "celkeeper"}},
+            },
+        },
+    ]
+    template = install.privileged_pod("web", node_namespace)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": node_namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": template["spec"]},
+        },
+    }
+    assert install.create(node_cluster, template).returncode != 0  # privileged: denied without mutators
+    node_cluster.kubectl("apply", "-f", "-", input={"apiVersion": "v1", "kind": "List", "items": mutators})
+    try:
+        wait_for(
+            lambda: install.create(node_cluster, template, "--dry-run=server").returncode == 0,
+            timeout=60,
+            interval=1,
+            what="the mutators served by every pod",
+        )
+        node_cluster.kubectl("apply", "-f", "-", input=deployment)
+        node_cluster.kubectl(
+            "rollout", "status", "deployment/web", "-n", node_namespace, "--timeout=120s", timeout=130
+        )
+        pods = node_cluster.kubectl_json("get", "pods", "-n", node_namespace, "-l", "app=web")["items"]
+        assert len(pods) == 1
+        assert pods[0]["metadata"]["labels"]["mutated-by"] == "celkeeper"
+        assert pods[0]["spec"]["containers"][0]["securityContext"]["privileged"] is False
+    finally:
+        for mutator in mutators:
+            node_cluster.kubectl("delete", mutator["kind"].lower(), mutator["metadata"]["name"], check=False)
+
+
 def test_the_audit_deployment_reports_violations_of_existing_objects(
     node_cluster: NodeCluster, installed: int, node_namespace: str
 ) -> None:

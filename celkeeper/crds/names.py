@@ -44,6 +44,7 @@ GATEKEEPER_CONSTRAINTS_GROUP = "constraints.gatekeeper.sh"
 TEMPLATE_KIND = "ConstraintTemplate"
 TEMPLATE_POD_STATUS_KIND = "ConstraintTemplatePodStatus"
 CONSTRAINT_POD_STATUS_KIND = "ConstraintPodStatus"
+MUTATOR_POD_STATUS_KIND = "MutatorPodStatus"  # what a pod has loaded of one of Gatekeeper's mutators
 SYNC_POD_STATUS_KIND = "SyncPodStatus"
 
 # `kubectl get constraints` lists every constraint kind through these categories (as Gatekeeper)
@@ -62,6 +63,8 @@ POD_LABEL = "internal.celkeeper.io/pod"
 TEMPLATE_NAME_LABEL = "internal.celkeeper.io/constrainttemplate-name"
 CONSTRAINT_NAME_LABEL = "internal.celkeeper.io/constraint-name"
 CONSTRAINT_KIND_LABEL = "internal.celkeeper.io/constraint-kind"
+MUTATOR_NAME_LABEL = "internal.celkeeper.io/mutator-name"
+MUTATOR_KIND_LABEL = "internal.celkeeper.io/mutator-kind"
 
 # --- names ---------------------------------------------------------------------------------------
 
@@ -137,6 +140,12 @@ def constraint_pod_status_name(pod: str, kind: str, constraint: str) -> str:
     return _checked_status_name(pack_name(pod, kind.lower(), constraint))
 
 
+def mutator_pod_status_name(pod: str, kind: str, mutator: str) -> str:
+    """Name of the MutatorPodStatus that pod `pod` writes for mutator `mutator` of kind `kind` (Gatekeeper's
+    KeyForMutatorID: pod, lower-cased kind and name, dash-packed)."""
+    return _checked_status_name(pack_name(pod, kind.lower(), mutator))
+
+
 def sync_pod_status_name(pod: str) -> str:
     """Name of the SyncPodStatus that pod `pod` writes (one per pod): the pod's name."""
     return _checked_status_name(pod)
@@ -154,3 +163,7 @@ def constraint_pod_status_labels(pod: str, kind: str, constraint: str) -> dict[s
         TEMPLATE_NAME_LABEL: kind.lower(),
         POD_LABEL: pod,
     }
+
+
+def mutator_pod_status_labels(pod: str, kind: str, mutator: str) -> dict[str, str]:
+    return {MUTATOR_NAME_LABEL: mutator, MUTATOR_KIND_LABEL: kind, POD_LABEL: pod}

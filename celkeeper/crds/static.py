@@ -312,6 +312,45 @@ def constraint_pod_status_crd() -> Manifest:
     )
 
 
+def mutator_pod_status_crd() -> Manifest:
+    """The CRD of MutatorPodStatus: what one pod has loaded of one of Gatekeeper's mutators (namespaced;
+    Gatekeeper's status.gatekeeper.sh MutatorPodStatus, in celkeeper's status group)."""
+    status = obj(
+        {
+            **_pod_status_common(),
+            "errors": array(
+                obj(
+                    {
+                        "type": string("The class of error (Gatekeeper's: ErrConflictingSchema), if any."),
+                        "message": string("What is wrong, one line."),
+                    },
+                    "An error met adding the mutator (Gatekeeper's MutatorError).",
+                    required=["message"],
+                ),
+                "Errors the pod met loading the mutator.",
+            ),
+            "mutatorUID": string("The UID of the mutator, to notice a mutator deleted and recreated."),
+            "enforced": boolean("The pod's workers apply this generation of the mutator."),
+            "expectedPods": int64("How many pods this pod was told to expect (--expected-pods)."),
+        },
+        "What the pod has loaded of the mutator.",
+    )
+    schema = root({"status": status}, "What one celkeeper pod has loaded of one of Gatekeeper's mutators.")
+    columns = [
+        *_POD_COLUMNS,
+        printer_column("Enforced", "boolean", ".status.enforced", "The pod applies it."),
+        AGE_COLUMN,
+    ]
+    return crd(
+        names.STATUS_GROUP,
+        names.MUTATOR_POD_STATUS_KIND,
+        "mutatorpodstatuses",
+        "Namespaced",
+        [version(names.STATUS_VERSION, schema, storage=True, columns=columns)],
+        labels={names.SYSTEM_LABEL: "yes"},
+    )
+
+
 # --- synced data -----------------------------------------------------------------------------------
 
 
@@ -400,6 +439,7 @@ STATIC_CRDS = {
     "constrainttemplate-customresourcedefinition.yaml": constraint_template_crd,
     "constrainttemplatepodstatus-customresourcedefinition.yaml": constraint_template_pod_status_crd,
     "constraintpodstatus-customresourcedefinition.yaml": constraint_pod_status_crd,
+    "mutatorpodstatus-customresourcedefinition.yaml": mutator_pod_status_crd,
     "syncset-customresourcedefinition.yaml": sync_set_crd,
     "syncpodstatus-customresourcedefinition.yaml": sync_pod_status_crd,
 }

@@ -6,6 +6,11 @@ object they describe:
 
     template.status   = {created: <its constraint CRD exists>, byPod: [{id, observedGeneration, ...}]}
     constraint.status = {byPod: [{id, enforced, observedGeneration, ...}], enforced: <bool>}
+    mutator.status    = {byPod: [{id, mutatorUID, operations, enforced, errors, observedGeneration}]}
+
+A mutator's byPod entries are Gatekeeper's MutatorPodStatusStatus, exactly the fields its CRD's schema
+keeps (its status has no `enforced` of its own: "enforced by all N pods" is read from the entries, as
+`celkeeper` and `kubectl get mutatorpodstatuses` show them).
 
 Only pod statuses of the object's current uid count (a template deleted and made again starts afresh).
 A constraint is enforced when at least N pods report that they enforce its current generation, N
@@ -29,11 +34,13 @@ from typing import Any
 from celkeeper.crds import names
 from celkeeper.incluster.resources import (
     CONSTRAINT_CRDS,
+    MUTATORS,
     TEMPLATES,
     ConstraintKinds,
     constraint_kinds,
     constraint_pod_statuses,
     constraints,
+    mutator_pod_statuses,
     template_pod_statuses,
 )
 from celkeeper.kube.client import ApiError, Client
@@ -97,6 +104,31 @@ def constraint_status(
     return {"byPod": _by_id(entries), "enforced": current >= max(1, needed)}
 
 
+def mutator_status(mutator: Mapping[str, Any], pod_statuses: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The byPod of a mutator's status: Gatekeeper's MutatorPodStatusStatus of every pod reporting its current
+    uid (`enforced` and `errors` left out when false or empty, as Gatekeeper's omitempty does)."""
+    kind, name, uid = str(mutator.get("kind")), name_of(mutator), uid_of(mutator)
+    entries = []
+    for ps in pod_statuses:
+        labels = labels_of(ps)
+        if labels.get(names.MUTATOR_KIND_LABEL) != kind or labels.get(names.MUTATOR_NAME_LABEL) != name:
+            continue
+        status = _status(ps)
+        if status.get("mutatorUID") != uid:
+            continue
+        entry = {
+            k: copy.deepcopy(status[k])
+            for k in ("id", "mutatorUID", "operations", "observedGeneration")
+            if k in status
+        }
+        if status.get("enforced") is True:
+            entry["enforced"] = True
+        if status.get("errors"):
+            entry["errors"] = copy.deepcopy(status["errors"])
+        entries.append(entry)
+    return {"byPod": _by_id(entries)}
+
+
 def needs_write(obj: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
     stored = _status(obj)
     return any(stored.get(k) != v for k, v in ours.items())
@@ -127,6 +159,7 @@ class StatusAggregator:
         self.expected_pods = max(1, expected_pods)
         self.template_statuses = template_pod_statuses(namespace)
         self.constraint_statuses = constraint_pod_statuses(namespace)
+        self.mutator_statuses = mutator_pod_statuses(namespace)
         self.dirty = True
         self.writes = 0
         self._kinds = ConstraintKinds()
@@ -134,15 +167,19 @@ class StatusAggregator:
     def _base(self) -> set[Resource]:
         return {TEMPLATES, CONSTRAINT_CRDS, self.template_statuses, self.constraint_statuses}
 
+    def _mutation(self) -> set[Resource]:
+        """What mutators' status needs (written only where their CRDs and the MutatorPodStatus CRD are)."""
+        return {self.mutator_statuses, *MUTATORS}
+
     def register(self) -> None:
-        self.manager.register(REGISTRAR, self.handle, self._base())
+        self.manager.register(REGISTRAR, self.handle, self._base() | self._mutation())
 
     def handle(self, event: Event) -> None:
         self.dirty = True
         if event.resource == TEMPLATES and self._kinds.update(
             event.type, event.object, lambda: self.manager.objects(TEMPLATES)
         ):
-            self.manager.set_intent(REGISTRAR, self._base() | self._kinds.resources())
+            self.manager.set_intent(REGISTRAR, self._base() | self._mutation() | self._kinds.resources())
         if self.on_change is not None:
             self.on_change()
 
@@ -165,8 +202,17 @@ class StatusAggregator:
                 continue
             for constraint in self.manager.objects(resource):
                 self._apply(resource, constraint, self._constraint_status(constraint_ps), failed)
+        if self._usable(self.mutator_statuses):
+            mutator_ps = self.manager.objects(self.mutator_statuses)
+            for resource in MUTATORS:
+                if self._usable(resource):
+                    for mutator in self.manager.objects(resource):
+                        self._apply(resource, mutator, lambda m: mutator_status(m, mutator_ps), failed)
         if failed:
             raise ApiError(0, "Partial", "; ".join(failed[:5]))
+
+    def _usable(self, resource: Resource) -> bool:
+        return self.manager.synced(resource) and not self.manager.missing(resource)
 
     @staticmethod
     def _template_status(pod_statuses: list[Mapping[str, Any]], created: bool) -> Compute:

@@ -32,7 +32,7 @@ from celkeeper.incluster.podstatus import (
     pod_status,
     pod_status_current,
 )
-from celkeeper.incluster.resources import constraint_pod_statuses, template_pod_statuses
+from celkeeper.incluster.resources import constraint_pod_statuses, mutator_pod_statuses, template_pod_statuses
 from celkeeper.kube import (
     SYNCED,
     ApiError,
@@ -70,6 +70,8 @@ class PodStatusReporter:
         self.pod = pod
         self.board = board
         self.resources = (template_pod_statuses(pod.namespace), constraint_pod_statuses(pod.namespace))
+        # written when its CRD is installed (an install from before it still gets the others)
+        self.mutator_statuses = mutator_pod_statuses(pod.namespace)
         self.tracker = ObservationTracker()
         self.effective_synced = False
         self.dirty = True
@@ -80,7 +82,7 @@ class PodStatusReporter:
         self._warned: set[str] = set()
 
     def register(self) -> None:
-        self.manager.register(REGISTRAR, self.handle, set(self.resources))
+        self.manager.register(REGISTRAR, self.handle, {*self.resources, self.mutator_statuses})
 
     def handle(self, event: Event) -> None:
         if event.type == SYNCED or labels_of(event.object).get(names.POD_LABEL) == self.pod.name:
@@ -158,8 +160,19 @@ class PodStatusReporter:
             )
             return
         self._check_owner()
+        writable = set(self.resources)
+        if self.manager.synced(self.mutator_statuses) and not self.manager.missing(self.mutator_statuses):
+            writable.add(self.mutator_statuses)
+        elif any(o.mutator for o, _ in self.tracker.current.values()):
+            self._warn_once(
+                "mutator-crd",
+                "the MutatorPodStatus CRD (%s) is not installed: mutators get no per-pod status",
+                self.mutator_statuses,
+            )
         desired: dict[tuple[Resource, str], dict[str, Any]] = {}
         for observation, snapshot_generation in self.tracker.current.values():
+            if observation.mutator and self.mutator_statuses not in writable:
+                continue
             try:
                 vap = self.vap_status(observation) if self.vap_status is not None else None
                 resource, obj = pod_status(self.pod, observation, snapshot_generation, vap)
@@ -174,7 +187,7 @@ class PodStatusReporter:
                 continue
             desired[(resource, obj["metadata"]["name"])] = obj
         stored: dict[tuple[Resource, str], Mapping[str, Any]] = {}
-        for resource in self.resources:
+        for resource in writable:
             for found in self.manager.objects(resource):
                 if labels_of(found).get(names.POD_LABEL) == self.pod.name:
                     stored[(resource, name_of(found))] = found

@@ -4,10 +4,13 @@
     tracker.advance(generation, observations)                    # keeps snapshotGeneration stable
     template_pod_status(pod, observation, snapshot_generation)    # the ConstraintTemplatePodStatus
     constraint_pod_status(pod, observation, snapshot_generation)  # the ConstraintPodStatus
+    mutator_pod_status(pod, observation, snapshot_generation)     # the MutatorPodStatus
 
 An Observation says, for one object of one snapshot: its uid and generation, the errors loading it
 met (one line each, with the field path and line:col inside the CEL expression), and whether the
-pod enforces it (a constraint that made it into the policy set; a template that compiled into one).
+pod enforces it (a constraint that made it into the policy set; a template that compiled into one; a
+mutator Gatekeeper's System holds and applies: not refused, not in a schema conflict, as Gatekeeper's
+mutator controller sets its MutatorPodStatus).
 
 celkeeper's (celkeeper.incluster): the status objects of celkeeper's CRDs (pure; written by
 celkeeper.incluster.podreporter).
@@ -23,8 +26,13 @@ from typing import TYPE_CHECKING, Any
 from celkeeper.cel.inventory import Gvk, describe, unmet
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError, ConstraintError, DocumentError, TemplateError, TemplateWarning
-from celkeeper.incluster.objects import CONSTRAINT_ITEM_PREFIX, TEMPLATE_ITEM_PREFIX, item_name
-from celkeeper.incluster.resources import constraint_pod_statuses, template_pod_statuses
+from celkeeper.incluster.objects import (
+    CONSTRAINT_ITEM_PREFIX,
+    MUTATOR_ITEM_PREFIX,
+    TEMPLATE_ITEM_PREFIX,
+    item_name,
+)
+from celkeeper.incluster.resources import constraint_pod_statuses, mutator_pod_statuses, template_pod_statuses
 from celkeeper.kube.resources import Resource
 
 if TYPE_CHECKING:
@@ -35,6 +43,8 @@ _AT_IN_EXPRESSION = re.compile(r" \(at (\d+):(\d+) in the expression\)$")
 _OBJECT_PREFIX = re.compile(r"^(?:template [^:\s]+|constraint [^:\s]+/[^:\s]+): ")
 MAX_ERRORS = 20  # per object: a status object stays small whatever is wrong with the template
 DATA_NOT_SYNCED = "data_not_synced"  # the code of the error of objects whose synced data is missing
+#: Gatekeeper's type of a mutator's schema conflict (pkg/mutation/schema ErrConflictingSchemaType)
+CONFLICTING_SCHEMA = "ErrConflictingSchema"
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,7 @@ class Observation:
     generation: int
     enforced: bool
     errors: tuple[StatusError, ...] = ()
+    mutator: bool = False  # one of Gatekeeper's mutators (kind Assign, AssignMetadata, ...)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -126,6 +137,10 @@ def observe(
             )
     found: dict[ObservationKey, Observation] = {}
     for item, obj in objects.items():
+        if item_name(obj) == item and item.startswith(MUTATOR_ITEM_PREFIX):
+            observation = _mutator(obj, policies, by_item.get(item, ()))
+            found[(MUTATOR_KEY, f"{observation.kind}/{observation.name}")] = observation
+            continue
         if item_name(obj) != item or not item.startswith((TEMPLATE_ITEM_PREFIX, CONSTRAINT_ITEM_PREFIX)):
             continue  # ExpansionTemplates have no per-pod status (Gatekeeper's ExpansionTemplatePodStatus)
         meta = obj.get("metadata") or {}
@@ -149,6 +164,44 @@ def observe(
             errors=problems,
         )
     return found
+
+
+#: the first part of a mutator's observation key (kinds of constraints and mutators may coincide)
+MUTATOR_KEY = "mutations.gatekeeper.sh"
+
+
+def _mutator(
+    obj: Mapping[str, Any], policies: PolicySet | None, problems: Iterable[StatusError]
+) -> Observation:
+    """A mutator as Gatekeeper's mutator controller reports it: enforced when its System holds it without
+    a schema conflict; its error (Gatekeeper keeps one: the conflict, else the refusal) otherwise."""
+    meta = obj.get("metadata") or {}
+    kind, name = str(obj.get("kind")), str(meta.get("name"))
+    generation = meta.get("generation")
+    loaded = (
+        next((m for m in policies.mutators.mutators if (m.kind, m.name) == (kind, name)), None)
+        if policies is not None
+        else None
+    )
+    errors: tuple[StatusError, ...]
+    if loaded is not None and loaded.conflicts:
+        errors = (StatusError(CONFLICTING_SCHEMA, loaded.conflict_error or "conflicting schemas"),)
+    elif loaded is None:
+        first = next(iter(problems), None)
+        if policies is None:
+            first = StatusError("error", "the policies of this snapshot could not be built")
+        errors = (first if first is not None else StatusError("error", "not loaded"),)
+    else:
+        errors = ()
+    return Observation(
+        kind=kind,
+        name=name,
+        uid=str(meta.get("uid") or ""),
+        generation=generation if isinstance(generation, int) else 0,
+        enforced=loaded is not None and not loaded.conflicts,
+        errors=errors,
+        mutator=True,
+    )
 
 
 class ObservationTracker:
@@ -245,11 +298,44 @@ def constraint_pod_status(
     }
 
 
+def mutator_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) -> dict[str, Any]:
+    """The MutatorPodStatus object: Gatekeeper's fields (id, mutatorUID, operations, enforced, errors as
+    {type, message}, observedGeneration) with celkeeper's snapshotGeneration and expectedPods. Raises
+    CelkeeperError when no valid name can be made."""
+    status: dict[str, Any] = {
+        "id": pod.name,
+        "operations": ["mutation-webhook"],
+        "observedGeneration": obs.generation,
+        "snapshotGeneration": snapshot_generation,
+        "mutatorUID": obs.uid,
+        "enforced": obs.enforced,
+    }
+    if obs.errors:
+        status["errors"] = [
+            {"type": e.code, "message": e.message} if e.code == CONFLICTING_SCHEMA else {"message": e.message}
+            for e in obs.errors
+        ]
+    if pod.expected_pods is not None:
+        status["expectedPods"] = pod.expected_pods
+    return {
+        "apiVersion": names.STATUS_API_VERSION,
+        "kind": names.MUTATOR_POD_STATUS_KIND,
+        "metadata": _metadata(
+            pod,
+            names.mutator_pod_status_name(pod.name, obs.kind, obs.name),
+            names.mutator_pod_status_labels(pod.name, obs.kind, obs.name),
+        ),
+        "status": status,
+    }
+
+
 def pod_status(
     pod: Pod, obs: Observation, snapshot_generation: int, vap: Mapping[str, Any] | None = None
 ) -> tuple[Resource, dict[str, Any]]:
     """The status object for an observation, and the collection it goes to (`vap`: the state of its
     generated ValidatingAdmissionPolicy or binding)."""
+    if obs.mutator:
+        return mutator_pod_statuses(pod.namespace), mutator_pod_status(pod, obs, snapshot_generation)
     if obs.is_template:
         return template_pod_statuses(pod.namespace), template_pod_status(pod, obs, snapshot_generation, vap)
     return constraint_pod_statuses(pod.namespace), constraint_pod_status(pod, obs, snapshot_generation, vap)

@@ -46,6 +46,10 @@ def constraint_pod_statuses(namespace: str) -> Resource:
     return _pod_statuses("constraintpodstatuses", names.CONSTRAINT_POD_STATUS_KIND, namespace)
 
 
+def mutator_pod_statuses(namespace: str) -> Resource:
+    return _pod_statuses("mutatorpodstatuses", names.MUTATOR_POD_STATUS_KIND, namespace)
+
+
 def sync_pod_statuses(namespace: str) -> Resource:
     return _pod_statuses("syncpodstatuses", names.SYNC_POD_STATUS_KIND, namespace)
 

@@ -78,6 +78,7 @@ class Mutator:
     text: str
     conflicts: tuple[tuple[str, str], ...] = ()
     document: Document | None = field(default=None, compare=False, repr=False)
+    conflict_error: str = ""  # Gatekeeper's error for the conflict (ErrConflictingSchema), when in one
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,7 @@ def build_mutator_set(
         key = (status["id"]["kind"], status["id"]["name"])
         text, doc = loaded[key]
         conflicts = tuple((c["kind"], c["name"]) for c in status.get("conflicts") or ())
-        mutators.append(Mutator(key[0], key[1], text, conflicts, doc))
+        mutators.append(Mutator(key[0], key[1], text, conflicts, doc, str(status.get("error") or "")))
         if status.get("error"):
             errors.append(
                 doc.error(

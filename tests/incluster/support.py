@@ -93,6 +93,7 @@ def install_crds(cluster: ControlPlane) -> None:
         "constrainttemplates.templates.celkeeper.io",
         "constrainttemplatepodstatuses.status.celkeeper.io",
         "constraintpodstatuses.status.celkeeper.io",
+        "mutatorpodstatuses.status.celkeeper.io",
     ):
         wait_established(cluster, name)
 

@@ -79,3 +79,34 @@ def test_pods_configured_differently_aggregate_alike() -> None:
     bare = [pod_entry("pod-a", "Agg", "c", "c-uid", 1), pod_entry("pod-b", "Agg", "c", "c-uid", 1)]
     assert constraint_status(constraint, bare, expected_pods=2)["enforced"] is True
     assert constraint_status(constraint, bare, expected_pods=3)["enforced"] is False
+
+
+def test_a_mutators_by_pod_is_gatekeepers_mutator_pod_status_of_its_current_uid() -> None:
+    from celkeeper.incluster.aggregate import mutator_status
+
+    mutator = {"kind": "Assign", "metadata": {"name": "pull", "uid": "u2"}}
+
+    def pod_status(pod: str, uid: str, **status: Any) -> dict[str, Any]:
+        labels = {
+            "internal.celkeeper.io/mutator-kind": "Assign",
+            "internal.celkeeper.io/mutator-name": "pull",
+            "internal.celkeeper.io/pod": pod,
+        }
+        common = {"id": pod, "mutatorUID": uid, "operations": ["mutation-webhook"], "observedGeneration": 1}
+        return {"metadata": {"labels": labels}, "status": {**common, "snapshotGeneration": 7, **status}}
+
+    found = mutator_status(
+        mutator,
+        [
+            pod_status("b", "u2", enforced=False, errors=[{"type": "ErrConflictingSchema", "message": "x"}]),
+            pod_status("a", "u2", enforced=True, expectedPods=2),
+            pod_status("c", "u1", enforced=True),  # the mutator before it was recreated
+        ],
+    )
+    common = {"mutatorUID": "u2", "operations": ["mutation-webhook"], "observedGeneration": 1}
+    assert found == {
+        "byPod": [
+            {"id": "a", **common, "enforced": True},
+            {"id": "b", **common, "errors": [{"type": "ErrConflictingSchema", "message": "x"}]},
+        ]
+    }

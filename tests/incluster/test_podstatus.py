@@ -91,3 +91,51 @@ def test_snapshot_generation_stays_while_an_object_does_not_change() -> None:
     tracker.advance(9, {a2.key: a2, b.key: b})
     assert tracker.current[a2.key] == (a2, 9)
     assert tracker.current[b.key] == (b, 6)
+
+
+def test_mutators_are_observed_as_gatekeepers_mutator_controller_reports_them() -> None:
+    from celkeeper.incluster.podstatus import CONFLICTING_SCHEMA, MUTATOR_KEY, Pod, mutator_pod_status
+    from tests.support.native import require_celgo
+
+    require_celgo()
+
+    def assign(name: str, location: str, value: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "mutations.gatekeeper.sh/v1",
+            "kind": "Assign",
+            "metadata": {"name": name, "uid": f"uid-{name}", "generation": 1},
+            "spec": {
+                "applyTo": [{"groups": [""], "versions": ["v1"], "kinds": ["Pod"]}],
+                "location": location,
+                "parameters": {"assign": {"value": value}},
+            },
+        }
+
+    objects = [
+        assign("fine", "spec.containers[name:*].imagePullPolicy", "Always"),
+        assign("refused", "metadata.labels.team", "x"),
+        assign("as-list", "spec.volumes[name:data].emptyDir", {}),
+        assign("as-map", "spec.volumes.data", "x"),
+    ]
+    by_item = {item_name(o) or "": o for o in objects}
+    docs = [Document.from_object(o, file=item_name(o) or "") for o in objects]
+    policies = build_policy_set(docs, TemplateCompiler(get_engine("cel-go")))
+    found = observe(by_item, policies, policies.errors)
+    fine, refused = found[(MUTATOR_KEY, "Assign/fine")], found[(MUTATOR_KEY, "Assign/refused")]
+    assert fine.enforced and not fine.errors and fine.uid == "uid-fine" and fine.mutator
+    assert not refused.enforced and "metadata" in refused.errors[0].message
+    for name in ("as-list", "as-map"):
+        conflicted = found[(MUTATOR_KEY, f"Assign/{name}")]
+        assert not conflicted.enforced and conflicted.errors[0].code == CONFLICTING_SCHEMA
+    status = mutator_pod_status(Pod("web-0", "celkeeper-system", expected_pods=3), refused, 9)
+    assert status["metadata"]["name"] == "web--0-assign-refused"
+    assert status["status"] == {
+        "id": "web-0",
+        "operations": ["mutation-webhook"],
+        "observedGeneration": 1,
+        "snapshotGeneration": 9,
+        "mutatorUID": "uid-refused",
+        "enforced": False,
+        "errors": [{"message": refused.errors[0].message}],
+        "expectedPods": 3,
+    }

@@ -96,6 +96,7 @@ class MutationRequest:
     no_namespace: bool = False
     mutation_id: str = ""
     explain: bool = False
+    response_only: bool = False  # the AdmissionResponse alone (a served request: no patch list, no object)
 
     def to_json(self) -> bytes:
         return orjson.dumps(
@@ -105,6 +106,7 @@ class MutationRequest:
                 "noNamespace": self.no_namespace,
                 "mutationID": self.mutation_id,
                 "explain": self.explain,
+                "responseOnly": self.response_only,
             }
         )
 

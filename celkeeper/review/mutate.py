@@ -62,9 +62,11 @@ def mutate(
     mutation_id: str = "",
     explain: bool = False,
     parsed: AdmissionRequest | None = None,
+    response_only: bool = False,
 ) -> Mutation:
     """Answer `review` as Gatekeeper's mutation webhook does with the policy set's mutators. `parsed`: the
-    review's request as parse_admission_review gave it, when the caller has it already."""
+    review's request as parse_admission_review gave it, when the caller has it already; `response_only`:
+    only `response` (and `mutated`, `error`) are wanted, as by the webhook: no patch list, no object."""
     if parsed is None:
         parsed = parse_admission_review(review)
     assert isinstance(review, Mapping)
@@ -76,8 +78,16 @@ def mutate(
         found = namespaces(parsed.namespace)
         namespace = dict(found) if found is not None else None
     result = mutators.mutate(
-        MutationRequest(request=request, namespace=namespace, mutation_id=mutation_id, explain=explain)
+        MutationRequest(
+            request=request,
+            namespace=namespace,
+            mutation_id=mutation_id,
+            explain=explain,
+            response_only=response_only,
+        )
     )
+    if response_only:
+        return Mutation(parsed.uid, result.response, result.mutated, (), None, result.error)
     original = request.get("object")
     obj = result.object if result.object is not None else original
     return Mutation(

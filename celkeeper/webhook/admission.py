@@ -298,7 +298,7 @@ class Admission:
         if loaded is None:
             return Answer(200, review_answer(uid, True)), "exempt"
         with self._limit():
-            mutation = mutate(doc, loaded.policies, loaded.namespace, parsed=request)
+            mutation = mutate(doc, loaded.policies, loaded.namespace, parsed=request, response_only=True)
         if mutation.error:
             log.info("not mutated (uid %s, %s): %s", uid, _describe(raw), mutation.error)
             return Answer(200, admission_review_response(mutation)), "error"

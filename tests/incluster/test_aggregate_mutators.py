@@ -63,7 +63,7 @@ def pods(setting: tuple[ControlPlane, str, Path], tmp_path: Path) -> Iterator[li
 
 
 def _mine(cluster: ControlPlane, namespace: str, name: str) -> dict[str, dict[str, Any]]:
-    found = pod_statuses(cluster, namespace, "mutatorpodstatuses")
+    found = pod_statuses(cluster, namespace, "mutatorpodstatuses.status.celkeeper.io")
     return {
         s["status"]["id"]: s["status"]
         for s in found

@@ -13,6 +13,7 @@ from celkeeper.native.locate import go_sources
 from tests.support.native import go, go_flags, patched, run_go
 
 CEL_GO = "github.com/google/cel-go"
+GATEKEEPER = "github.com/open-policy-agent/gatekeeper/v3"
 
 
 def test_each_copy_was_made_from_the_file_the_module_cache_holds() -> None:
@@ -61,3 +62,15 @@ def test_upstream_cel_go_still_needs_the_copy_of_runtimecost() -> None:
     )
     assert "ok" in out
     assert CEL_GO in patched().PATCHES
+
+
+def test_upstream_gatekeeper_still_compares_passes_with_go_cmp() -> None:
+    """Gatekeeper's mutation System, as go.mod requires it, compares each pass's object with go-cmp's
+    cmp.Equal (the copy compares with reflect.DeepEqual: same answer, without the difference report that
+    was half of a mutation's CPU). When upstream stops using cmp.Equal there, drop the copy. The copy's
+    answers are Gatekeeper's: tests/e2e/gatekeeper's differential runs it against Gatekeeper's manager."""
+    build = patched()
+    upstream = build.module_dir(GATEKEEPER, go()) / "pkg" / "mutation" / "system.go"
+    assert "cmp.Equal(old, mutable.Object)" in upstream.read_text()
+    copy = build.PATCHES_DIR / build.PATCHES[GATEKEEPER] / "pkg" / "mutation" / "system.go"
+    assert "reflect.DeepEqual(old, mutable.Object)" in copy.read_text()

@@ -184,7 +184,9 @@ class GatekeeperManager:
         seen: dict[str, Any] = {}
 
         def settled() -> bool:
-            done = self.cluster.kubectl("get", "mutatorpodstatuses", "-n", NAMESPACE, "-o", "json")
+            done = self.cluster.kubectl(
+                "get", "mutatorpodstatuses.status.gatekeeper.sh", "-n", NAMESPACE, "-o", "json"
+            )
             statuses = {}
             for item in json.loads(done.stdout)["items"]:
                 labels = item["metadata"].get("labels", {})

@@ -26,7 +26,7 @@ from pathlib import Path
 
 GO_DIR = Path(__file__).resolve().parent
 #: the dependencies' files celkeeper compiles its own copy of: module -> its folder under _patches
-PATCHES = {"github.com/google/cel-go": "cel-go"}
+PATCHES = {"github.com/google/cel-go": "cel-go", "github.com/open-policy-agent/gatekeeper/v3": "gatekeeper"}
 PATCHES_DIR = GO_DIR / "_patches"
 
 

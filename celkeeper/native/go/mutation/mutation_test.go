@@ -3,6 +3,7 @@ package mutation
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -331,5 +332,46 @@ spec:
 	}
 	if spec["containers"].([]any)[0].(map[string]any)["imagePullPolicy"] != "Always" {
 		t.Fatalf("not mutated: %v", obj)
+	}
+}
+
+// Served requests run concurrently (flagsMu's read lock), beside calls that need the flags changed or a
+// fixed mutation id (the write lock): every answer is the one a call alone gets (run with -race).
+func TestConcurrentCallsAnswerAsCallsAlone(t *testing.T) {
+	plain := mustLoad(t, pullAlways)
+	annotated := NewSystem(Options{Annotations: true})
+	for _, d := range strings.Split(pullAlways, "\n---\n") {
+		m, err := Load(yamlJSON(t, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = annotated.Upsert(m)
+	}
+	want := patchOf(t, plain.Mutate(podRequest(t, admissionv1.Create, pod)))
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				if g%4 == 3 { // another system's options: the flags change under the write lock
+					req := podRequest(t, admissionv1.Create, pod)
+					req.MutationID = "9b2c5f1e-3a4d-4e5f-8a6b-7c8d9e0f1a2b"
+					if r := annotated.Mutate(req); !strings.Contains(string(r.Object), "9b2c5f1e") {
+						errs <- "annotated call lost its mutation id"
+					}
+					continue
+				}
+				if got := patchOf(t, plain.Mutate(podRequest(t, admissionv1.Create, pod))); got != want {
+					errs <- got
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatalf("a concurrent call answered %s, want %s", e, want)
 	}
 }

@@ -52,7 +52,7 @@ type System struct {
 	mu       sync.Mutex                 // the mutators' own records (System has its own lock)
 	mutators map[types.ID]string        // id -> the mutator's String() (Kind/namespace/name:generation)
 	loaded   map[types.ID]loadedMutator // id -> the mutator and its document (explain's trace)
-	nextUUID func() uuid.UUID           // the mutation id of the next Mutate call (set under callMu)
+	nextUUID func() uuid.UUID           // the mutation id Gatekeeper's System draws (set under flagsMu)
 }
 
 // NewSystem is an empty set of mutators.

@@ -36,6 +36,9 @@ type Request struct {
 	MutationID string `json:"mutationID"`
 	// Explain: also say which mutators applied in which iteration.
 	Explain bool `json:"explain"`
+	// ResponseOnly: the AdmissionResponse alone (a served request: Result's Patch and Object are left
+	// out, the response carries the patch).
+	ResponseOnly bool `json:"responseOnly"`
 }
 
 // Result is Gatekeeper's answer and what it is made of.
@@ -63,16 +66,44 @@ type Iteration struct {
 	Mutators  []string `json:"mutators"`
 }
 
-// callMu serializes Mutate calls: Gatekeeper's System reads its options from two process-wide flags
-// (--mutation-annotations, --log-mutations), which each call sets for itself.
-var callMu sync.Mutex
+// flagsMu guards Gatekeeper's two process-wide flags its System reads (--mutation-annotations,
+// --log-mutations) and the systems' nextUUID: calls that find the flags as they need them and draw a
+// random mutation id (a served request) run together under the read lock, as Gatekeeper's webhook runs
+// its requests; a call that must change a flag, fix the id (tests) or capture the log (explain) runs
+// alone under the write lock, and puts the random id back.
+var flagsMu sync.RWMutex
+
+// exclusive runs fn alone with the flags and the mutation id set for it.
+func (s *System) exclusive(logging bool, id uuid.UUID, fn func()) {
+	flagsMu.Lock()
+	defer flagsMu.Unlock()
+	*gkmutation.MutationAnnotationsEnabled = s.opts.Annotations
+	*gkmutation.MutationLoggingEnabled = logging
+	s.nextUUID = func() uuid.UUID { return id }
+	defer func() { s.nextUUID = uuid.New }()
+	fn()
+}
+
+// shared runs fn beside other calls when the flags are already as this system needs them (annotations
+// as its options say, no logging); it reports false, having run nothing, otherwise.
+func (s *System) shared(fn func()) bool {
+	flagsMu.RLock()
+	defer flagsMu.RUnlock()
+	if *gkmutation.MutationAnnotationsEnabled != s.opts.Annotations || *gkmutation.MutationLoggingEnabled {
+		return false
+	}
+	fn()
+	return true
+}
 
 // Mutate answers an admission request exactly as Gatekeeper's mutation webhook does
 // (pkg/webhook/mutation.go Handle and mutateRequest, then controller-runtime's Webhook.Handle completing
 // the response), with the Namespace given instead of read from the cluster.
 func (s *System) Mutate(in *Request) Result {
-	callMu.Lock()
-	defer callMu.Unlock()
+	var out Result
+	if in.MutationID == "" && !in.Explain && s.shared(func() { out = s.mutate(in, nil) }) {
+		return out
+	}
 	id := uuid.New()
 	if in.MutationID != "" {
 		parsed, err := uuid.Parse(in.MutationID)
@@ -81,15 +112,19 @@ func (s *System) Mutate(in *Request) Result {
 		}
 		id = parsed
 	}
-	s.nextUUID = func() uuid.UUID { return id }
-	*gkmutation.MutationAnnotationsEnabled = s.opts.Annotations
-	*gkmutation.MutationLoggingEnabled = in.Explain
-	var captured *capture
-	if in.Explain {
-		captured = captures.start(id)
-		defer captures.stop(id)
-	}
+	s.exclusive(in.Explain, id, func() {
+		var captured *capture
+		if in.Explain {
+			captured = captures.start(id)
+			defer captures.stop(id)
+		}
+		out = s.mutate(in, captured)
+	})
+	return out
+}
 
+// mutate is Mutate under flagsMu; `captured`: the log capture of an explained call.
+func (s *System) mutate(in *Request, captured *capture) Result {
 	req := admission.Request{AdmissionRequest: in.Request}
 	out := &Result{}
 	resp := s.handle(context.Background(), req, in, out)
@@ -99,6 +134,9 @@ func (s *System) Mutate(in *Request) Result {
 	}
 	out.Response = resp.AdmissionResponse
 	out.Patch = resp.Patches
+	if in.ResponseOnly {
+		out.Patch, out.Object = nil, nil
+	}
 	if out.Patch == nil {
 		out.Patch = []jsonpatch.JsonPatchOperation{}
 	}
@@ -142,6 +180,11 @@ func isGatekeeperResource(req *admission.Request) bool {
 }
 
 func (s *System) skipExcludedNamespace(req *admissionv1.AdmissionRequest) (bool, error) {
+	if len(s.opts.Exclusions) == 0 {
+		// no Config exclusions: Gatekeeper's excluder excludes nothing, and handle ignores a decode
+		// error, so the object need not be decoded to know
+		return false, nil
+	}
 	obj := &unstructured.Unstructured{}
 	if _, _, err := deserializer.Decode(req.Object.Raw, nil, obj); err != nil {
 		return false, err
@@ -243,12 +286,14 @@ type ObjectResult struct {
 // (its namespace as it is), the Namespace, the user, the source and the operation (empty outside a
 // request: only mutators applying to every operation match).
 func (s *System) MutateObject(in *ObjectRequest) ObjectResult {
-	callMu.Lock()
-	defer callMu.Unlock()
-	id := uuid.New()
-	s.nextUUID = func() uuid.UUID { return id }
-	*gkmutation.MutationAnnotationsEnabled = s.opts.Annotations
-	*gkmutation.MutationLoggingEnabled = false
+	var out ObjectResult
+	if !s.shared(func() { out = s.mutateObject(in) }) {
+		s.exclusive(false, uuid.New(), func() { out = s.mutateObject(in) })
+	}
+	return out
+}
+
+func (s *System) mutateObject(in *ObjectRequest) ObjectResult {
 	obj := &unstructured.Unstructured{}
 	if err := obj.UnmarshalJSON(in.Object); err != nil {
 		return ObjectResult{Error: "the object to mutate: " + err.Error()}

@@ -83,6 +83,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "a file or folder (recursively) of templates, constraints and objects; - for stdin; repeatable",
     )
     parser.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="more files or folders, as -f (what pre-commit passes: the changed files)",
+    )
+    parser.add_argument(
         "-o",
         "--output",
         choices=("text", "json", "junit", "sarif"),
@@ -112,6 +118,7 @@ Row = tuple[Document, Mapping[str, JsonValue] | None, Violation]  # reviewed doc
 
 
 def run(args: argparse.Namespace) -> int:
+    args.filenames = [*args.filenames, *getattr(args, "paths", ())]
     if args.against_live and not args.cluster:
         raise CelkeeperError("--against-live needs --cluster")
     if args.cluster:

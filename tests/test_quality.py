@@ -199,6 +199,7 @@ E2E = {
     "image": "the container image hack/image/build.sh makes, unpacked and run",
     "node": "the install and the chart on a real node (kubelet, containerd, pods)",
     "wheel": "celkeeper's wheel installed without Go or a compiler, run on the cel-go engine",
+    "precommit": "the repository's pre-commit hooks, run by the real pre-commit tool",
 }
 SHARED = "support"  # fixtures and helpers shared by the tests (tests/support/)
 # Test files whose name cannot name a module of their package, and why.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,8 +47,9 @@ def head() -> str:
 def _pre_commit(repo: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PRE_COMMIT_HOME": str(home)}
     env.pop("VIRTUAL_ENV", None)
-    tool = Path(os.environ.get("VIRTUAL_ENV", "")) / "bin" / "pre-commit"
-    argv = [str(tool) if tool.is_file() else "pre-commit", *args]
+    # the tool installed with the test extra, run by the interpreter running the tests: CI calls
+    # .venv/bin/python directly, so neither VIRTUAL_ENV nor PATH names the environment
+    argv = [sys.executable, "-m", "pre_commit", *args]
     return subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=900, check=False)
 
 

@@ -80,6 +80,14 @@ def install(node: NodeCluster) -> None:
 
 
 def uninstall(node: NodeCluster) -> None:
+    """Everything the manifest made, gone: first its namespace, its pods stopped at once (a test's
+    teardown needs no preStop sleep nor drain) while the CRDs its objects belong to still exist (the
+    namespace controller then finds every kind it must empty), then the cluster-scoped rest."""
+    node.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
+    node.kubectl(
+        "delete", "pods", "--all", "-n", NAMESPACE, "--force", "--grace-period=0", "--wait=false", check=False
+    )
+    node.kubectl("wait", "--for=delete", f"namespace/{NAMESPACE}", "--timeout=120s", check=False, timeout=130)
     node.kubectl("delete", "-f", str(MANIFEST), "--ignore-not-found", "--wait=true", check=False, timeout=180)
 
 

@@ -117,6 +117,9 @@ class Settings:
     """The user whose requests POST /v1/mutate never mutates: celkeeper's own service account in the
     cluster, as Gatekeeper's mutation webhook leaves its own service account's requests alone
     (pkg/webhook/mutation.go, isGkServiceAccount); empty: every user's requests (`--self-username`)."""
+    enforce_admission_policies: bool = False
+    """Whether the webhook enforces Kubernetes' ValidatingAdmissionPolicies and MutatingAdmissionPolicies
+    among its policies itself (for API servers that do not: `--enforce-admission-policies`)."""
     policy_validation: PolicyValidation = "deny"
     """celkeeper's own templates and constraints at apply time (POST /v1/admitpolicy): "deny" refuses
     broken ones, "warn" lets them in with admission warnings, Gatekeeper's leniency
@@ -148,4 +151,5 @@ class SettingsChanges(TypedDict, total=False):
     eval_deadline: float
     mutation_annotations: bool
     self_username: str
+    enforce_admission_policies: bool
     policy_validation: PolicyValidation

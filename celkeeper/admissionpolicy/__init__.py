@@ -2,15 +2,18 @@
 and parameters), evaluated offline by Kubernetes' code in celkeeper's native library: see policies.py."""
 
 from celkeeper.admissionpolicy.documents import (
+    Selected,
     is_admission_policy_document,
     is_admission_policy_object,
     is_crd_document,
     is_param,
     param_kinds,
+    select,
 )
 from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer
 
 __all__ = [
+    "Selected",
     "AdmissionPolicies",
     "Answer",
     "is_admission_policy_document",
@@ -18,4 +21,5 @@ __all__ = [
     "is_crd_document",
     "is_param",
     "param_kinds",
+    "select",
 ]

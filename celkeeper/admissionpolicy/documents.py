@@ -4,6 +4,7 @@ take as parameters."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from celkeeper.documents import Document
 from celkeeper.model import JsonObject
@@ -62,3 +63,29 @@ def is_param(obj: JsonObject, kinds: frozenset[tuple[str, str]]) -> bool:
         return False
     group = api_version.rpartition("/")[0]
     return any(k == kind and v.rpartition("/")[0] == group for v, k in kinds)
+
+
+@dataclass(frozen=True)
+class Selected:
+    """The documents an admission policy set is built from, picked out of others."""
+
+    policies: tuple[Document, ...]  # policies and bindings
+    params: tuple[Document, ...]  # objects of a kind some policy takes as parameters
+    crds: tuple[Document, ...]
+
+
+def select(documents: Iterable[Document]) -> Selected:
+    """The policies, bindings, parameter objects and CRDs among `documents` (in their order)."""
+    documents = tuple(documents)
+    policies = tuple(d for d in documents if is_admission_policy_document(d))
+    kinds = param_kinds(policies)
+    params = tuple(
+        d
+        for d in documents
+        if kinds
+        and isinstance(d.data, dict)
+        and not is_admission_policy_document(d)
+        and is_param(d.data, kinds)
+    )
+    crds = tuple(d for d in documents if is_crd_document(d))
+    return Selected(policies, params, crds)

@@ -21,6 +21,7 @@ says so when it cannot load).
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
@@ -93,6 +94,13 @@ class AdmissionPolicies:
     names: tuple[str, ...]
     #: what the API server would refuse among the documents (errors) and what follows from the others (notes)
     problems: list[AdmissionPolicyError] = field(default_factory=list)
+    #: releases the native set once: at close(), or when the set is no longer referenced (a webhook's set,
+    #: replaced while requests may still use it, goes with the last of them)
+    _release: weakref.finalize[Any, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.handle:
+            self._release = weakref.finalize(self, self.library.release, self.handle)
 
     @classmethod
     def build(
@@ -153,9 +161,9 @@ class AdmissionPolicies:
         ]
 
     def close(self) -> None:
-        if self.handle:
-            self.library.release(self.handle)
-            self.handle = 0
+        if self._release is not None:
+            self._release()
+        self.handle = 0
 
     def __enter__(self) -> Self:
         return self

@@ -184,6 +184,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "gatekeeper.sh/mutations) to the objects it mutates, as Gatekeeper's flag does",
     )
     pol.add_argument(
+        "--enforce-admission-policies",
+        action="store_true",
+        help="enforce the ValidatingAdmissionPolicies and MutatingAdmissionPolicies among the policies (with "
+        "their bindings and parameters) with Kubernetes' own code: VAP verdicts at POST /v1/admit, MAP "
+        "patches at POST /v1/mutate; for API servers that do not enforce them (with --source folder)",
+    )
+    pol.add_argument(
         "--self-username",
         metavar="USER",
         help="POST /v1/mutate never mutates this user's requests, as Gatekeeper's mutation webhook leaves "
@@ -368,6 +375,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         eval_deadline=args.eval_deadline,
         mutation_annotations=args.mutation_annotations,
         self_username=_self_username(args),
+        enforce_admission_policies=args.enforce_admission_policies,
         policy_validation=parse_policy_validation(args.policy_validation),
     )
     if args.max_request_bytes is not None:
@@ -386,6 +394,11 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--policy-dir DIR is needed with --source folder")
     if args.source == "kubernetes" and (args.policy_dir or args.namespaces):
         raise CelkeeperError("--policy-dir and --namespaces are for --source folder; the cluster has both")
+    if args.source == "kubernetes" and args.enforce_admission_policies:
+        raise CelkeeperError(
+            "--enforce-admission-policies reads the policies from --policy-dir (--source folder); "
+            "from the cluster it is not supported yet"
+        )
     if args.workers < 1 or args.threads < 1:
         raise CelkeeperError("--workers and --threads must be at least 1")
     if args.handshake_timeout <= 0 or args.request_timeout <= 0:

@@ -239,7 +239,7 @@ class Informer:
     ) -> Snapshot:
         # only what the workers need: files with templates or constraints (or that do not parse);
         # gator suites and sample objects next to the policies are left out
-        relevant = tuple(i for i in items if self._documents.relevant(i))
+        relevant = self._documents.relevant_items(items, admission=self.settings.enforce_admission_policies)
         self._documents.retain(items)
         return Snapshot(
             generation=generation,

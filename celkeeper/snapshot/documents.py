@@ -11,6 +11,14 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from celkeeper.admissionpolicy import (
+    Selected,
+    is_admission_policy_document,
+    is_crd_document,
+    is_param,
+    param_kinds,
+    select,
+)
 from celkeeper.documents import Document, ParsedText, parse_documents
 from celkeeper.errors import DocumentError, Location
 from celkeeper.expansion import is_expansion_template
@@ -73,6 +81,31 @@ class DocumentCache:
         """Whether the item holds a policy document, or text that does not parse (it may have)."""
         parsed = self.parse(item)
         return bool(parsed.errors) or any(is_policy_document(d) for d in parsed.documents)
+
+    def relevant_items(
+        self, items: Iterable[SnapshotItem], *, admission: bool = False
+    ) -> tuple[SnapshotItem, ...]:
+        """The items that hold a policy document or text that does not parse; with `admission`, also
+        those that hold Kubernetes' admission policies, their bindings, CRDs and the objects of the kinds
+        the policies take as parameters (the webhook enforces them: --enforce-admission-policies)."""
+        if not admission:
+            return tuple(i for i in items if self.relevant(i))
+        parsed = [(item, self.parse(item)) for item in items]
+        kinds = param_kinds(d for _, p in parsed for d in p.documents if is_admission_policy_document(d))
+
+        def wanted(d: Document) -> bool:
+            return (
+                is_policy_document(d)
+                or is_admission_policy_document(d)
+                or is_crd_document(d)
+                or (bool(kinds) and isinstance(d.data, dict) and is_param(d.data, kinds))
+            )
+
+        return tuple(i for i, p in parsed if p.errors or any(wanted(d) for d in p.documents))
+
+    def admission_documents(self, items: Iterable[SnapshotItem]) -> Selected:
+        """Kubernetes' admission policies, their bindings, parameter objects and CRDs among the items."""
+        return select(d for item in items for d in self.parse(item).documents)
 
     def retain(self, items: Iterable[SnapshotItem]) -> None:
         """Forget the parses of items other than these."""

@@ -48,6 +48,7 @@ from celkeeper.review.explain import explain
 from celkeeper.review.explain_text import render_text
 from celkeeper.review.mutate import admission_review_response, mutate
 from celkeeper.settings import Settings
+from celkeeper.webhook import admissionpolicies as admission_policies
 from celkeeper.webhook.deadline import DeadlineExceeded, Watchdog
 from celkeeper.webhook.export import DecisionExport
 from celkeeper.webhook.live import LivePolicies, Loaded
@@ -297,14 +298,20 @@ class Admission:
         loaded = self._policies(raw)
         if loaded is None:
             return Answer(200, review_answer(uid, True)), "exempt"
+        operations: list[JsonObject] = []
+        if loaded.admission is not None:  # the API server runs its policies before its webhooks
+            with self._limit():
+                answer = admission_policies.review(loaded.admission, raw, self.settings.eval_deadline)
+            doc, operations = admission_policies.patched_review(doc, answer)
+            if operations:
+                request = parse_admission_review(doc)
         with self._limit():
             mutation = mutate(doc, loaded.policies, loaded.namespace, parsed=request, response_only=True)
+        body = admission_policies.prepend_patch(admission_review_response(mutation), operations)
         if mutation.error:
             log.info("not mutated (uid %s, %s): %s", uid, _describe(raw), mutation.error)
-            return Answer(200, admission_review_response(mutation)), "error"
-        return Answer(200, admission_review_response(mutation)), (
-            "mutated" if mutation.mutated else "unchanged"
-        )
+            return Answer(200, body), "error"
+        return Answer(200, body), ("mutated" if mutation.mutated or operations else "unchanged")
 
     def _decide(
         self, uid: str, raw: Mapping[str, JsonValue], doc: Any, request: AdmissionRequest
@@ -312,6 +319,21 @@ class Admission:
         loaded = self._policies(raw)
         if loaded is None:
             return Answer(200, review_answer(uid, True)), "exempt"
+        if loaded.admission is None:
+            return self._constraints(uid, raw, request, loaded)
+        with self._limit():  # the API server runs its policies before its webhooks
+            answer = admission_policies.review(loaded.admission, raw, self.settings.eval_deadline)
+        if not answer.allowed:
+            if self.log_denies:
+                log.info("denied (uid %s, %s): %s", uid, _describe(raw), answer.message.replace("\n", "; "))
+            return Answer(200, admission_policies.refusal(uid, answer)), "deny"
+        decided, label = self._constraints(uid, raw, request, loaded)
+        body = admission_policies.with_answer(decided.body, answer)
+        return Answer(decided.status, body), ("warn" if label == "allow" and answer.warnings else label)
+
+    def _constraints(
+        self, uid: str, raw: Mapping[str, JsonValue], request: AdmissionRequest, loaded: Loaded
+    ) -> tuple[Answer, str]:
         deadline = self.settings.eval_deadline
         try:
             with self._limit():

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING
 from celkeeper.model import JsonValue
 from celkeeper.review import NamespaceLookup, inventory_lookup
 from celkeeper.settings import Settings
-from celkeeper.snapshot import SnapshotReadError, SnapshotStore, StateDir, WorkerBoard, WorkerStatus
+from celkeeper.snapshot import Snapshot, SnapshotReadError, SnapshotStore, StateDir, WorkerBoard, WorkerStatus
 from celkeeper.snapshot.documents import DocumentCache
 
 if TYPE_CHECKING:
+    from celkeeper.admissionpolicy import AdmissionPolicies
     from celkeeper.cel import Inventory
     from celkeeper.policy import PolicySet, TemplateCompiler
     from celkeeper.review import SyncedData
@@ -52,6 +53,8 @@ class Loaded:
     # kinds synced (None when no template reads synced data)
     data: SyncedData | None = None
     synced_kinds: tuple[str, ...] = ()
+    # Kubernetes' admission policies the webhook enforces (--enforce-admission-policies; None: none)
+    admission: AdmissionPolicies | None = None
     _lookup: NamespaceLookup = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -149,6 +152,7 @@ class LivePolicies:
                 annotations=self.settings.mutation_annotations, self_username=self.settings.self_username
             )
             policies = build_policy_set(parsed.documents, self._compiler_instance(), mutation)
+            admission = self._admission_policies(snapshot)
         except Exception as err:
             log.exception(
                 "worker %d could not build the policies of snapshot generation %d",
@@ -160,6 +164,7 @@ class LivePolicies:
             *snapshot.problems,
             *(str(e) for e in parsed.errors),
             *(str(e) for e in policies.errors),
+            *(str(e) for e in (admission.problems if admission is not None else ()) if _is_error(e)),
         )
         data = self._data(policies, snapshot.synced_kinds)
         loaded = Loaded(
@@ -174,6 +179,7 @@ class LivePolicies:
             held=snapshot.held,
             data=data,
             synced_kinds=snapshot.synced_kinds,
+            admission=admission,
         )
         self._loaded = loaded  # one reference assignment: requests see the old set or the new one
         self._first.set()
@@ -191,13 +197,30 @@ class LivePolicies:
         if self.freeze_gc:
             # the policies live until the next snapshot: keep the cycle collector from scanning
             # them at every collection (fewer and shorter pauses in the request path)
-            del previous, policies, parsed
+            del previous, policies, parsed, admission
             gc.collect()
             gc.freeze()
         self.write_status()
         if self.on_load is not None:
             self.on_load(True)
         return True
+
+    def _admission_policies(self, snapshot: Snapshot) -> AdmissionPolicies | None:
+        """The admission policies among the snapshot's documents, when the webhook enforces them and there
+        are some (their parameter objects, CRDs and the snapshot's Namespaces with them); the previous
+        set is released when the last request using it is answered."""
+        if not self.settings.enforce_admission_policies:
+            return None
+        from celkeeper.admissionpolicy import AdmissionPolicies
+        from celkeeper.documents import Document
+
+        selected = self._documents.admission_documents(snapshot.items)
+        if not selected.policies:
+            return None
+        namespaces = [Document.from_object(dict(ns)) for ns in snapshot.namespaces.values()]
+        return AdmissionPolicies.build(
+            selected.policies, params=selected.params, namespaces=namespaces, crds=selected.crds
+        )
 
     def _data(self, policies: PolicySet, synced_kinds: tuple[str, ...]) -> SyncedData | None:
         """What the templates that read synced data read (None when none does). A store that cannot be
@@ -293,3 +316,10 @@ class LivePolicies:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+
+
+def _is_error(problem: Exception) -> bool:
+    """An admission policy problem the API server would refuse (not a note about what follows)."""
+    from celkeeper.errors import AdmissionPolicyNote
+
+    return not isinstance(problem, AdmissionPolicyNote)

@@ -13,9 +13,9 @@ from celkeeper.admissionpolicy.documents import (
 from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer
 
 __all__ = [
-    "Selected",
     "AdmissionPolicies",
     "Answer",
+    "Selected",
     "is_admission_policy_document",
     "is_admission_policy_object",
     "is_crd_document",

@@ -188,7 +188,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="enforce the ValidatingAdmissionPolicies and MutatingAdmissionPolicies among the policies (with "
         "their bindings and parameters) with Kubernetes' own code: VAP verdicts at POST /v1/admit, MAP "
-        "patches at POST /v1/mutate; for API servers that do not enforce them (with --source folder)",
+        "patches at POST /v1/mutate; for API servers that do not enforce them",
     )
     pol.add_argument(
         "--self-username",
@@ -394,11 +394,6 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--policy-dir DIR is needed with --source folder")
     if args.source == "kubernetes" and (args.policy_dir or args.namespaces):
         raise CelkeeperError("--policy-dir and --namespaces are for --source folder; the cluster has both")
-    if args.source == "kubernetes" and args.enforce_admission_policies:
-        raise CelkeeperError(
-            "--enforce-admission-policies reads the policies from --policy-dir (--source folder); "
-            "from the cluster it is not supported yet"
-        )
     if args.workers < 1 or args.threads < 1:
         raise CelkeeperError("--workers and --threads must be at least 1")
     if args.handshake_timeout <= 0 or args.request_timeout <= 0:
@@ -761,5 +756,6 @@ def _kubernetes_source(
         ),
         vap_sync=VapSyncOptions(wait_for_binding=args.default_wait_for_vapb_generation),
         certificates=certificates,
+        admission_policies=args.enforce_admission_policies,
     )
     return KubernetesSource(options)

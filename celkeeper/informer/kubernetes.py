@@ -51,6 +51,7 @@ from celkeeper.incluster import (
     observe,
     policy_object,
 )
+from celkeeper.incluster.admissionpolicies import AdmissionPolicyWatch
 from celkeeper.incluster.certrotator import CertConfig, CertRotator
 from celkeeper.incluster.datasync import DataSync
 from celkeeper.incluster.podreporter import PodStatusReporter
@@ -84,6 +85,8 @@ class KubernetesOptions:
     vap: VapOptions = field(default_factory=VapOptions)  # which policies and bindings to generate
     vap_sync: VapSyncOptions = field(default_factory=VapSyncOptions)
     certificates: CertConfig | None = None  # celkeeper manages the webhook's certificate (--cert-dir)
+    # the webhook enforces Kubernetes' admission policies: they and their parameters are in the snapshots
+    admission_policies: bool = False
 
 
 class KubernetesSource:
@@ -125,6 +128,12 @@ class KubernetesSource:
             self.client, self.manager, lambda: self.reporter.pod, self.data, options.state.data_status
         )
         reconcilers: list[Any] = [self.crds, self.vaps, self.data, self.reporter, self.sync_status]
+        self.admission: AdmissionPolicyWatch | None = None
+        if options.admission_policies:
+            self.admission = AdmissionPolicyWatch(
+                self.client, self.manager, on_change=self._admission_changed
+            )
+            reconcilers.append(self.admission)
         reconcilers.append(self.aggregator)
         self.certificates: CertRotator | None = None
         if options.certificates is not None:
@@ -151,6 +160,8 @@ class KubernetesSource:
         self.reporter.register()
         self.data.register()
         self.sync_status.register()
+        if self.admission is not None:
+            self.admission.register()
         self.data.start()
         if self.certificates is not None:
             self.certificates.register(self.manager)
@@ -182,6 +193,12 @@ class KubernetesSource:
 
     def _wake_controllers(self) -> None:
         self.controllers.wake()
+
+    def _admission_changed(self) -> None:
+        self._changed.set()  # the policies are part of the snapshot
+        controllers = getattr(self, "controllers", None)
+        if controllers is not None:  # their parameter kinds are resolved by the controller loop
+            controllers.wake()
 
     def _data_changed(self) -> None:
         self._changed.set()  # which kinds are synced is part of the snapshot
@@ -215,7 +232,12 @@ class KubernetesSource:
 
     def listing(self) -> Listing:
         view = self.policies.view()
-        if view.synced and self.data.bootstrapped() and not self._synced:
+        admission: list[tuple[str, dict[str, Any]]] = []
+        admission_synced = True
+        admission_problems: tuple[str, ...] = ()
+        if self.admission is not None:
+            admission, admission_synced, admission_problems = self.admission.view()
+        if view.synced and admission_synced and self.data.bootstrapped() and not self._synced:
             self._synced = True
             log.info(
                 "listed every template, constraint and namespace (%d object(s)) and the synced data "
@@ -223,6 +245,10 @@ class KubernetesSource:
                 len(view.objects),
             )
         items = [item for item in (self._item(obj) for obj in view.objects) if item is not None]
+        items.extend(
+            SnapshotItem(name=name, text=json.dumps(obj, sort_keys=True, indent=1), origin=ORIGIN_OBJECT)
+            for name, obj in admission
+        )
         names = {item.name for item in items}
         self._items = {k: v for k, v in self._items.items() if k in names}
         problems: tuple[str, ...] = ()
@@ -231,6 +257,7 @@ class KubernetesSource:
                 "the ConstraintTemplate CRD (constrainttemplates.templates.celkeeper.io) is not installed: "
                 "apply crds/ first",
             )
+        problems = (*problems, *admission_problems)
         return Listing(
             items=tuple(sorted(items, key=lambda i: i.name)),
             synced=self._synced,

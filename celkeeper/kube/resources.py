@@ -97,6 +97,14 @@ VAP_BINDINGS = Resource(
     "ValidatingAdmissionPolicyBinding",
 )
 
+MAPS = Resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", "MutatingAdmissionPolicy")
+MAP_BINDINGS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingadmissionpolicybindings",
+    "MutatingAdmissionPolicyBinding",
+)
+
 
 def secret(namespace: str, name: str) -> Resource:
     """One Secret, watched by name."""

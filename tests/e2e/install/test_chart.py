@@ -57,6 +57,11 @@ VARIANTS = {
         "vap.waitForBindingSeconds=10",
     ),
     "no audit, no VAP rights": ("audit.enabled=false", "vap.rbac=false"),
+    "admission policies enforced": (
+        "admissionPolicies.enforce=true",
+        "admissionPolicies.paramResources[0].apiGroups={example.com}",
+        "admissionPolicies.paramResources[0].resources={limits}",
+    ),
     "no reports": ("reports.enabled=false",),
     "policyreports": ("reports.format=policyreport",),
     "reports, their CRDs installed by someone else": ("reports.installCRDs=false",),
@@ -209,6 +214,32 @@ def test_sync_rules_grant_list_and_watch_of_the_synced_kinds(helm: Helm) -> None
         {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch"]},  # {}: the core group
     ]
     binding = find(docs, "ClusterRoleBinding", "celkeeper-sync")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "celkeeper-webhook", "namespace": NAMESPACE}
+    ]
+
+
+def test_enforced_admission_policies_reach_the_webhook_pods_and_their_rights(helm: Helm) -> None:
+    default = documents(helm.template())
+    assert "--enforce-admission-policies" not in webhook_container(default)["args"]
+    assert "celkeeper-admission-policies" not in {d["metadata"]["name"] for d in default}
+    docs = documents(helm.template(*VARIANTS["admission policies enforced"]))
+    assert "--enforce-admission-policies" in webhook_container(docs)["args"]
+    policies = [
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "mutatingadmissionpolicies",
+        "mutatingadmissionpolicybindings",
+    ]
+    assert cluster_rules(docs, "celkeeper-admission-policies") == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": policies,
+            "verbs": ["get", "list", "watch"],
+        },
+        {"apiGroups": ["example.com"], "resources": ["limits"], "verbs": ["get", "list", "watch"]},
+    ]
+    binding = find(docs, "ClusterRoleBinding", "celkeeper-admission-policies")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "celkeeper-webhook", "namespace": NAMESPACE}
     ]

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -269,8 +270,11 @@ class Differential:
     def clear(self, annotations: bool) -> None:
         """No mutator on either side (both webhooks restarted when the annotations flag changes)."""
         assert self.manager is not None and self.server is not None
-        for cluster in (self.gatekeeper_cluster, self.celkeeper_cluster):
-            cluster.kubectl("delete", MUTATOR_RESOURCES, "--all", "--wait=true", timeout=120)
+
+        def delete(cluster: ControlPlane) -> Callable[[], object]:
+            return lambda: cluster.kubectl("delete", MUTATOR_RESOURCES, "--all", "--wait=true", timeout=120)
+
+        _both(delete(self.gatekeeper_cluster), delete(self.celkeeper_cluster))
         self.manager.wait_mutators({})
         if annotations != self.annotations:
             args = ["--operation=mutation-webhook"] + (["--mutation-annotations"] if annotations else [])
@@ -288,21 +292,25 @@ class Differential:
     def install(self, round_: cases.Round) -> None:
         """Create the round's mutators on both API servers; wait until both webhooks answer with them."""
         assert self.manager is not None and self.server is not None
-        for cluster in (self.gatekeeper_cluster, self.celkeeper_cluster):
-            cluster.kubectl("create", "-f", "-", input=round_.mutators, timeout=120)
+
+        def create(cluster: ControlPlane) -> Callable[[], object]:
+            return lambda: cluster.kubectl("create", "-f", "-", input=round_.mutators, timeout=120)
+
+        _both(create(self.gatekeeper_cluster), create(self.celkeeper_cluster))
         self.manager.wait_mutators({(m["kind"], m["metadata"]["name"]): 1 for m in round_.mutators})
-        for side in (self.gatekeeper, self.celkeeper):
-            wait_for(
-                lambda s=side: s.probe() == round_.name, timeout=60, what=f"{side.name} at {round_.name}"
-            )
+
+        def answering(side: Side) -> Callable[[], object]:
+            what = f"{side.name} at {round_.name}"
+            return lambda: wait_for(lambda: side.probe() == round_.name, timeout=60, what=what)
+
+        _both(answering(self.gatekeeper), answering(self.celkeeper))
 
     def run(self, round_: cases.Round) -> list[Case]:
         """The round's requests without mutators (Gatekeeper's side: the baseline), then on both sides
         with the round's mutators."""
         self.clear(round_.annotations)
         bases = [base for base, _ in round_.updates]
-        self.gatekeeper.store(bases)
-        self.celkeeper.store(bases)
+        _both(lambda: self.gatekeeper.store(bases), lambda: self.celkeeper.store(bases))
         batches = [
             ("create", "CREATE", round_.creates),
             ("replace", "UPDATE", [new for _, new in round_.updates]),
@@ -313,8 +321,24 @@ class Differential:
         for verb, operation, objects in batches:
             if not objects:
                 continue
-            theirs = self.gatekeeper.send(verb, objects)
-            ours = self.celkeeper.send(verb, objects)
+            theirs, ours = _both(
+                _sending(self.gatekeeper, verb, objects), _sending(self.celkeeper, verb, objects)
+            )
             for obj, b, g, c in zip(objects, baseline[verb], theirs, ours, strict=True):
                 out.append(Case(round_.name, operation, _key(obj), obj, b, g, c))
         return out
+
+
+def _sending(side: Side, verb: str, objects: Sequence[Mapping[str, Any]]) -> Callable[[], list[Outcome]]:
+    return lambda: side.send(verb, objects)
+
+
+_T = TypeVar("_T")
+
+
+def _both(first: Callable[[], _T], second: Callable[[], _T]) -> tuple[_T, _T]:
+    """The two sides' calls at once (each its own API server and webhook): their results, in order; the
+    first exception of either is raised."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        one, two = pool.submit(first), pool.submit(second)
+        return one.result(), two.result()

@@ -317,6 +317,8 @@ def create_app(config: WebhookConfig, heartbeat: Callable[[], None] | None = Non
                 constraints=len(loaded.policies.constraints),
                 problems=list(loaded.problems),
             )
+            if loaded.admission is not None:  # --enforce-admission-policies: Kubernetes' own, enforced
+                detail["admissionPolicies"] = list(loaded.admission.names)
             if loaded.held:
                 detail["heldBack"] = list(loaded.held)  # enforced at their last good version
             synced = synced_data(config.state.data_status)

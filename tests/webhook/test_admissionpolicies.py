@@ -158,3 +158,51 @@ def test_without_the_flag_the_policies_are_not_enforced(tmp_path: Path) -> None:
     assert status == 200
     assert body["response"]["allowed"] is True
     assert "auditAnnotations" not in body["response"]
+
+
+BROKEN = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: broken}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}
+  validations:
+  - expression: object.spec.replicas <
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: broken}
+spec:
+  policyName: broken
+  validationActions: [Deny]
+"""
+
+
+def test_a_policy_that_does_not_compile_is_a_located_problem_and_as_in_kubernetes_has_no_effect(
+    tmp_path: Path,
+) -> None:
+    require_celgo()
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "broken.yaml").write_text(BROKEN)
+    documents = list(parse_documents(BROKEN, "broken.yaml").documents)
+    review = _review(_load("deployment-2.yaml"))
+    with AdmissionPolicies.build(select(documents).policies) as kubernetes:
+        expected = kubernetes.review(review["request"])
+    # the API server refuses to store a policy that does not compile: it has no effect on requests
+    assert expected.allowed
+
+    proc = ServeProcess(tmp_path / "srv", policies, workers=1, args=["--enforce-admission-policies"]).start()
+    try:
+        ready = proc.get("/readyz").json()
+        status, body = proc.admit(review)
+    finally:
+        proc.stop()
+    # what the API server would hold: the binding, not the policy it refused
+    assert ready["admissionPolicies"] == ["ValidatingAdmissionPolicyBinding/broken"]
+    problem = next(p for p in ready["problems"] if "broken" in p)
+    assert "broken.yaml:10:" in problem and "spec.validations[0].expression" in problem, problem
+    assert status == 200 and body["response"]["allowed"] is True

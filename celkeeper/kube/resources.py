@@ -96,6 +96,13 @@ VAP_BINDINGS = Resource(
     "validatingadmissionpolicybindings",
     "ValidatingAdmissionPolicyBinding",
 )
+MAPS = Resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", "MutatingAdmissionPolicy")
+MAP_BINDINGS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingadmissionpolicybindings",
+    "MutatingAdmissionPolicyBinding",
+)
 
 
 def secret(namespace: str, name: str) -> Resource:

@@ -46,6 +46,7 @@ pytestmark = pytest.mark.kube
 ROOT = Path(__file__).resolve().parents[2]
 CASE = "apcluster"
 AR = "/apis/admissionregistration.k8s.io/v1"
+MUTATING = ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings")
 
 
 @dataclass
@@ -318,3 +319,48 @@ def test_without_permission_a_note_and_the_rest_tested(setting: Setting, tmp_pat
     assert any(line.startswith(f"{big}: denied (") and "no params found" in line for line in printed), out
     assert f"{_head(objects[1])}: Warning: Validation failed for ValidatingAdmissionPolicy 'apc-team'" in out
     assert ": mutated: " not in out
+
+
+def test_a_version_the_server_does_not_serve_is_a_note(tmp_path: Path) -> None:
+    """An API server not serving MutatingAdmissionPolicy v1 (as before Kubernetes 1.36): noted, and the
+    ValidatingAdmissionPolicies still answer as the API server does."""
+    require_celgo()
+    try:
+        binaries = native_binaries()
+    except BinariesUnavailable as err:
+        KUBE.unavailable("the API server at the native library's version", err)
+    off = ",".join(f"admissionregistration.k8s.io/v1/{r}=false" for r in MUTATING)
+    cluster = ControlPlane(
+        tmp_path / "cluster",
+        binaries,
+        apiserver_args=[f"--runtime-config={off}", "--disable-admission-plugins=MutatingAdmissionPolicy"],
+    ).start()
+    try:
+        srv = Server(cluster)
+        served = {k for v, k in discover(srv).by_kind if v == "admissionregistration.k8s.io/v1"}
+        assert "MutatingAdmissionPolicy" not in served and "ValidatingAdmissionPolicy" in served
+        team = {"validations": [{"expression": "'team' in object.metadata.labels", "message": "no team"}]}
+        deployments = [corpus.rules(["deployments"], ["apps"])]
+        for policy in (corpus.vap("apc-team", CASE, team, deployments), corpus.vapb("apc-team", "apc-team")):
+            _post(srv, f"{AR}/{_plural(policy['kind'])}", policy)
+        app = [corpus.container("app", "registry.example.com/app:1")]
+        obj = corpus.deployment("web", "default", CASE, app)
+        wait_ready(lambda: _dry_run(srv, obj).code == 422, "the policy in force")
+        reply = _dry_run(srv, obj)
+        manifests = _write(tmp_path / "objects.yaml", [obj])
+        code, out, err = _run(
+            "test", "--cluster", "--kubeconfig", str(cluster.kubeconfig_path), "-f", str(manifests)
+        )
+        assert "Traceback" not in err
+        assert (code, out) == (
+            1,
+            f"{_head(obj)}: denied ({reply.code} {reply.body['reason']}): {reply.body['message']}\n",
+        ), err
+        for resource in MUTATING:
+            assert (
+                f"celkeeper test: note: {resource}.admissionregistration.k8s.io/v1 is not served by the "
+                "cluster (" in err
+            ), err
+        srv.close()
+    finally:
+        cluster.stop()

@@ -24,8 +24,12 @@ Namespaces are read from the cluster (get/list only: deploy/ci-rbac.yaml), each 
 UPDATE of the stored object with --against-live, when it exists), Namespaces the manifests create are
 taken from them, and a manifest whose namespace exists nowhere is reported, not checked. Each result is
 printed as `<apiVersion>/<Kind> <namespace>/<name>: [<constraint>] <message> (<action>, <operation>)`
-(`-o json`: object, file, document, constraint, template, enforcementAction, message, operation); the
-exit code is 1 when the webhook would deny something (or a manifest could not be checked).
+(`-o json`: object, file, document, constraint, template, enforcementAction, message, operation). The
+cluster's own Kubernetes admission policies (ValidatingAdmissionPolicies, MutatingAdmissionPolicies, their
+bindings, parameter objects and the CRDs they need: cli.cluster) answer each manifest's request too, and
+their answer is printed as without --cluster (`-o json`: object, file, document, admissionPolicies,
+operation); what of them cannot be read (403, a version not served) is a note. The exit code is 1 when
+the webhook or an admission policy would deny something (or a manifest could not be checked).
 """
 
 from __future__ import annotations

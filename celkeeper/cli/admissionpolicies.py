@@ -1,6 +1,7 @@
 """Kubernetes' admission policies among the offline tools' inputs (`test -f`, `explain`, `verify`): the
 ValidatingAdmissionPolicies, MutatingAdmissionPolicies and their bindings found among the files, with their
-parameter objects, Namespaces and CRDs, answered by Kubernetes' own code (celkeeper.admissionpolicy).
+parameter objects, Namespaces and CRDs, answered by Kubernetes' own code (celkeeper.admissionpolicy); with
+`test --cluster`, those the cluster holds (cli.cluster), answered the same way.
 
 Each object is a CREATE request (an AdmissionReview: its request), with the user its review names (none
 for a plain object); the answer is the API server's: its status when it refuses (`denied (422 Invalid):
@@ -182,6 +183,11 @@ class AdmissionReviewer:
             return Reviewed(self.policies.review(request), before)
         except CelkeeperError as err:
             raise err.at(file=document.file, document=document.index) from err.__cause__
+
+    def answer(self, request: Mapping[str, JsonValue], before: JsonObject | None) -> Reviewed:
+        """The API server's answer to a request made elsewhere (`test --cluster`'s, for a manifest as the
+        cluster would receive it); raises CelkeeperError for one it cannot take."""
+        return Reviewed(self.policies.review(request), before)
 
     def take_notes(self, reviewed: Reviewed) -> list[str]:
         """What an answer assumed that was not among the inputs, said once per run."""

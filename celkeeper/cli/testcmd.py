@@ -24,8 +24,12 @@ Namespaces are read from the cluster (get/list only: deploy/ci-rbac.yaml), each 
 UPDATE of the stored object with --against-live, when it exists), Namespaces the manifests create are
 taken from them, and a manifest whose namespace exists nowhere is reported, not checked. Each result is
 printed as `<apiVersion>/<Kind> <namespace>/<name>: [<constraint>] <message> (<action>, <operation>)`
-(`-o json`: object, file, document, constraint, template, enforcementAction, message, operation); the
-exit code is 1 when the webhook would deny something (or a manifest could not be checked).
+(`-o json`: object, file, document, constraint, template, enforcementAction, message, operation). The
+cluster's own Kubernetes admission policies (ValidatingAdmissionPolicies, MutatingAdmissionPolicies, their
+bindings, parameter objects and the CRDs they need: cli.cluster) answer each manifest's request too, and
+their answer is printed as without --cluster (`-o json`: object, file, document, admissionPolicies,
+operation); what of them cannot be read (403, a version not served) is a note. The exit code is 1 when
+the webhook or an admission policy would deny something (or a manifest could not be checked).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
-from celkeeper.cli.cluster import add_cluster_options, read_cluster
+from celkeeper.cli.cluster import ClusterPolicies, add_cluster_options, read_cluster
 from celkeeper.cli.options import add_cache_option, add_engine_option, add_filename_option, engine_name
 from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
@@ -52,7 +56,7 @@ from celkeeper.gator.kinds import (
 )
 from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
 from celkeeper.gator.suiteresults import Violation
-from celkeeper.model import JsonObject, JsonValue, Result
+from celkeeper.model import Action, JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:
     from celkeeper.cli.admissionpolicies import AdmissionReviewer, Reviewed
@@ -351,16 +355,20 @@ def _identity(piece: Any, document: Document) -> Document:
 
 
 def run_cluster(args: argparse.Namespace) -> int:
-    """The manifests as the webhook would decide them, on the cluster's policies and Namespaces."""
+    """The manifests as the webhook and Kubernetes' admission policies would decide them, on the cluster's
+    policies, parameters and Namespaces."""
     from celkeeper.cli.inputs import object_documents
     from celkeeper.gator.backend import PolicyBackend  # the engine loads only when needed
-    from celkeeper.model import Action, EnforcementPoint
+    from celkeeper.model import EnforcementPoint
     from celkeeper.review import decide, inventory_lookup
 
     manifests, errors = object_documents(args.filenames or [files.STDIN])
     problems = [str(e) for e in errors]
-    cluster = read_cluster(args)
-    rows: list[tuple[Document, Result, str]] = []
+    cluster = read_cluster(args, admission_kinds=_kinds(manifests))
+    notes = list(cluster.notes)
+    # what each manifest gets, in order: the webhook's results, then the admission policies' answer
+    rows: list[tuple[Document, Result | Reviewed, str]] = []
+    admission: AdmissionReviewer | None = None
     try:
         backend = PolicyBackend(engine_name(args))
         loaded = backend.build(cluster.documents)
@@ -369,9 +377,12 @@ def run_cluster(args: argparse.Namespace) -> int:
         namespaces = dict(cluster.namespaces)
         namespaces.update((d.name, d.data) for d in manifests if is_namespace(d) and d.name)
         lookup = inventory_lookup(namespaces, complete=True)
+        admission = _cluster_admission(cluster, manifests, problems, notes)
         for document in manifests:
             try:
-                request, note = _cluster_request(cluster.reader, document, namespaces, args.against_live)
+                request, note, asked = _cluster_request(
+                    cluster.reader, document, namespaces, args.against_live
+                )
             except CelkeeperError as err:
                 problems.append(str(err.at(file=document.file, document=document.index)))
                 continue
@@ -379,29 +390,90 @@ def run_cluster(args: argparse.Namespace) -> int:
                 problems.append(f"{document.file}: document {document.index}: {note}")
             try:
                 decision = decide(request, loaded.policies, lookup, EnforcementPoint.WEBHOOK)
+                rows.extend((document, r, request.operation) for r in decision.results)
             except CelkeeperError as err:  # e.g. an object an ExpansionTemplate cannot expand
                 problems.append(str(err.at(file=document.file, document=document.index)))
+            if admission is None:
                 continue
-            rows.extend((document, r, request.operation) for r in decision.results)
+            try:
+                admitted = admission.answer(asked, _reviewed_object(document))
+            except CelkeeperError as err:
+                problems.append(str(err.at(file=document.file, document=document.index)))
+                continue
+            notes += admission.take_notes(admitted)
+            if not admitted.quiet:
+                rows.append((document, admitted, request.operation))
     finally:
+        if admission is not None:
+            admission.close()
         cluster.reader.close()
-    for note in cluster.notes:
+    for note in notes:
         print(f"celkeeper test: note: {note}", file=sys.stderr)
     for problem in problems:
         print(f"celkeeper test: {problem}", file=sys.stderr)
-    shown = [(d, r, op) for d, r, op in rows if not args.deny_only or r.action is Action.DENY]
     with redirected(args.output_file):
         if args.output in ("junit", "sarif"):
-            found = [(d, None, _violation(r)) for d, r, _ in shown]
+            found = [(d, None, v) for d, r, _ in rows for v in _cluster_violations(r, args.deny_only)]
             sys.stdout.write(formatted(args.output, manifests, loaded.policies, found, problems))
         elif args.output == "json":
-            print(json.dumps([_cluster_row(d, r, op) for d, r, op in shown], indent=2))
+            shown = [_cluster_row(d, r, op, args.deny_only) for d, r, op in rows]
+            print(json.dumps([row for row in shown if row is not None], indent=2))
         else:
-            for document, result, operation in shown:
-                line = f"{_object_id(_reviewed(document))}: [{result.constraint_name}] {result.message}"
-                print(f"{line} ({result.action}, {operation})")
-    denied = any(r.action is Action.DENY for _, r, _ in rows)
+            for document, result, operation in rows:
+                for line in _cluster_lines(document, result, operation, args.deny_only):
+                    print(line)
+    denied = any(r.denied if not isinstance(r, Result) else r.action is Action.DENY for _, r, _ in rows)
     return 1 if denied or problems else 0
+
+
+def _kinds(manifests: Sequence[Document]) -> list[tuple[str, str]]:
+    """(group, kind) of each manifest's object."""
+    found = []
+    for document in manifests:
+        obj = _reviewed(document)
+        found.append((str(obj.get("apiVersion") or "").rpartition("/")[0], str(obj.get("kind") or "")))
+    return found
+
+
+def _cluster_admission(
+    cluster: ClusterPolicies, manifests: Sequence[Document], problems: list[str], notes: list[str]
+) -> AdmissionReviewer | None:
+    """The cluster's admission policies (cli.admissionpolicies), with its parameter objects and its
+    Namespaces, those the manifests create as the manifests say; None when it holds none."""
+    from celkeeper.cli.admissionpolicies import AdmissionReviewer
+
+    if not cluster.admission:
+        return None
+    created = [d.data for d in manifests if is_namespace(d) and d.name and isinstance(d.data, dict)]
+    objects = [*cluster.params, *cluster.namespaces.values(), *created]  # the last Namespace of a name wins
+    try:
+        reviewer = AdmissionReviewer.build(cluster.admission, objects)
+    except CelkeeperError as err:  # the native library cannot run here
+        problems.append(f"in the cluster: {err}")
+        return None
+    if reviewer is not None:
+        problems += [f"in the cluster: {e}" for e in reviewer.errors()]
+        notes += [str(n) for n in reviewer.notes()]
+    return reviewer
+
+
+def _cluster_violations(result: Result | Reviewed, deny_only: bool) -> list[Violation]:
+    if not isinstance(result, Result):
+        return [v for v in result.violations() if not deny_only or v.enforcement_action == "deny"]
+    return [_violation(result)] if not deny_only or result.action is Action.DENY else []
+
+
+def _cluster_lines(
+    document: Document, result: Result | Reviewed, operation: str, deny_only: bool
+) -> list[str]:
+    """The text lines of one result of `test --cluster`: the webhook's with its action and operation, the
+    admission policies' as `test -f` prints them."""
+    head = _object_id(_reviewed(document))
+    if not isinstance(result, Result):
+        return [f"{head}: {text}" for action, text in result.lines() if not deny_only or action == "deny"]
+    if deny_only and result.action is not Action.DENY:
+        return []
+    return [f"{head}: [{result.constraint_name}] {result.message} ({result.action}, {operation})"]
 
 
 def formatted(
@@ -428,13 +500,16 @@ def _violation(result: Result) -> Violation:
 
 def _cluster_request(
     reader: ClusterReader, document: Document, namespaces: JsonObject, against_live: bool
-) -> tuple[AdmissionRequest, str]:
-    """The request the API server would send the webhook for applying one manifest, and a problem to
-    report ("" when none). Raises CelkeeperError when the manifest is not checked at all."""
+) -> tuple[AdmissionRequest, str, JsonObject]:
+    """The request the API server would send the webhook for applying one manifest, a problem to report
+    ("" when none), and the request as Kubernetes' admission policies get it (cli.admissionpolicies).
+    Raises CelkeeperError when the manifest is not checked at all."""
     from celkeeper.review import admission_review_for, parse_admission_review
 
     if is_admission_review(document):
-        return parse_admission_review(as_v1_review(checked_request(document))), ""
+        asked = dict(checked_request(document))
+        asked.pop("uid", None)
+        return parse_admission_review(as_v1_review(checked_request(document))), "", asked
     obj = document.data
     if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
         raise CelkeeperError("not a Kubernetes object (apiVersion and kind are required)")
@@ -467,7 +542,34 @@ def _cluster_request(
         namespace=namespace,
         resource=resource,
     )
-    return parse_admission_review(review), note
+    return parse_admission_review(review), note, _policy_request(review, namespace)
+
+
+def _policy_request(review: JsonObject, namespace: str) -> JsonObject:
+    """An AdmissionReview's request as the admission policies get it: the object in the namespace it is
+    created in (the API server sets it from the request's), the resource when discovery knows it (else
+    Kubernetes' guess from the kind), no user."""
+    found = review.get("request")
+    asked = dict(found) if isinstance(found, dict) else {}
+    asked.pop("uid", None)
+    if not asked.get("userInfo"):
+        asked.pop("userInfo", None)
+    resource = asked.get("resource")
+    if isinstance(resource, dict) and not resource.get("resource"):
+        asked.pop("resource", None)
+    obj = asked.get("object")
+    if namespace and isinstance(obj, dict):
+        meta = obj.get("metadata")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        if not meta.get("namespace"):
+            asked["object"] = {**obj, "metadata": {**meta, "namespace": namespace}}
+    return asked
+
+
+def _reviewed_object(document: Document) -> JsonObject | None:
+    """The object of a manifest (an AdmissionReview's object), as given."""
+    obj = _reviewed(document)
+    return dict(obj) if obj else None
 
 
 def denies(violation: Violation) -> bool:
@@ -535,11 +637,13 @@ def _json_row(
     return row
 
 
-def _cluster_row(document: Document, result: Result, operation: str) -> JsonObject:
-    """One result of `test --cluster -o json`."""
+def _cluster_row(
+    document: Document, result: Result | Reviewed, operation: str, deny_only: bool = False
+) -> JsonObject | None:
+    """One result of `test --cluster -o json` (None when --deny-only leaves nothing of it)."""
     obj = _reviewed(document)
     meta = _meta(obj)
-    return {
+    row: JsonObject = {
         "object": {
             "apiVersion": str(obj.get("apiVersion", "")),
             "kind": str(obj.get("kind", "")),
@@ -548,9 +652,17 @@ def _cluster_row(document: Document, result: Result, operation: str) -> JsonObje
         },
         "file": document.file,
         "document": document.index,
-        "constraint": {"kind": result.constraint_kind, "name": result.constraint_name},
-        "template": result.template,
-        "enforcementAction": str(result.action),
-        "message": result.message,
-        "operation": operation,
     }
+    if not isinstance(result, Result):
+        if deny_only and not result.denied:
+            return None
+        row["admissionPolicies"] = result.to_json()
+    else:
+        if deny_only and result.action is not Action.DENY:
+            return None
+        row["constraint"] = {"kind": result.constraint_kind, "name": result.constraint_name}
+        row["template"] = result.template
+        row["enforcementAction"] = str(result.action)
+        row["message"] = result.message
+    row["operation"] = operation
+    return row

@@ -3,25 +3,30 @@
     reader = ClusterReader.connect(kubeconfig, context)
     found = reader.policies()          # templates and constraints of both API groups, ExpansionTemplates,
                                        # Namespaces; what is not installed is noted, not an error
+    admission = reader.admission_policies(kinds)   # Kubernetes' admission policies, bindings, their
+                                       # parameter objects, and the CRDs of those and of `kinds`
     reader.resource_for(group, kind)   # discovery: the resource serving a kind (plural, namespaced)
     reader.live(group, version, kind, namespace, name)   # the object as stored, or None
     reader.default_namespace           # the kubeconfig context's namespace (kubectl's default)
 
 Every call is a get or a list: the ClusterRole in deploy/ci-rbac.yaml (get/list on the policies and
-Namespaces; get on the kinds the manifests hold, for --against-live) is all it needs.
+Namespaces; get/list on the admission policies and bindings, get on CRDs; get on the kinds the manifests
+hold, for --against-live) is all it needs; listing the admission policies' parameter objects needs list on
+their kinds. A 403 on an admission policy resource, its parameters or a CRD is a note, not an error.
 
 celkeeper's (celkeeper.incluster): what of a cluster celkeeper's offline tools read, through the adapter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from celkeeper.crds import names
 from celkeeper.incluster.objects import namespace_object, policy_object
 from celkeeper.incluster.resources import EXPANSION_TEMPLATES, TEMPLATES, constraint_kinds
+from celkeeper.kube.admissionpolicies import POLICY_RESOURCES, read_admission_policies, read_crds
 from celkeeper.kube.client import ApiError, Client, KubeClient
 from celkeeper.kube.discovery import ApiResource, discover
 from celkeeper.kube.kubeconfig import context_namespace, default_kubeconfig
@@ -46,6 +51,14 @@ class ClusterPolicies:
     # ExpansionTemplates, reduced to what defines the policy
     namespaces: Mapping[str, dict[str, Any]]  # name -> Namespace as namespaceObject sees it
     notes: tuple[str, ...]  # what is not installed (a CRD missing), one line each
+
+
+@dataclass(frozen=True)
+class ClusterAdmissionPolicies:
+    policies: tuple[tuple[str, dict[str, Any]], ...]  # (where, object): the policies and bindings, reduced
+    # to what defines them, and the CRDs
+    params: tuple[dict[str, Any], ...]  # the parameter objects, as stored
+    notes: tuple[str, ...]  # what could not be read (not served, not allowed), one line each
 
 
 class ClusterReader:
@@ -92,6 +105,20 @@ class ClusterReader:
         namespaces = {name_of(ns): namespace_object(ns) for ns in self.client.list(NAMESPACES).items}
         return ClusterPolicies(tuple(objects), namespaces, tuple(notes))
 
+    def admission_policies(self, kinds: Iterable[tuple[str, str]] = ()) -> ClusterAdmissionPolicies:
+        """Kubernetes' admission policies and bindings (admissionregistration.k8s.io/v1), their parameter
+        objects, and the CRDs of the parameter kinds and of `kinds` ((group, kind)s: those of the objects
+        to be reviewed); none of them when the cluster holds no admission policy or binding."""
+        found = read_admission_policies(self.client, self.resource_for)
+        objects = [(f"cluster:{_where(p)}/{name_of(p)}", policy_object(p)) for p in found.policies]
+        notes = list(found.notes)
+        if found.policies:
+            param_kinds = [k for k in map(_group_kind, found.policies) if k is not None]
+            crds, unread = read_crds(self.client, self.resource_for, [*kinds, *param_kinds])
+            objects += [(f"cluster:customresourcedefinitions/{name_of(c)}", c) for c in crds]
+            notes += unread
+        return ClusterAdmissionPolicies(tuple(objects), found.params, tuple(notes))
+
     def resource_for(self, group: str, kind: str) -> ApiResource | None:
         """The resource serving objects of this group and kind (discovery, read once)."""
         if self._resources is None:
@@ -121,3 +148,20 @@ class ClusterReader:
             if err.not_found:
                 return None
             raise
+
+
+_POLICY_RESOURCES = {r.kind: r for r in POLICY_RESOURCES}
+
+
+def _where(obj: Mapping[str, Any]) -> str:
+    """`<plural>.<group>` of an admission policy or binding."""
+    return str(_POLICY_RESOURCES[str(obj.get("kind"))])
+
+
+def _group_kind(policy: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(group, kind) of a policy's paramKind, None when it takes no parameters."""
+    spec = policy.get("spec")
+    param = spec.get("paramKind") if isinstance(spec, Mapping) else None
+    if not isinstance(param, Mapping):
+        return None
+    return str(param.get("apiVersion") or "").rpartition("/")[0], str(param.get("kind") or "")

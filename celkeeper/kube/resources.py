@@ -96,7 +96,6 @@ VAP_BINDINGS = Resource(
     "validatingadmissionpolicybindings",
     "ValidatingAdmissionPolicyBinding",
 )
-
 MAPS = Resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", "MutatingAdmissionPolicy")
 MAP_BINDINGS = Resource(
     "admissionregistration.k8s.io",

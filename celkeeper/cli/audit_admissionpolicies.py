@@ -237,7 +237,8 @@ class AdmissionAudit:
                 f'{binding_kind} "{binding}" (policy "{policy}"): {message}: the API server refuses every '
                 f"request the binding matches ({count} object(s) here)"
             )
-            self.inputs.error(found.document.error(AdmissionPolicyError, text, "spec") if found else text)
+            path = "spec.paramRef" if "param" in message else "spec"
+            self.inputs.error(found.document.error(AdmissionPolicyError, text, path) if found else text)
 
     def close(self) -> None:
         self.reviewer.close()

@@ -32,6 +32,7 @@ from celkeeper.model import JsonObject
 
 if TYPE_CHECKING:  # imported where they are used (the audit's modules load only for `celkeeper audit`)
     from celkeeper.audit import RunResults, Violation
+    from celkeeper.cli.audit_admissionpolicies import AdmissionAudit
     from celkeeper.constraints import Constraint
     from celkeeper.policy import PolicySet
 
@@ -250,6 +251,7 @@ def _cluster(args: argparse.Namespace) -> int:
 # -- files ----------------------------------------------------------------------------------------------
 def _offline(args: argparse.Namespace) -> int:
     from celkeeper.audit import Evaluator, RunResults
+    from celkeeper.cli.audit_admissionpolicies import AdmissionAudit
     from celkeeper.cli.inputs import Inputs
     from celkeeper.documents import Document
     from celkeeper.gator.backend import PolicyBackend
@@ -257,43 +259,67 @@ def _offline(args: argparse.Namespace) -> int:
     from celkeeper.model import EnforcementPoint
 
     inputs: Inputs[_Audited] = Inputs("audit", "audited")
+    admission: AdmissionAudit | None = None
     try:
         policy_sources = inputs.sources([*args.policy_dir, *args.filenames])
         separate = bool(args.objects)  # objects only from --objects; policies only from the others
         object_sources = inputs.sources(args.objects) if separate else policy_sources
         object_ids = {id(s) for s in object_sources}
         documents = inputs.policies(
-            policy_sources, is_policy=is_policy_document, report=lambda s: id(s) not in object_ids
+            policy_sources, is_policy=_is_policy, report=lambda s: id(s) not in object_ids
         )
         backend = PolicyBackend(engine_name(args), EnforcementPoint.AUDIT)
-        loaded = backend.build(documents)
+        loaded = backend.build([d for d in documents if is_policy_document(d)])
         for error in loaded.errors:
             inputs.error(error)
+        # Kubernetes' admission policies among the policies (cli.audit_admissionpolicies), with the
+        # parameter objects and Namespaces among every input (a pass of their own, only when there are such
+        # policies): each object audited is also answered as a CREATE
+        given = (*(policy_sources if separate else ()), *object_sources)
+        admission = AdmissionAudit.build(inputs, documents, inputs.stream_data(given))
         results = RunResults(args.constraint_violations_limit)
         # templates that read synced data read every object given (as `celkeeper test` gives them)
         data_objects = (Document.from_object(o) for o in inputs.stream_data(object_sources) if _auditable(o))
         with backend.inventory(loaded.policies, data_objects) as data:
-            sink = _AuditSink(inputs, Evaluator(loaded.policies, data), results)
+            # in one set of files (-f), the admission policies and bindings are policies, not objects
+            sink = _AuditSink(
+                inputs, Evaluator(loaded.policies, data), results, admission, skip_admission=not separate
+            )
             inputs.consume(object_sources, sink)
+        if admission is not None:
+            admission.finish()
     finally:
         inputs.close()
+        if admission is not None:
+            admission.close()
     ordered = sorted(sink.violations, key=_row_order)
+    changes = sorted(sink.changes, key=_row_order)
+    listed = _listed(loaded.policies.constraints, results, admission, len(changes))
     with redirected(args.output_file):
-        if args.output in ("openreports", "html"):
-            sys.stdout.write(formatted(args.output, loaded.policies, results, ordered, inputs.done))
+        if args.output in ("openreports", "html"):  # violations (what would change is no violation)
+            sys.stdout.write(
+                formatted(args.output, loaded.policies, results, ordered, inputs.done, listed=listed)
+            )
         elif args.output == "json":
-            print(json.dumps(_json(loaded.policies.constraints, results, ordered, inputs), indent=2))
+            print(json.dumps(_json(listed, results, ordered, changes, inputs), indent=2))
         else:
-            _table(loaded.policies.constraints, results, ordered, inputs.done)
+            _table(listed, results, sorted([*ordered, *changes], key=_row_order), inputs.done, len(changes))
     print(inputs.summary(), file=sys.stderr)
     denied = any(v.denies for v in sink.violations)
     return 1 if denied or inputs.errors else 0
 
 
 def formatted(
-    output: str, policies: PolicySet, results: RunResults, violations: list[Violation], audited: int
+    output: str,
+    policies: PolicySet,
+    results: RunResults,
+    violations: list[Violation],
+    audited: int,
+    *,
+    listed: Sequence[Listed] | None = None,
 ) -> str:
-    """-o openreports (celkeeper.audit.openreports: the Reports as a List), -o html (cli/output_html.py)."""
+    """-o openreports (celkeeper.audit.openreports: the Reports as a List), -o html (cli/output_html.py);
+    `listed`: the constraints (and admission policy bindings) with their totals, for the page."""
     import time
 
     from celkeeper.audit.status import audit_id
@@ -303,20 +329,52 @@ def formatted(
         from celkeeper.audit.openreports import reports, result_row
 
         templates = {c.constraint.kind: c.template.name for c in policies.all_candidates}
-        rows = [result_row(v, templates.get(v.constraint[0], "")) for v in violations]
+        # an admission policy's row: its binding is the rule (the constraint's name is policy/binding)
+        rows = [
+            result_row(
+                v,
+                v.constraint[1].rpartition("/")[2]
+                if v.constraint[0] in _ADMISSION_KINDS
+                else templates.get(v.constraint[0], ""),
+            )
+            for v in violations
+        ]
         return (
             json.dumps({"apiVersion": "v1", "kind": "List", "items": reports(rows, int(now))}, indent=2)
             + "\n"
         )
-    from celkeeper.cli.output_html import audit_page, render
+    from celkeeper.cli.output_html import PageConstraint, audit_page, render
 
-    return render(audit_page(policies.constraints, results, violations, audited, generated=audit_id(now)))
+    extra = [PageConstraint(f"{c.kind}/{c.name}", c.action, c.total) for c in listed or () if c.binding]
+    return render(
+        audit_page(policies.constraints, results, violations, audited, generated=audit_id(now), extra=extra)
+    )
+
+
+def _is_policy(document: Any) -> bool:
+    """A policy document: Gatekeeper's (gator.kinds), or Kubernetes' admission policies, bindings and the
+    CRDs that define their objects' kinds (cli.admissionpolicies)."""
+    from celkeeper.cli.admissionpolicies import wanted
+    from celkeeper.gator.kinds import is_policy_document
+
+    return is_policy_document(document) or wanted(document)
 
 
 def _auditable(obj: JsonObject) -> bool:
     """An object the audit evaluates (not a policy document, a Suite or an AdmissionReview)."""
     return _skipped(obj) is None and bool(obj.get("apiVersion") and obj.get("kind"))
 
+
+def _is_admission_policy_object(obj: JsonObject) -> bool:
+    from celkeeper.admissionpolicy.documents import is_admission_policy_object
+
+    return is_admission_policy_object(obj)
+
+
+#: the start of the message of a `mutate` row (cli.audit_admissionpolicies), before its merge patch
+_WOULD_CHANGE = "would change: "
+#: the kinds of the admission policies whose bindings are audit's "constraints" (policy/binding)
+_ADMISSION_KINDS = frozenset({"ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"})
 
 #: documents among the objects that are not objects that exist, by (API group, kind): not audited
 _NOT_OBJECTS = {
@@ -347,11 +405,17 @@ _Audited = tuple[Any, ...]
 
 
 class _AuditSink:
+    """Each object evaluated against the constraints, and submitted to the admission policies (answered in
+    batches: a result holds the object's Pending until it is recorded)."""
+
     def __init__(
         self,
         inputs: Any,
         evaluator: Any,
         results: RunResults,
+        admission: AdmissionAudit | None = None,
+        *,
+        skip_admission: bool = False,
     ) -> None:
         from celkeeper.audit import ObjectRef
         from celkeeper.audit.evaluate import NOTHING
@@ -362,12 +426,17 @@ class _AuditSink:
         self.namespaces = inputs.namespaces  # as far as they are read (cli.inputs)
         self.results = results
         self.violations: list[Violation] = []
+        self.changes: list[Violation] = []  # what the mutating admission policies would change
+        self.admission = admission
+        self.skip_admission = skip_admission and admission is not None
         self._nothing = NOTHING
         self._kinds: dict[tuple[str, str, str], tuple[Any, ...]] = {}  # one tuple per kind, shared
 
     def evaluate(self, piece: Any) -> _Audited:
         obj = piece.data
         reason = _skipped(obj)
+        if reason is None and self.skip_admission and _is_admission_policy_object(obj):
+            reason = POLICY_DOCUMENT
         if reason is not None:
             return ("skip", reason, None)
         if not (obj.get("apiVersion") and obj.get("kind")):
@@ -380,12 +449,15 @@ class _AuditSink:
         namespace = self.namespaces.get(namespace_name) if namespace_name else None
         outcome = self.evaluator.evaluate(obj, namespace)
         kind = self.object_ref.kind_of(obj)
+        pending = self.admission.submit(obj, piece.location()) if self.admission is not None else None
         if outcome is self._nothing:
+            if pending is not None:
+                return ("ok", kind, pending)
             found = self._kinds.get(kind)
             if found is None:
-                found = self._kinds[kind] = ("ok", kind)
+                found = self._kinds[kind] = ("ok", kind, None)
             return found
-        return ("found", kind, outcome, self.object_ref.of(obj), piece.location())
+        return ("found", kind, outcome, self.object_ref.of(obj), piece.location(), pending)
 
     def record(self, result: _Audited) -> None:
         if result[0] == "skip":
@@ -394,15 +466,28 @@ class _AuditSink:
         self.inputs.read += 1
         self.inputs.done += 1
         self.results.counted(*result[1])
+        if result[-1] is not None:
+            self._admitted(result[-1])
         if result[0] == "ok":
             return
-        _, _, outcome, ref, where = result
+        _, _, outcome, ref, where, _ = result
         for violation in outcome.violations:
             self.results.add(violation)
             self.violations.append(dataclasses.replace(violation, labels={}))
         for key, message in outcome.errors:
             self.results.add_error(key, ref, message)
             self.inputs.error(f"{where}: {ref}: not evaluated for {key[0]}/{key[1]}: {message}")
+
+    def _admitted(self, pending: Any) -> None:
+        from celkeeper.cli.audit_admissionpolicies import MUTATE
+
+        assert self.admission is not None
+        for violation in self.admission.take(pending):
+            if violation.enforcement_action == MUTATE:
+                self.changes.append(violation)
+            else:
+                self.results.add(violation)
+                self.violations.append(violation)
 
 
 def _row_order(violation: Violation) -> tuple[str, ...]:
@@ -424,8 +509,42 @@ def _action(violation: Violation) -> str:
     return str(violation.enforcement_action)
 
 
+@dataclasses.dataclass(frozen=True)
+class Listed:
+    """A constraint, or an admission policy binding, with its total: a line of the totals."""
+
+    kind: str
+    name: str
+    action: str  # the constraint's enforcement action; a binding's validationActions (Deny,Audit)
+    total: int
+    extra: bool = False  # an admission policy binding (or the mutating policies)
+    binding: Any = None  # cli.audit_admissionpolicies.Binding, for -o json
+
+
+def _listed(
+    constraints: Sequence[Constraint], results: RunResults, admission: AdmissionAudit | None, changes: int
+) -> list[Listed]:
+    """The totals: each constraint, then each ValidatingAdmissionPolicyBinding, then what the mutating
+    policies would change."""
+
+    def total(key: tuple[str, str]) -> int:
+        found = results.constraints.get(key)
+        return found.total if found else 0
+
+    listed = [
+        Listed(c.kind, c.name, str(c.enforcement_action), total((c.kind, c.name)))
+        for c in sorted(constraints, key=lambda c: (c.kind, c.name))
+    ]
+    if admission is not None:
+        for b in sorted(admission.validating(), key=lambda b: b.key):
+            listed.append(Listed(*b.key, b.enforcement_action, total(b.key), True, b))
+        if admission.mutates:
+            listed.append(Listed(*admission.mutation_key, "mutate", changes, True))
+    return listed
+
+
 def _table(
-    constraints: Sequence[Constraint], results: RunResults, violations: list[Violation], audited: int
+    listed: Sequence[Listed], results: RunResults, violations: list[Violation], audited: int, changes: int
 ) -> None:
     rows: list[tuple[str, ...]] = [("CONSTRAINT", "ACTION", "OBJECT", "MESSAGE")]
     rows += [(f"{v.constraint[0]}/{v.constraint[1]}", _action(v), str(v.ref), v.message) for v in violations]
@@ -433,20 +552,16 @@ def _table(
         _print_rows(rows)
         print()
     totals: list[tuple[str, ...]] = [("CONSTRAINT", "ENFORCEMENT-ACTION", "TOTAL-VIOLATIONS")]
-    for constraint in sorted(constraints, key=lambda c: (c.kind, c.name)):
-        found = results.constraints.get((constraint.kind, constraint.name))
-        totals.append(
-            (
-                f"{constraint.kind}/{constraint.name}",
-                str(constraint.enforcement_action),
-                str(found.total if found else 0),
-            )
-        )
+    totals += [(f"{c.kind}/{c.name}", c.action, str(c.total)) for c in listed]
     _print_rows(totals)
     by_action = ", ".join(f"{n} {a}" for a, n in results.by_action.items() if n)
+    constraints = sum(1 for c in listed if not c.extra)
+    bindings = sum(1 for c in listed if c.binding is not None)
     print(
-        f"\n{results.total} violation(s) in {audited} object(s), {len(constraints)} constraint(s)"
+        f"\n{results.total} violation(s) in {audited} object(s), {constraints} constraint(s)"
+        + (f", {bindings} admission policy binding(s)" if bindings else "")
         + (f": {by_action}" if by_action else "")
+        + (f"; {changes} object(s) a mutating admission policy would change" if changes else "")
     )
 
 
@@ -457,24 +572,37 @@ def _print_rows(rows: list[tuple[str, ...]]) -> None:
 
 
 def _json(
-    constraints: Sequence[Constraint], results: RunResults, violations: list[Violation], inputs: Any
+    listed: Sequence[Listed],
+    results: RunResults,
+    violations: list[Violation],
+    changes: list[Violation],
+    inputs: Any,
 ) -> JsonObject:
     from celkeeper.audit.results import status_violation
 
     out = []
-    for constraint in sorted(constraints, key=lambda c: (c.kind, c.name)):
-        key = (constraint.kind, constraint.name)
-        status = results.status_fields(key)
+    for entry in listed:
+        if entry.extra and entry.binding is None:
+            continue  # the mutating policies: under wouldChange
+        key = (entry.kind, entry.name)
+        found: JsonObject = {"kind": entry.kind, "name": entry.name}
+        if entry.binding is not None:  # policy/binding: the policy's name, the binding's and its actions
+            found = {
+                "kind": entry.kind,
+                "name": entry.binding.policy,
+                "binding": entry.binding.name,
+                "validationActions": list(entry.binding.actions),
+            }
+        else:
+            found["enforcementAction"] = entry.action
         out.append(
             {
-                "kind": constraint.kind,
-                "name": constraint.name,
-                "enforcementAction": str(constraint.enforcement_action),
-                "status": status,
+                **found,
+                "status": results.status_fields(key),
                 "allViolations": [status_violation(v) for v in violations if v.constraint == key],
             }
         )
-    return {
+    found_all: JsonObject = {
         "objects": inputs.done,
         "read": inputs.read,
         "notAudited": dict(inputs.not_done),
@@ -483,3 +611,21 @@ def _json(
         "byEnforcementAction": {a: n for a, n in results.by_action.items() if n},
         "constraints": out,
     }
+    if any(entry.extra and entry.binding is None for entry in listed):
+        # what the MutatingAdmissionPolicies would change in each object: a JSON merge patch
+        found_all["wouldChange"] = [
+            {
+                **_object_fields(v.ref),
+                "policies": v.constraint[1].split(","),
+                "patch": json.loads(v.message.removeprefix(_WOULD_CHANGE)),
+            }
+            for v in changes
+        ]
+    return found_all
+
+
+def _object_fields(ref: Any) -> JsonObject:
+    fields: JsonObject = {"group": ref.group, "version": ref.version, "kind": ref.kind, "name": ref.name}
+    if ref.namespace:
+        fields["namespace"] = ref.namespace
+    return fields

@@ -68,8 +68,10 @@ def audit_page(
     *,
     generated: str,
     title: str = "celkeeper audit",
+    extra: Sequence[PageConstraint] = (),
 ) -> AuditPage:
-    """The page of an offline audit (cli/audit.py's results)."""
+    """The page of an offline audit (cli/audit.py's results); `extra`: more "constraints" with their totals
+    (Kubernetes' admission policy bindings)."""
     listed = []
     for constraint in sorted(constraints, key=lambda c: (c.kind, c.name)):
         found = results.constraints.get((constraint.kind, constraint.name))
@@ -91,7 +93,7 @@ def audit_page(
         )
         for v in violations
     )
-    return AuditPage(title, generated, audited, tuple(listed), rows)
+    return AuditPage(title, generated, audited, (*listed, *extra), rows)
 
 
 def _data(page: AuditPage) -> str:

@@ -8,14 +8,17 @@ from celkeeper.admissionpolicy.documents import (
     is_param,
     param_kinds,
 )
+from celkeeper.admissionpolicy.explain import Explained, trace_lines
 from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer
 
 __all__ = [
     "AdmissionPolicies",
     "Answer",
+    "Explained",
     "is_admission_policy_document",
     "is_admission_policy_object",
     "is_crd_document",
     "is_param",
     "param_kinds",
+    "trace_lines",
 ]

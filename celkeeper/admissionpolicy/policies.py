@@ -5,6 +5,7 @@
             ...
         answer = policies.review({"operation": "CREATE", "object": obj})
         answer.allowed, answer.message, answer.warnings, answer.audit_annotations, answer.patched
+        explained = policies.explain(request)   # the answer and why (celkeeper.admissionpolicy.explain)
 
 The native library runs the API server's ValidatingAdmissionPolicy and MutatingAdmissionPolicy admission
 plugins (k8s.io/apiserver/pkg/admission/plugin/policy, at the Kubernetes version the library is built
@@ -24,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import orjson
 
@@ -32,6 +33,9 @@ from celkeeper.documents import Document
 from celkeeper.errors import AdmissionPolicyError, AdmissionPolicyNote
 from celkeeper.model import JsonObject, JsonValue
 from celkeeper.native.ffi import Library, LibraryUnavailable, load
+
+if TYPE_CHECKING:
+    from celkeeper.admissionpolicy.explain import Explained
 
 #: the reason an answer's status gives when a policy refuses (the API server's defaults)
 _UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')
@@ -134,6 +138,18 @@ class AdmissionPolicies:
         if "error" in reply:
             raise AdmissionPolicyError(str(reply["error"]))
         return answer_of(reply["response"])
+
+    def explain(self, request: Mapping[str, JsonValue], timeout_ns: int = 0) -> Explained:
+        """`review`'s answer with its trace (celkeeper.admissionpolicy.explain): per policy and binding,
+        whether it applied and why not, the parameters, matchConditions, validations, audit annotations
+        and mutations. Raises AdmissionPolicyError for a request the API server would not decode."""
+        from celkeeper.admissionpolicy.explain import explained_of
+
+        reply = self.library.admission_policy_explain(self.handle, orjson.dumps(request), timeout_ns)
+        if "error" in reply:
+            raise AdmissionPolicyError(str(reply["error"]))
+        explanation = reply["explanation"]
+        return explained_of(explanation, answer_of(explanation["response"]))
 
     def review_many(
         self, requests: Sequence[Mapping[str, JsonValue]], timeout_ns: int = 0

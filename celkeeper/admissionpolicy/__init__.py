@@ -8,8 +8,8 @@ from celkeeper.admissionpolicy.documents import (
     is_param,
     param_kinds,
 )
-from celkeeper.admissionpolicy.explain import Explained, trace_lines
-from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer
+from celkeeper.admissionpolicy.explain import trace_lines
+from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer, Explained
 
 __all__ = [
     "AdmissionPolicies",

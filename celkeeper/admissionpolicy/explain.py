@@ -4,7 +4,8 @@ ValidatingAdmissionPolicies and MutatingAdmissionPolicies).
     explained = policies.explain({"operation": "CREATE", "object": obj})   # AdmissionPolicies.explain
     explained.answer            # the API server's answer (its admission chain: the authority)
     explained.validating        # per policy and binding: applied or why not, params, matchConditions,
-    explained.mutating          #   validations, audit annotations, mutations (trace_lines: as text)
+    explained.mutating          #   validations, audit annotations, mutations
+    trace_lines(explained)      # the trace as text
 
 The trace is made by the native library with the API server's plugins' own compiled policies, matcher
 and parameter lookup (celkeeper/native/go/admissionpolicy/explain.go); the mutating policies' in one pass
@@ -15,34 +16,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from celkeeper.admissionpolicy.policies import Answer
-from celkeeper.model import JsonObject
+from celkeeper.admissionpolicy.policies import Explained
 
 VALUE_WIDTH = 100
-
-
-@dataclass(frozen=True)
-class Explained:
-    """A request's answer and its trace (see the module docstring); the traces are the native library's
-    JSON (admissionpolicy.BindingTrace: kind, policy, binding, applied, excluded, reason, error,
-    failurePolicy, validationActions, paramRef, params)."""
-
-    answer: Answer
-    mutating: tuple[JsonObject, ...]
-    validating: tuple[JsonObject, ...]
-    #: the validating policies were called (False: a mutating policy denied the request first)
-    validated: bool
-
-    def to_json(self) -> JsonObject:
-        return {
-            "answer": self.answer.as_json(),
-            "mutating": list(self.mutating),
-            "validating": list(self.validating),
-            "validated": self.validated,
-        }
 
 
 def trace_lines(explained: Explained, indent: str = "  ") -> list[str]:
@@ -132,12 +110,3 @@ def _param_lines(param: Mapping[str, Any], indent: str) -> list[str]:
 def _cut(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 1] + "…"
-
-
-def explained_of(reply: Mapping[str, Any], answer: Answer) -> Explained:
-    return Explained(
-        answer=answer,
-        mutating=tuple(reply.get("mutating") or ()),
-        validating=tuple(reply.get("validating") or ()),
-        validated=bool(reply.get("validated")),
-    )

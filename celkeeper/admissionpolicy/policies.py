@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import orjson
 
@@ -33,9 +33,6 @@ from celkeeper.documents import Document
 from celkeeper.errors import AdmissionPolicyError, AdmissionPolicyNote
 from celkeeper.model import JsonObject, JsonValue
 from celkeeper.native.ffi import Library, LibraryUnavailable, load
-
-if TYPE_CHECKING:
-    from celkeeper.admissionpolicy.explain import Explained
 
 #: the reason an answer's status gives when a policy refuses (the API server's defaults)
 _UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')
@@ -84,6 +81,27 @@ class Answer:
         if self.patched is not None:
             out["patchedObject"] = self.patched
         return out
+
+
+@dataclass(frozen=True)
+class Explained:
+    """A request's answer and its trace (celkeeper.admissionpolicy.explain); the traces are the native
+    library's JSON (admissionpolicy.BindingTrace: kind, policy, binding, applied, excluded, reason, error,
+    failurePolicy, validationActions, paramRef, params)."""
+
+    answer: Answer
+    mutating: tuple[JsonObject, ...]
+    validating: tuple[JsonObject, ...]
+    #: the validating policies were called (False: a mutating policy denied the request first)
+    validated: bool
+
+    def to_json(self) -> JsonObject:
+        return {
+            "answer": self.answer.as_json(),
+            "mutating": list(self.mutating),
+            "validating": list(self.validating),
+            "validated": self.validated,
+        }
 
 
 @dataclass
@@ -143,13 +161,16 @@ class AdmissionPolicies:
         """`review`'s answer with its trace (celkeeper.admissionpolicy.explain): per policy and binding,
         whether it applied and why not, the parameters, matchConditions, validations, audit annotations
         and mutations. Raises AdmissionPolicyError for a request the API server would not decode."""
-        from celkeeper.admissionpolicy.explain import explained_of
-
         reply = self.library.admission_policy_explain(self.handle, orjson.dumps(request), timeout_ns)
         if "error" in reply:
             raise AdmissionPolicyError(str(reply["error"]))
         explanation = reply["explanation"]
-        return explained_of(explanation, answer_of(explanation["response"]))
+        return Explained(
+            answer=answer_of(explanation["response"]),
+            mutating=tuple(explanation.get("mutating") or ()),
+            validating=tuple(explanation.get("validating") or ()),
+            validated=bool(explanation.get("validated")),
+        )
 
     def review_many(
         self, requests: Sequence[Mapping[str, JsonValue]], timeout_ns: int = 0

@@ -50,7 +50,9 @@ def _binding(traces: tuple[Any, ...], policy: str, binding: str = "") -> Any:
     return found[0]
 
 
-def test_the_answer_is_reviews_and_the_trace_says_which_validation_failed(policies: AdmissionPolicies) -> None:
+def test_the_answer_is_reviews_and_the_trace_says_which_validation_failed(
+    policies: AdmissionPolicies,
+) -> None:
     request = {"operation": "CREATE", "object": _object("deployment-8.yaml")}
     explained = policies.explain(request)
     assert explained.answer == policies.review(request)
@@ -112,9 +114,11 @@ def test_an_update_sees_the_old_object(policies: AdmissionPolicies) -> None:
 def test_the_trace_as_text(policies: AdmissionPolicies) -> None:
     explained = policies.explain({"operation": "CREATE", "object": _object("deployment-8.yaml")})
     lines = trace_lines(explained)
-    assert lines[0] == "  MutatingAdmissionPolicy/team-label binding team-label  applied  (failurePolicy Fail)"
+    assert (
+        lines[0] == "  MutatingAdmissionPolicy/team-label binding team-label  applied  (failurePolicy Fail)"
+    )
     assert "      validation[0]  failed: replicas must be at most 5, not 8" in lines
-    assert "      auditAnnotation replicas  \"8\"" in lines
+    assert '      auditAnnotation replicas  "8"' in lines
     assert isinstance(explained, Explained) and explained.to_json()["validated"] is True
 
 

@@ -39,8 +39,8 @@ def test_a_denial_explained_binding_by_binding(cli) -> None:
         "",
         "  MutatingAdmissionPolicy/team-label binding team-label  applied  (failurePolicy Fail)",
         '    mutation[0] JSONPatch  {"metadata":{"labels":{"team":"platform"}}}',
-        "  ValidatingAdmissionPolicy/no-scale-down  not applied (policy spec.matchConstraints.resourceRules): "
-        'no rule matches CREATE apps/v1 deployments "web"',
+        "  ValidatingAdmissionPolicy/no-scale-down  not applied "
+        '(policy spec.matchConstraints.resourceRules): no rule matches CREATE apps/v1 deployments "web"',
         "  ValidatingAdmissionPolicy/replica-limit binding replica-limit-all  applied  "
         "(validationActions Deny; failurePolicy Fail)",
         "    param policy-params/replica-limits",

@@ -10,6 +10,10 @@ ExpansionTemplate generates (a Deployment's Pod) are explained too. With Gatekee
 policies, a CREATE or UPDATE at the webhook is first mutated, as the API server calls mutating webhooks
 before validating ones: which mutators matched, in which order and pass, what each changed, and which of
 the others' criteria (applyTo, each spec.match field) did not hold; then the mutated object is validated.
+With Kubernetes' admission policies among the POLICY PATHs (ValidatingAdmissionPolicies,
+MutatingAdmissionPolicies, bindings, parameters), the API server's answer made by its own plugins
+follows, then, binding by binding, whether it applied and why not, and each matchCondition, validation,
+audit annotation and mutation's result (celkeeper.admissionpolicy.explain).
 
 OBJECT is a file (or - for stdin) of objects or AdmissionReviews; a plain object is explained as the
 API server would send it for a CREATE (--operation UPDATE with --old FILE for an update). Policies
@@ -50,6 +54,7 @@ EXAMPLES = """examples:
   celkeeper explain -f deployment.yaml --cluster -o json   against what the cluster enforces
   celkeeper explain -f new.yaml --operation UPDATE --old current.yaml policies/
   celkeeper explain -f pod.yaml policies/ --point audit    as the audit would see the object
+  celkeeper explain -f deployment.yaml vap.yaml binding.yaml params.yaml   Kubernetes' admission policies
 """
 
 
@@ -72,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "paths",
         nargs="*",
         metavar="POLICY_PATH",
-        help="templates, constraints, ExpansionTemplates, Namespaces",
+        help="templates, constraints, ExpansionTemplates, admission policies and bindings, Namespaces",
     )
     add_cluster_options(parser, "take the policies and Namespaces from the cluster")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")

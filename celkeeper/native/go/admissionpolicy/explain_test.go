@@ -225,3 +225,74 @@ func TestExplainParamNotFoundDenies(t *testing.T) {
 		t.Fatalf("binding %+v, answer %+v", demo, ex.Response.Status)
 	}
 }
+
+const selectorPolicy = `
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: selected}
+spec:
+  failurePolicy: Ignore
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["*"]
+      apiVersions: ["*"]
+      operations: [CREATE]
+      resources: ["*"]
+    excludeResourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [configmaps]
+  validations:
+  - expression: "object.spec.missing.field == 1"
+`
+
+const selectorBinding = `
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: only-tier-web}
+spec:
+  policyName: selected
+  validationActions: [Deny]
+  matchResources:
+    objectSelector: {matchLabels: {tier: web}}
+`
+
+const selectorAllBinding = `
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: everything}
+spec:
+  policyName: selected
+  validationActions: [Deny]
+`
+
+func TestExplainSelectorsExclusionsAndErrors(t *testing.T) {
+	set := explainSet(t, selectorPolicy, selectorBinding, selectorAllBinding)
+	ex, err := set.Explain(context.Background(), Request{Operation: "CREATE", Object: jsonOf(t, limits)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.Validating) != 1 || ex.Validating[0].Excluded != "policy spec.matchConstraints.excludeResourceRules" ||
+		ex.Validating[0].Reason != `a rule excludes CREATE v1 configmaps "limits"` {
+		t.Fatalf("configmap: %+v", ex.Validating)
+	}
+
+	ex, err = set.Explain(context.Background(), Request{Operation: "CREATE", Object: jsonOf(t, labelledDeployment)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := binding(t, ex.Validating, "only-tier-web")
+	if web.Applied || web.Excluded != "binding spec.matchResources.objectSelector" || !strings.Contains(web.Reason, "(labels app=web)") {
+		t.Fatalf("objectSelector: %+v", web)
+	}
+	// a runtime error under failurePolicy Ignore: the request is allowed, the trace says why
+	all := binding(t, ex.Validating, "everything")
+	if !ex.Response.Allowed || !all.Applied || len(all.Params) != 1 || len(all.Params[0].Validations) != 1 {
+		t.Fatalf("everything: %+v, answer %+v", all, ex.Response)
+	}
+	v := all.Params[0].Validations[0]
+	if v.Result != "error" || !v.Ignored || !strings.Contains(v.Message, "no such key") {
+		t.Fatalf("validation: %+v", v)
+	}
+}

@@ -3,6 +3,7 @@ package admissionpolicy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -131,11 +132,23 @@ func (s *Set) Explain(ctx context.Context, req Request) (*Explanation, error) {
 		out.Response = traced.resp
 		return out, nil
 	}
-	t := s.tracer(ctx, traced.attrs)
-	if src, ok := unexported[generic.Source[mutating.PolicyHook]](mutatingPlugin.Plugin, "source"); ok {
-		tcm, _ := dispatcherTypeConverters(mutatingPlugin)
-		out.Mutating = t.mutating(sortedHooks(src.Hooks(), func(h mutating.PolicyHook) string { return h.Policy.Name }), tcm)
+	mutatingSource, ok := unexported[generic.Source[mutating.PolicyHook]](mutatingPlugin.Plugin, "source")
+	if !ok {
+		return nil, errPluginFields
 	}
+	validatingSource, ok := unexported[generic.Source[validating.PolicyHook]](validatingPlugin.Plugin, "source")
+	if !ok {
+		return nil, errPluginFields
+	}
+	tcm, ok := dispatcherTypeConverters(mutatingPlugin)
+	if !ok {
+		return nil, errPluginFields
+	}
+	if m, ok := unexported[*matching.Matcher](validatingPlugin.Plugin, "matcher"); !ok || m == nil {
+		return nil, errPluginFields
+	}
+	t := s.tracer(ctx, traced.attrs)
+	out.Mutating = t.mutating(sortedHooks(mutatingSource.Hooks(), func(h mutating.PolicyHook) string { return h.Policy.Name }), tcm)
 
 	real, err := s.prepare(ctx, req)
 	if err != nil {
@@ -147,11 +160,13 @@ func (s *Set) Explain(ctx context.Context, req Request) (*Explanation, error) {
 	}
 	out.Response, out.Validated = resp, resp.validated
 	t = s.tracer(ctx, real.attrs) // the object as the mutating policies left it
-	if src, ok := unexported[generic.Source[validating.PolicyHook]](validatingPlugin.Plugin, "source"); ok {
-		out.Validating = t.validating(sortedHooks(src.Hooks(), func(h validating.PolicyHook) string { return h.Policy.Name }))
-	}
+	out.Validating = t.validating(sortedHooks(validatingSource.Hooks(), func(h validating.PolicyHook) string { return h.Policy.Name }))
 	return out, nil
 }
+
+// errPluginFields: the plugins' fields the trace reads (see unexported) are not where this Kubernetes
+// version keeps them; the trace would be empty, so there is none.
+var errPluginFields = errors.New("cannot trace the admission policy plugins: their policy source, matcher or type converters are not where celkeeper reads them (a Kubernetes version it does not know)")
 
 func (s *Set) policyPlugins() (*mutating.Plugin, *validating.Plugin) {
 	var m *mutating.Plugin
@@ -278,6 +293,11 @@ func (t *tracer) validating(hooks []validating.PolicyHook) []BindingTrace {
 			for _, param := range params {
 				p := paramObject(param, policy.Spec.ParamKind)
 				pt := ParamTrace{Param: objectName(param), Matched: true}
+				if celMatcher == nil && len(policy.Spec.MatchConditions) > 0 && hook.Evaluator.CompileError() == nil {
+					pt.Error = errPluginFields.Error()
+					bt.Params = append(bt.Params, pt)
+					continue
+				}
 				if celMatcher != nil && hook.Evaluator.CompileError() == nil {
 					r := celMatcher.Match(t.ctx, versioned, p, authz)
 					pt.Matched = r.Matches && r.Error == nil

@@ -10,11 +10,13 @@ from celkeeper.admissionpolicy.documents import (
     param_kinds,
     select,
 )
-from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer
+from celkeeper.admissionpolicy.explain import trace_lines
+from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer, Explained
 
 __all__ = [
     "AdmissionPolicies",
     "Answer",
+    "Explained",
     "Selected",
     "is_admission_policy_document",
     "is_admission_policy_object",
@@ -22,4 +24,5 @@ __all__ = [
     "is_param",
     "param_kinds",
     "select",
+    "trace_lines",
 ]

@@ -5,6 +5,7 @@
             ...
         answer = policies.review({"operation": "CREATE", "object": obj})
         answer.allowed, answer.message, answer.warnings, answer.audit_annotations, answer.patched
+        explained = policies.explain(request)   # the answer and why (celkeeper.admissionpolicy.explain)
 
 The native library runs the API server's ValidatingAdmissionPolicy and MutatingAdmissionPolicy admission
 plugins (k8s.io/apiserver/pkg/admission/plugin/policy, at the Kubernetes version the library is built
@@ -83,6 +84,27 @@ class Answer:
         return out
 
 
+@dataclass(frozen=True)
+class Explained:
+    """A request's answer and its trace (celkeeper.admissionpolicy.explain); the traces are the native
+    library's JSON (admissionpolicy.BindingTrace: kind, policy, binding, applied, excluded, reason, error,
+    failurePolicy, validationActions, paramRef, params)."""
+
+    answer: Answer
+    mutating: tuple[JsonObject, ...]
+    validating: tuple[JsonObject, ...]
+    #: the validating policies were called (False: a mutating policy denied the request first)
+    validated: bool
+
+    def to_json(self) -> JsonObject:
+        return {
+            "answer": self.answer.as_json(),
+            "mutating": list(self.mutating),
+            "validating": list(self.validating),
+            "validated": self.validated,
+        }
+
+
 @dataclass
 class AdmissionPolicies:
     """A set of admission policies ready to review requests (see the module docstring). Close it (or use
@@ -142,6 +164,21 @@ class AdmissionPolicies:
         if "error" in reply:
             raise AdmissionPolicyError(str(reply["error"]))
         return answer_of(reply["response"])
+
+    def explain(self, request: Mapping[str, JsonValue], timeout_ns: int = 0) -> Explained:
+        """`review`'s answer with its trace (celkeeper.admissionpolicy.explain): per policy and binding,
+        whether it applied and why not, the parameters, matchConditions, validations, audit annotations
+        and mutations. Raises AdmissionPolicyError for a request the API server would not decode."""
+        reply = self.library.admission_policy_explain(self.handle, orjson.dumps(request), timeout_ns)
+        if "error" in reply:
+            raise AdmissionPolicyError(str(reply["error"]))
+        explanation = reply["explanation"]
+        return Explained(
+            answer=answer_of(explanation["response"]),
+            mutating=tuple(explanation.get("mutating") or ()),
+            validating=tuple(explanation.get("validating") or ()),
+            validated=bool(explanation.get("validated")),
+        )
 
     def review_many(
         self, requests: Sequence[Mapping[str, JsonValue]], timeout_ns: int = 0

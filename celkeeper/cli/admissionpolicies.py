@@ -21,10 +21,12 @@ from typing import Any
 from celkeeper.admissionpolicy import (
     AdmissionPolicies,
     Answer,
+    Explained,
     is_admission_policy_document,
     is_crd_document,
     is_param,
     param_kinds,
+    trace_lines,
 )
 from celkeeper.documents import Document
 from celkeeper.errors import AdmissionPolicyError, AdmissionPolicyNote, CelkeeperError
@@ -95,6 +97,52 @@ class Reviewed:
 
     def to_json(self) -> JsonObject:
         return self.answer.as_json()
+
+
+@dataclass(frozen=True)
+class AdmissionExplained:
+    """An object's answer with its trace (`celkeeper explain`): what is printed about it."""
+
+    document: Document
+    explained: Explained
+    before: JsonObject | None
+
+    @property
+    def allowed(self) -> bool:
+        return self.explained.answer.allowed
+
+    def text(self) -> str:
+        """The verdict and the answer as `test -f` prints it, then the trace, policy by policy."""
+        a = self.explained.answer
+        verdict = "allowed" if a.allowed else "DENIED"
+        lines = [f"{self._what()} (at the API server's admission policies): {verdict}"]
+        answered = Reviewed(a, self.before).lines()
+        lines += [f"  {text}" for _, text in answered] or ["  allowed, unchanged"]
+        lines.append("")
+        lines += trace_lines(self.explained)
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> JsonObject:
+        out = self.explained.to_json()
+        a = self.explained.answer
+        if a.patched is not None:
+            answer = out["answer"]
+            assert isinstance(answer, dict)
+            answer["patch"] = merge_patch(a.decoded or self.before or {}, a.patched)
+        return out
+
+    def _what(self) -> str:
+        data = self.document.data
+        obj = data
+        if is_admission_review(self.document) and isinstance(data, dict):
+            request = data.get("request")
+            obj = (request.get("object") or request.get("oldObject")) if isinstance(request, dict) else None
+        if not isinstance(obj, dict):
+            return "the request"
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        namespace = f"{meta['namespace']}/" if meta.get("namespace") else ""
+        return f"{obj.get('kind', 'object')} {namespace}{meta.get('name', '')}"
 
 
 class AdmissionReviewer:

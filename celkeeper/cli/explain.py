@@ -10,6 +10,10 @@ ExpansionTemplate generates (a Deployment's Pod) are explained too. With Gatekee
 policies, a CREATE or UPDATE at the webhook is first mutated, as the API server calls mutating webhooks
 before validating ones: which mutators matched, in which order and pass, what each changed, and which of
 the others' criteria (applyTo, each spec.match field) did not hold; then the mutated object is validated.
+With Kubernetes' admission policies among the POLICY PATHs (ValidatingAdmissionPolicies,
+MutatingAdmissionPolicies, bindings, parameters), the API server's answer made by its own plugins
+follows, then, binding by binding, whether it applied and why not, and each matchCondition, validation,
+audit annotation and mutation's result (celkeeper.admissionpolicy.explain).
 
 OBJECT is a file (or - for stdin) of objects or AdmissionReviews; a plain object is explained as the
 API server would send it for a CREATE (--operation UPDATE with --old FILE for an update). Policies
@@ -34,6 +38,7 @@ from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_
 from celkeeper.model import EnforcementPoint, JsonObject, JsonValue
 
 if TYPE_CHECKING:  # imported where they are used: the engine loads only when needed
+    from celkeeper.cli.admissionpolicies import AdmissionExplained, AdmissionReviewer
     from celkeeper.gator.backend import PolicyBackend
     from celkeeper.policy import PolicySet
     from celkeeper.review import AdmissionRequest, NamespaceLookup
@@ -49,6 +54,7 @@ EXAMPLES = """examples:
   celkeeper explain -f deployment.yaml --cluster -o json   against what the cluster enforces
   celkeeper explain -f new.yaml --operation UPDATE --old current.yaml policies/
   celkeeper explain -f pod.yaml policies/ --point audit    as the audit would see the object
+  celkeeper explain -f deployment.yaml vap.yaml binding.yaml params.yaml   Kubernetes' admission policies
 """
 
 
@@ -71,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "paths",
         nargs="*",
         metavar="POLICY_PATH",
-        help="templates, constraints, ExpansionTemplates, Namespaces",
+        help="templates, constraints, ExpansionTemplates, admission policies and bindings, Namespaces",
     )
     add_cluster_options(parser, "take the policies and Namespaces from the cluster")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
@@ -110,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     read, errors = object_documents([args.filename])
     if errors:
         raise errors[0]
-    objects = [d for d in read if not is_policy_document(d)]
+    objects = [d for d in read if not _is_policy(d)]
     if not objects:
         raise CelkeeperError(f"{args.filename}: no object to explain")
     old = _old_object(args.old) if args.old else None
@@ -118,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     problems: list[str] = []
     reader = None
     synced: list[Document] = []  # the synced data templates that read it see
+    admission: AdmissionReviewer | None = None  # Kubernetes' admission policies among the POLICY_PATHs
     if args.cluster:
         cluster = read_cluster(args)
         reader = cluster.reader
@@ -129,12 +136,22 @@ def run(args: argparse.Namespace) -> int:
         inputs: Inputs[None] = Inputs("explain", "explained")
         try:
             sources = inputs.sources(args.paths)
-            policy_documents = inputs.policies(sources, is_policy=is_policy_document, report=lambda _: False)
-            others = [d for d in inputs.documents(sources) if not is_policy_document(d)]
+            policy_documents = inputs.policies(sources, is_policy=_is_policy, report=lambda _: False)
+            others = [d for d in inputs.documents(sources) if not _is_policy(d)]
         finally:
             inputs.close()
         namespaces = {d.name: d.data for d in others if is_namespace(d)}
         synced = others
+        admission = _admission_reviewer(policy_documents, others, problems)
+        policy_documents = [d for d in policy_documents if is_policy_document(d)]
+    if admission is not None and not policy_documents:  # the admission policies alone
+        try:
+            for problem in problems:
+                print(f"celkeeper explain: {problem}", file=sys.stderr)
+            admitted = [_admit(args, admission, document, old) for document in objects]
+        finally:
+            admission.close()
+        return _print_admission(args, admitted)
     try:
         from celkeeper.gator.backend import PolicyBackend, verify_namespace  # the engine loads when needed
         from celkeeper.review import inventory_lookup
@@ -187,23 +204,100 @@ def run(args: argparse.Namespace) -> int:
                     expansion_namespace=verify_namespace if point is EnforcementPoint.CLI else None,
                 )
                 explanations.append(explained)
+        admitted = [_admit(args, admission, d, old) for d in objects] if admission is not None else []
     finally:
         if reader is not None:
             reader.close()
+        if admission is not None:
+            admission.close()
     if args.output == "json":
         out = [
             {**e.to_json(), "mutation": m} if m is not None else e.to_json()
             for e, m in zip(explanations, mutation_json, strict=True)
         ]
+        for entry, a in zip(out, admitted, strict=False):
+            entry["admissionPolicies"] = a.to_json()
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
-        sys.stdout.write(
-            "\n".join(
-                (m + "\n" if m is not None else "") + render_text(e)
-                for e, m in zip(explanations, mutations, strict=True)
-            )
+        texts = [
+            (m + "\n" if m is not None else "") + render_text(e)
+            for e, m in zip(explanations, mutations, strict=True)
+        ]
+        for i, a in enumerate(admitted):
+            texts[i] += "\n" + a.text()
+        sys.stdout.write("\n".join(texts))
+    allowed = all(e.allowed for e in explanations) and all(a.allowed for a in admitted)
+    return 0 if allowed else 1
+
+
+def _is_policy(document: Document) -> bool:
+    """A policy document: Gatekeeper's (templates, constraints, ExpansionTemplates, mutators) or
+    Kubernetes' admission policies, bindings and the CRDs they need (cli.admissionpolicies)."""
+    from celkeeper.cli.admissionpolicies import wanted
+
+    return is_policy_document(document) or wanted(document)
+
+
+def _admission_reviewer(
+    documents: list[Document], others: list[Document], problems: list[str]
+) -> AdmissionReviewer | None:
+    """Kubernetes' admission policies among the policy documents, with the parameter objects and
+    Namespaces among the other documents (None without any); what the API server would refuse or note
+    about them goes to `problems`."""
+    from celkeeper.admissionpolicy import is_admission_policy_document
+    from celkeeper.cli.admissionpolicies import AdmissionReviewer
+
+    if not any(is_admission_policy_document(d) for d in documents):
+        return None
+    reviewer = AdmissionReviewer.build(documents, (d.data for d in others if isinstance(d.data, dict)))
+    if reviewer is not None:
+        problems += [str(e) for e in reviewer.errors()]
+        problems += [f"note: {n}" for n in reviewer.notes()]
+    return reviewer
+
+
+def _admit(
+    args: argparse.Namespace,
+    admission: AdmissionReviewer,
+    document: Document,
+    old: Mapping[str, JsonValue] | None,
+) -> AdmissionExplained:
+    """The admission policies' answer to a document as a request (a plain object: --operation, with
+    --old as the stored object and --namespace; an AdmissionReview: its request), with its trace."""
+    from celkeeper.cli.admissionpolicies import AdmissionExplained
+
+    try:
+        if is_admission_review(document):
+            request = dict(checked_request(document))
+            request.pop("uid", None)
+        elif isinstance(document.data, dict):
+            request = {"operation": args.operation}
+            if args.operation != "DELETE":
+                request["object"] = document.data
+            if old is not None:
+                request["oldObject"] = dict(old)
+            elif args.operation == "DELETE":
+                request["oldObject"] = document.data
+            namespace = _namespace(args, document.data)
+            if namespace:
+                request["namespace"] = namespace
+        else:
+            raise CelkeeperError("not an object")
+        before = request.get("object")
+        explained = admission.policies.explain(request)
+    except CelkeeperError as err:
+        raise err.at(file=document.file, document=document.index) from err.__cause__
+    return AdmissionExplained(document, explained, before if isinstance(before, dict) else None)
+
+
+def _print_admission(args: argparse.Namespace, admitted: list[AdmissionExplained]) -> int:
+    if args.output == "json":
+        print(
+            json.dumps([{"admissionPolicies": a.to_json()} for a in admitted], indent=2, ensure_ascii=False)
         )
-    return 0 if all(e.allowed for e in explanations) else 1
+    else:
+        sys.stdout.write("\n".join(a.text() for a in admitted))
+    return 0 if all(a.allowed for a in admitted) else 1
 
 
 def _mutate(

@@ -121,6 +121,7 @@ class Library:
         self._sig(dll.admissionpolicy_set, ll, [p, i, out, outn])
         self._sig(dll.admissionpolicy_review, i, [ll, p, i, ll, out, outn])
         self._sig(dll.admissionpolicy_review_batch, i, [ll, p, i, ll, out, outn])
+        self._sig(dll.admissionpolicy_explain, i, [ll, p, i, ll, out, outn])
 
     @staticmethod
     def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> None:
@@ -300,6 +301,15 @@ class Library:
         self.check()
         out, n = self._reply()
         self._dll.admissionpolicy_review(
+            handle, request, len(request), timeout_ns, ctypes.byref(out), ctypes.byref(n)
+        )
+        return orjson.loads(self._take(out, n))
+
+    def admission_policy_explain(self, handle: int, request: bytes, timeout_ns: int) -> Any:
+        """admissionpolicy_explain: {"explanation": ...} or {"error": ..., "request": bool}."""
+        self.check()
+        out, n = self._reply()
+        self._dll.admissionpolicy_explain(
             handle, request, len(request), timeout_ns, ctypes.byref(out), ctypes.byref(n)
         )
         return orjson.loads(self._take(out, n))

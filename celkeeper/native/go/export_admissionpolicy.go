@@ -22,7 +22,8 @@ import (
 
 // The admissionpolicy capability's exports: Kubernetes' own ValidatingAdmissionPolicy and
 // MutatingAdmissionPolicy plugins run on a set of policies, bindings, params and Namespaces
-// (admissionpolicy_set), answering requests as the API server would (admissionpolicy_review).
+// (admissionpolicy_set), answering requests as the API server would (admissionpolicy_review) and
+// explaining why (admissionpolicy_explain).
 
 func init() {
 	// The API server's plugins and informers log through klog (informer syncs, policy refreshes): in a
@@ -91,6 +92,37 @@ func admissionpolicy_review(h C.longlong, in *C.char, n C.int, timeout C.longlon
 		return -1
 	}
 	replyJSON(out, outn, map[string]any{"response": resp})
+	return 0
+}
+
+// admissionpolicy_explain answers a request (as admissionpolicy_review) and traces why, policy by policy
+// and binding by binding (admissionpolicy.Explanation): {"explanation": {...}} or {"error": ...,
+// "request": true} for a request the API server would not decode. Returns 0, or -1 on error.
+//
+//export admissionpolicy_explain
+func admissionpolicy_explain(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
+	var status C.longlong
+	defer func() { result = C.int(status) }()
+	defer guard(out, outn, &status)
+	set, ok := lookup(int64(h)).(*admissionpolicy.Set)
+	if !ok {
+		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no admission policy set with handle %d", h)})
+		return -1
+	}
+	var req admissionpolicy.Request
+	if err := json.Unmarshal(bytesOf(in, n), &req); err != nil {
+		replyJSON(out, outn, map[string]any{"error": "the request is not valid: " + err.Error(), "request": true})
+		return -1
+	}
+	ctx, cancel := deadline(timeout)
+	defer cancel()
+	explanation, err := set.Explain(ctx, req)
+	if err != nil {
+		var reqErr *admissionpolicy.RequestError
+		replyJSON(out, outn, map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)})
+		return -1
+	}
+	replyJSON(out, outn, map[string]any{"explanation": explanation})
 	return 0
 }
 

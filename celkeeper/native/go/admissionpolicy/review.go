@@ -62,6 +62,8 @@ type Response struct {
 	AssumedNamespace string `json:"assumedNamespace,omitempty"`
 	// the kind's resource was guessed (a kind neither built in nor defined by a CRD given)
 	GuessedResource string `json:"guessedResource,omitempty"`
+	// the validating policies were called (the mutating ones allowed the request)
+	validated bool
 }
 
 // RequestError is a request that cannot be reviewed (as the API server would refuse to decode it).
@@ -76,6 +78,23 @@ func requestErrorf(format string, args ...any) error {
 // Review answers a request as the API server's admission chain would: the mutating policies (with
 // reinvocation), then the validating ones on the object they left.
 func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
+	p, err := s.prepare(ctx, req)
+	if err != nil || p.attrs == nil {
+		return p.resp, err
+	}
+	return s.answer(ctx, p)
+}
+
+// prepared is a request made ready for admission: its attributes as the API server's handler builds
+// them (nil when the handler answers before admission: resp holds that answer).
+type prepared struct {
+	attrs admission.Attributes
+	gvk   schema.GroupVersionKind
+	resp  *Response
+}
+
+// prepare decodes a request and builds its admission attributes as the API server's handler does.
+func (s *Set) prepare(ctx context.Context, req Request) (prepared, error) {
 	op := admission.Operation(strings.ToUpper(req.Operation))
 	if op == "" {
 		op = admission.Create
@@ -83,7 +102,7 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 	switch op {
 	case admission.Create, admission.Update, admission.Delete, admission.Connect:
 	default:
-		return nil, requestErrorf("operation must be one of CREATE, UPDATE, DELETE, CONNECT, not %q", req.Operation)
+		return prepared{}, requestErrorf("operation must be one of CREATE, UPDATE, DELETE, CONNECT, not %q", req.Operation)
 	}
 	source := req.Object
 	if len(source) == 0 || bytes.Equal(bytes.TrimSpace(source), []byte("null")) {
@@ -93,7 +112,7 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 	if len(source) > 0 && !bytes.Equal(bytes.TrimSpace(source), []byte("null")) {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(source); err != nil {
-			return nil, requestErrorf("the object is not a Kubernetes object: %v", err)
+			return prepared{}, requestErrorf("the object is not a Kubernetes object: %v", err)
 		}
 		gvk = u.GroupVersionKind()
 		if req.Name == "" {
@@ -107,7 +126,7 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 		gvk = schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}
 	}
 	if gvk.Kind == "" {
-		return nil, requestErrorf("the request has no object and no kind")
+		return prepared{}, requestErrorf("the request has no object and no kind")
 	}
 	resp := &Response{Warnings: []string{}, AuditAnnotations: map[string]string{}}
 	var gvr schema.GroupVersionResource
@@ -138,20 +157,20 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 
 	obj, err := s.decodeObject(req.Object, gvk)
 	if err != nil {
-		return nil, requestErrorf("object: %v", err)
+		return prepared{}, requestErrorf("object: %v", err)
 	}
 	oldObj, err := s.decodeObject(req.OldObject, gvk)
 	if err != nil {
-		return nil, requestErrorf("oldObject: %v", err)
+		return prepared{}, requestErrorf("oldObject: %v", err)
 	}
 	if op == admission.Update && oldObj == nil {
-		return nil, requestErrorf("an UPDATE needs the oldObject")
+		return prepared{}, requestErrorf("an UPDATE needs the oldObject")
 	}
 	if op == admission.Delete && oldObj == nil {
-		return nil, requestErrorf("a DELETE needs the oldObject")
+		return prepared{}, requestErrorf("a DELETE needs the oldObject")
 	}
 	if op == admission.Create && obj == nil {
-		return nil, requestErrorf("a CREATE needs the object")
+		return prepared{}, requestErrorf("a CREATE needs the object")
 	}
 	// What the API server's handlers do before admission (k8s.io/apiserver/pkg/endpoints/handlers,
 	// create.go and update.go): a Namespace's requests are in the namespace of its own name, the system
@@ -166,17 +185,17 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 			}
 			if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForResource(req.Namespace, gvr), m); err != nil {
 				resp.Status = responsewriters.ErrorToAPIStatus(err)
-				return resp, nil
+				return prepared{resp: resp}, nil
 			}
 		}
 	}
 	options, err := decodeOptions(req.Options, op)
 	if err != nil {
-		return nil, requestErrorf("options: %v", err)
+		return prepared{}, requestErrorf("options: %v", err)
 	}
 	if namespaced && req.Namespace != "" {
 		if assumed, err := s.ensureNamespace(ctx, req.Namespace); err != nil {
-			return nil, err
+			return prepared{}, err
 		} else if assumed {
 			resp.AssumedNamespace = req.Namespace
 		}
@@ -191,11 +210,18 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 	}
 	attrs := admission.NewAttributesRecord(obj, oldObj, gvk, req.Namespace, req.Name, gvr, req.SubResource, op, options, req.DryRun, userInfo)
 
+	return prepared{attrs: attrs, gvk: gvk, resp: resp}, nil
+}
+
+// answer runs the admission chain on a prepared request: the API server's answer.
+func (s *Set) answer(ctx context.Context, p prepared) (*Response, error) {
+	attrs, gvk, resp := p.attrs, p.gvk, p.resp
 	before, err := s.encode(attrs.GetObject(), gvk)
 	if err != nil {
 		return nil, err
 	}
-	admitErr, warnings, annotations := s.run(ctx, attrs)
+	admitErr, warnings, annotations, validated := s.run(ctx, attrs)
+	resp.validated = validated
 	resp.Warnings = append(resp.Warnings, warnings...)
 	for k, v := range annotations {
 		resp.AuditAnnotations[k] = v
@@ -219,8 +245,9 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 
 // run calls the chain as the API server's handlers do (admission.WithAudit around it, the warning
 // recorder of its filter chain in the context): Admit, then Validate when Admit allowed.
-func (s *Set) run(parent context.Context, attrs admission.Attributes) (error, []string, map[string]string) {
+func (s *Set) run(parent context.Context, attrs admission.Attributes) (error, []string, map[string]string, bool) {
 	var admitErr error
+	validated := false
 	var annotations map[string]string
 	handler := filters.WithWarningRecorder(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := audit.WithAuditContext(r.Context())
@@ -231,6 +258,7 @@ func (s *Set) run(parent context.Context, attrs admission.Attributes) (error, []
 		}
 		if admitErr == nil {
 			if v, ok := s.chain.(admission.ValidationInterface); ok && v.Handles(attrs.GetOperation()) {
+				validated = true
 				admitErr = v.Validate(ctx, attrs, s.resources.validatingObjectInterfaces())
 			}
 		}
@@ -244,7 +272,7 @@ func (s *Set) run(parent context.Context, attrs admission.Attributes) (error, []
 	for _, h := range headers {
 		warnings = append(warnings, h.Text)
 	}
-	return admitErr, warnings, annotations
+	return admitErr, warnings, annotations, validated
 }
 
 // decodeObject decodes a request's object as the API server's handler does: a built-in kind strictly,

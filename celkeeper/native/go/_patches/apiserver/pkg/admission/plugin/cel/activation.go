@@ -234,8 +234,9 @@ const (
 )
 
 type converted struct {
-	value  interface{}
+	value  interface{} // a copy of the value the map was made of
 	object map[string]interface{}
+	seen   interface{} // the value last found equal to it (a pointer the plugin hands again)
 }
 
 type activationCacheKey struct{}
@@ -249,23 +250,33 @@ func WithActivationCache(ctx context.Context) context.Context {
 
 // convert is makeMap(), or the map made before of a value reflect.DeepEqual to value, among the entries
 // of the variable which (a nil cache: makeMap()). The cache keeps a copy of the value (copyOf), so that
-// the key stays the value the map was made of.
+// the key stays the value the map was made of. The same pointer found equal before is not compared again:
+// the plugin hands one request to the validation, message and audit annotation groups of a policy, and
+// its lister's Namespace to each policy, and reads them only (the cache holds the pointer, so it is not
+// reused for another value).
 func (c *ActivationCache) convert(which int, value interface{}, copyOf func() interface{}, makeMap func() (map[string]interface{}, error)) (map[string]interface{}, error) {
 	if c == nil {
 		return makeMap()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, e := range c.entries[which] {
-		if reflect.DeepEqual(e.value, value) {
-			return e.object, nil
+	entries := c.entries[which]
+	for i := range entries {
+		if entries[i].seen == value {
+			return entries[i].object, nil
+		}
+	}
+	for i := range entries {
+		if reflect.DeepEqual(entries[i].value, value) {
+			entries[i].seen = value
+			return entries[i].object, nil
 		}
 	}
 	object, err := makeMap()
 	if err != nil {
 		return nil, err
 	}
-	c.entries[which] = append(c.entries[which], converted{value: copyOf(), object: object})
+	c.entries[which] = append(entries, converted{value: copyOf(), object: object, seen: value})
 	return object, nil
 }
 

@@ -1,19 +1,21 @@
 """celkeeper's copies of dependencies' files (celkeeper/native/go/_patches, built in place of the module's
 own by celkeeper/native/go/patched.py's go.mod, which celkeeper.native.locate's build hash covers;
 docs/known-issues.md): each was made from the file the module cache holds, the build uses them, and
-upstream still needs them. When the last test fails, the cel-go that go.mod requires behaves as the copy
-does: remove the copy (and its PATCHES entry)."""
+upstream still needs them. When one of the `upstream_..._still` tests fails, the module that go.mod
+requires behaves as its copy does: remove the copy (and its PATCHES entry)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 
 from celkeeper.native.locate import go_sources
 from tests.support.native import go, go_flags, patched, run_go
 
 CEL_GO = "github.com/google/cel-go"
 GATEKEEPER = "github.com/open-policy-agent/gatekeeper/v3"
+APISERVER = "k8s.io/apiserver"
 
 
 def test_each_copy_was_made_from_the_file_the_module_cache_holds() -> None:
@@ -74,3 +76,20 @@ def test_upstream_gatekeeper_still_compares_passes_with_go_cmp() -> None:
     assert "cmp.Equal(old, mutable.Object)" in upstream.read_text()
     copy = build.PATCHES_DIR / build.PATCHES[GATEKEEPER] / "pkg" / "mutation" / "system.go"
     assert "reflect.DeepEqual(old, mutable.Object)" in copy.read_text()
+
+
+def test_upstream_apiserver_still_converts_the_request_for_every_activation() -> None:
+    """k8s.io/apiserver's CEL admission activation, as go.mod requires it, converts the `request` and
+    `namespaceObject` variables to unstructured for every expression group of every policy (the copy
+    converts each distinct value once per admission request, when the request's context carries an
+    ActivationCache: admissionpolicy/review.go sets one). When upstream stops converting them per
+    activation, drop the copy and the WithActivationCache call. The copy's answers are the API server's:
+    tests/admissionpolicy's differential runs it against a real kube-apiserver."""
+    build = patched()
+    path = Path("pkg") / "admission" / "plugin" / "cel" / "activation.go"
+    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    assert "requestVal, err := convertObjectToUnstructured(request)" in upstream
+    assert "namespaceVal, err := objectToResolveVal(namespace)" in upstream
+    assert "ActivationCache" not in upstream
+    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
+    assert "func WithActivationCache(ctx context.Context) context.Context" in copy

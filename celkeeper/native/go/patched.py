@@ -26,7 +26,11 @@ from pathlib import Path
 
 GO_DIR = Path(__file__).resolve().parent
 #: the dependencies' files celkeeper compiles its own copy of: module -> its folder under _patches
-PATCHES = {"github.com/google/cel-go": "cel-go", "github.com/open-policy-agent/gatekeeper/v3": "gatekeeper"}
+PATCHES = {
+    "github.com/google/cel-go": "cel-go",
+    "github.com/open-policy-agent/gatekeeper/v3": "gatekeeper",
+    "k8s.io/apiserver": "apiserver",
+}
 PATCHES_DIR = GO_DIR / "_patches"
 
 
@@ -39,7 +43,11 @@ def _cache_root() -> Path:
 def module_dir(module: str, go: str = "go", go_dir: Path = GO_DIR) -> Path:
     """Where the Go module cache holds the version of `module` go.mod requires (downloaded if missing)."""
     gomod = (go_dir / "go.mod").read_text()
-    version = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(\S+)", gomod, re.M)
+    name = re.escape(module)
+    # the version go.mod replaces the module by (itself at another version), else the one it requires
+    version = re.search(rf"^\s*(?:replace\s+)?{name}\s+=>\s+{name}\s+(\S+)", gomod, re.M) or re.search(
+        rf"^\s*(?:require\s+)?{name}\s+(v\S+)", gomod, re.M
+    )
     if version is None:
         raise RuntimeError(f"{go_dir / 'go.mod'} does not require {module}")
     done = subprocess.run(
@@ -83,7 +91,10 @@ def patched_modfile(go: str = "go", go_dir: Path = GO_DIR) -> Path:
         for path in files:
             shutil.copyfile(path, copy / path.relative_to(source))
         replaces.append(f"replace {module} => {root / source.name}\n")
-    (partial / "go.mod").write_text((go_dir / "go.mod").read_text() + "\n" + "".join(replaces))
+    gomod = (go_dir / "go.mod").read_text()
+    for module in PATCHES:  # go.mod's own replacement of a patched module gives way to the copy's
+        gomod = re.sub(rf"^\s*(?:replace\s+)?{re.escape(module)}(\s+v\S+)?\s+=>.*\n", "", gomod, flags=re.M)
+    (partial / "go.mod").write_text(gomod + "\n" + "".join(replaces))
     shutil.copyfile(go_dir / "go.sum", partial / "go.sum")
     try:
         os.replace(partial, root)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/admission"
+	admissioncel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -244,13 +245,16 @@ func (s *Set) answer(ctx context.Context, p prepared) (*Response, error) {
 }
 
 // run calls the chain as the API server's handlers do (admission.WithAudit around it, the warning
-// recorder of its filter chain in the context): Admit, then Validate when Admit allowed.
+// recorder of its filter chain in the context): Admit, then Validate when Admit allowed. The context
+// carries an activation cache for the request: the policies' `request` and `namespaceObject` variables
+// are converted to unstructured once per request, not once per policy (celkeeper's copy of the plugin's
+// activation.go, docs/known-issues.md).
 func (s *Set) run(parent context.Context, attrs admission.Attributes) (error, []string, map[string]string, bool) {
 	var admitErr error
 	validated := false
 	var annotations map[string]string
 	handler := filters.WithWarningRecorder(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := audit.WithAuditContext(r.Context())
+		ctx := admissioncel.WithActivationCache(audit.WithAuditContext(r.Context()))
 		ac := audit.AuditContextFrom(ctx)
 		_ = ac.Init(audit.RequestAuditConfig{Level: auditinternal.LevelMetadata}, nil)
 		if m, ok := s.chain.(admission.MutationInterface); ok && m.Handles(attrs.GetOperation()) {

@@ -45,6 +45,8 @@ TEMPLATE_KIND = "ConstraintTemplate"
 TEMPLATE_POD_STATUS_KIND = "ConstraintTemplatePodStatus"
 CONSTRAINT_POD_STATUS_KIND = "ConstraintPodStatus"
 MUTATOR_POD_STATUS_KIND = "MutatorPodStatus"  # what a pod has loaded of one of Gatekeeper's mutators
+#: what a pod enforces of one of Kubernetes' admission policies or bindings (--enforce-admission-policies)
+ADMISSION_POLICY_POD_STATUS_KIND = "AdmissionPolicyPodStatus"
 SYNC_POD_STATUS_KIND = "SyncPodStatus"
 
 # `kubectl get constraints` lists every constraint kind through these categories (as Gatekeeper)
@@ -65,6 +67,8 @@ CONSTRAINT_NAME_LABEL = "internal.celkeeper.io/constraint-name"
 CONSTRAINT_KIND_LABEL = "internal.celkeeper.io/constraint-kind"
 MUTATOR_NAME_LABEL = "internal.celkeeper.io/mutator-name"
 MUTATOR_KIND_LABEL = "internal.celkeeper.io/mutator-kind"
+ADMISSION_POLICY_NAME_LABEL = "internal.celkeeper.io/admission-policy-name"
+ADMISSION_POLICY_KIND_LABEL = "internal.celkeeper.io/admission-policy-kind"
 
 # --- names ---------------------------------------------------------------------------------------
 
@@ -146,6 +150,12 @@ def mutator_pod_status_name(pod: str, kind: str, mutator: str) -> str:
     return _checked_status_name(pack_name(pod, kind.lower(), mutator))
 
 
+def admission_policy_pod_status_name(pod: str, kind: str, policy: str) -> str:
+    """Name of the AdmissionPolicyPodStatus that pod `pod` writes for the admission policy or binding
+    `policy` of kind `kind` (pod, lower-cased kind and name, dash-packed)."""
+    return _checked_status_name(pack_name(pod, kind.lower(), policy))
+
+
 def sync_pod_status_name(pod: str) -> str:
     """Name of the SyncPodStatus that pod `pod` writes (one per pod): the pod's name."""
     return _checked_status_name(pod)
@@ -167,3 +177,7 @@ def constraint_pod_status_labels(pod: str, kind: str, constraint: str) -> dict[s
 
 def mutator_pod_status_labels(pod: str, kind: str, mutator: str) -> dict[str, str]:
     return {MUTATOR_NAME_LABEL: mutator, MUTATOR_KIND_LABEL: kind, POD_LABEL: pod}
+
+
+def admission_policy_pod_status_labels(pod: str, kind: str, policy: str) -> dict[str, str]:
+    return {ADMISSION_POLICY_NAME_LABEL: policy, ADMISSION_POLICY_KIND_LABEL: kind, POD_LABEL: pod}

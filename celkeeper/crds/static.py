@@ -351,6 +351,37 @@ def mutator_pod_status_crd() -> Manifest:
     )
 
 
+def admission_policy_pod_status_crd() -> Manifest:
+    """The CRD of AdmissionPolicyPodStatus: what one pod enforces of one of Kubernetes' admission policies
+    or bindings (namespaced; written when the webhook enforces them: --enforce-admission-policies)."""
+    status = obj(
+        {
+            **_pod_status_common(),
+            "policyUID": string("The UID of the policy or binding, to notice one deleted and recreated."),
+            "enforced": boolean("The pod's workers enforce this generation of the policy or binding."),
+            "expectedPods": int64("How many pods this pod was told to expect (--expected-pods)."),
+        },
+        "What the pod enforces of the policy or binding.",
+    )
+    schema = root(
+        {"status": status},
+        "What one celkeeper pod enforces of one Kubernetes admission policy or binding.",
+    )
+    columns = [
+        *_POD_COLUMNS,
+        printer_column("Enforced", "boolean", ".status.enforced", "The pod enforces it."),
+        AGE_COLUMN,
+    ]
+    return crd(
+        names.STATUS_GROUP,
+        names.ADMISSION_POLICY_POD_STATUS_KIND,
+        "admissionpolicypodstatuses",
+        "Namespaced",
+        [version(names.STATUS_VERSION, schema, storage=True, columns=columns)],
+        labels={names.SYSTEM_LABEL: "yes"},
+    )
+
+
 # --- synced data -----------------------------------------------------------------------------------
 
 
@@ -440,6 +471,7 @@ STATIC_CRDS = {
     "constrainttemplatepodstatus-customresourcedefinition.yaml": constraint_template_pod_status_crd,
     "constraintpodstatus-customresourcedefinition.yaml": constraint_pod_status_crd,
     "mutatorpodstatus-customresourcedefinition.yaml": mutator_pod_status_crd,
+    "admissionpolicypodstatus-customresourcedefinition.yaml": admission_policy_pod_status_crd,
     "syncset-customresourcedefinition.yaml": sync_set_crd,
     "syncpodstatus-customresourcedefinition.yaml": sync_pod_status_crd,
 }

@@ -32,7 +32,12 @@ from celkeeper.incluster.podstatus import (
     pod_status,
     pod_status_current,
 )
-from celkeeper.incluster.resources import constraint_pod_statuses, mutator_pod_statuses, template_pod_statuses
+from celkeeper.incluster.resources import (
+    admission_policy_pod_statuses,
+    constraint_pod_statuses,
+    mutator_pod_statuses,
+    template_pod_statuses,
+)
 from celkeeper.kube import (
     SYNCED,
     ApiError,
@@ -70,8 +75,9 @@ class PodStatusReporter:
         self.pod = pod
         self.board = board
         self.resources = (template_pod_statuses(pod.namespace), constraint_pod_statuses(pod.namespace))
-        # written when its CRD is installed (an install from before it still gets the others)
+        # written when their CRDs are installed (an install from before them still gets the others)
         self.mutator_statuses = mutator_pod_statuses(pod.namespace)
+        self.admission_statuses = admission_policy_pod_statuses(pod.namespace)
         self.tracker = ObservationTracker()
         self.effective_synced = False
         self.dirty = True
@@ -82,7 +88,9 @@ class PodStatusReporter:
         self._warned: set[str] = set()
 
     def register(self) -> None:
-        self.manager.register(REGISTRAR, self.handle, {*self.resources, self.mutator_statuses})
+        self.manager.register(
+            REGISTRAR, self.handle, {*self.resources, self.mutator_statuses, self.admission_statuses}
+        )
 
     def handle(self, event: Event) -> None:
         if event.type == SYNCED or labels_of(event.object).get(names.POD_LABEL) == self.pod.name:
@@ -161,17 +169,26 @@ class PodStatusReporter:
             return
         self._check_owner()
         writable = set(self.resources)
-        if self.manager.synced(self.mutator_statuses) and not self.manager.missing(self.mutator_statuses):
-            writable.add(self.mutator_statuses)
-        elif any(o.mutator for o, _ in self.tracker.current.values()):
-            self._warn_once(
-                "mutator-crd",
-                "the MutatorPodStatus CRD (%s) is not installed: mutators get no per-pod status",
-                self.mutator_statuses,
-            )
+        optional: tuple[tuple[Resource, Callable[[Observation], bool], str], ...] = (
+            (self.mutator_statuses, lambda o: o.mutator, "mutators"),
+            (self.admission_statuses, lambda o: o.admission, "admission policies"),
+        )
+        for resource, of, what in optional:
+            if self.manager.synced(resource) and not self.manager.missing(resource):
+                writable.add(resource)
+            elif any(of(o) for o, _ in self.tracker.current.values()):
+                self._warn_once(
+                    f"crd:{resource}",
+                    "the %s CRD (%s) is not installed: %s get no per-pod status",
+                    resource.kind,
+                    resource,
+                    what,
+                )
         desired: dict[tuple[Resource, str], dict[str, Any]] = {}
         for observation, snapshot_generation in self.tracker.current.values():
-            if observation.mutator and self.mutator_statuses not in writable:
+            if (observation.mutator and self.mutator_statuses not in writable) or (
+                observation.admission and self.admission_statuses not in writable
+            ):
                 continue
             try:
                 vap = self.vap_status(observation) if self.vap_status is not None else None

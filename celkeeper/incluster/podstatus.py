@@ -5,12 +5,14 @@
     template_pod_status(pod, observation, snapshot_generation)    # the ConstraintTemplatePodStatus
     constraint_pod_status(pod, observation, snapshot_generation)  # the ConstraintPodStatus
     mutator_pod_status(pod, observation, snapshot_generation)     # the MutatorPodStatus
+    admission_policy_pod_status(pod, observation, snapshot_generation)  # the AdmissionPolicyPodStatus
 
 An Observation says, for one object of one snapshot: its uid and generation, the errors loading it
 met (one line each, with the field path and line:col inside the CEL expression), and whether the
 pod enforces it (a constraint that made it into the policy set; a template that compiled into one; a
 mutator Gatekeeper's System holds and applies: not refused, not in a schema conflict, as Gatekeeper's
-mutator controller sets its MutatorPodStatus).
+mutator controller sets its MutatorPodStatus; a Kubernetes admission policy or binding the webhook enforces
+(--enforce-admission-policies) that the API server's code took without an error).
 
 celkeeper's (celkeeper.incluster): the status objects of celkeeper's CRDs (pure; written by
 celkeeper.incluster.podreporter).
@@ -26,13 +28,19 @@ from typing import TYPE_CHECKING, Any
 from celkeeper.cel.inventory import Gvk, describe, unmet
 from celkeeper.crds import names
 from celkeeper.errors import CelkeeperError, ConstraintError, DocumentError, TemplateError, TemplateWarning
+from celkeeper.incluster.admissionpolicies import ITEM_PREFIX as ADMISSION_ITEM_PREFIX
 from celkeeper.incluster.objects import (
     CONSTRAINT_ITEM_PREFIX,
     MUTATOR_ITEM_PREFIX,
     TEMPLATE_ITEM_PREFIX,
     item_name,
 )
-from celkeeper.incluster.resources import constraint_pod_statuses, mutator_pod_statuses, template_pod_statuses
+from celkeeper.incluster.resources import (
+    admission_policy_pod_statuses,
+    constraint_pod_statuses,
+    mutator_pod_statuses,
+    template_pod_statuses,
+)
 from celkeeper.kube.resources import Resource
 
 if TYPE_CHECKING:
@@ -95,6 +103,7 @@ class Observation:
     enforced: bool
     errors: tuple[StatusError, ...] = ()
     mutator: bool = False  # one of Gatekeeper's mutators (kind Assign, AssignMetadata, ...)
+    admission: bool = False  # one of Kubernetes' admission policies or bindings the webhook enforces
 
     @property
     def key(self) -> tuple[str, str]:
@@ -140,6 +149,10 @@ def observe(
         if item_name(obj) == item and item.startswith(MUTATOR_ITEM_PREFIX):
             observation = _mutator(obj, policies, by_item.get(item, ()))
             found[(MUTATOR_KEY, f"{observation.kind}/{observation.name}")] = observation
+            continue
+        if item.startswith(ADMISSION_ITEM_PREFIX):
+            observation = _admission_policy(obj, policies, by_item.get(item, ()))
+            found[(ADMISSION_KEY, f"{observation.kind}/{observation.name}")] = observation
             continue
         if item_name(obj) != item or not item.startswith((TEMPLATE_ITEM_PREFIX, CONSTRAINT_ITEM_PREFIX)):
             continue  # ExpansionTemplates have no per-pod status (Gatekeeper's ExpansionTemplatePodStatus)
@@ -201,6 +214,31 @@ def _mutator(
         enforced=loaded is not None and not loaded.conflicts,
         errors=errors,
         mutator=True,
+    )
+
+
+#: the first part of an admission policy's or binding's observation key
+ADMISSION_KEY = "admissionregistration.k8s.io"
+
+
+def _admission_policy(
+    obj: Mapping[str, Any], policies: PolicySet | None, problems: Iterable[StatusError]
+) -> Observation:
+    """A ValidatingAdmissionPolicy, MutatingAdmissionPolicy or binding of the snapshot: enforced when the
+    API server's code took it without an error (the informer builds the set as the workers do)."""
+    meta = obj.get("metadata") or {}
+    generation = meta.get("generation")
+    errors = tuple(problems)[:MAX_ERRORS]
+    if policies is None:
+        errors += (StatusError("error", "the policies of this snapshot could not be built"),)
+    return Observation(
+        kind=str(obj.get("kind")),
+        name=str(meta.get("name")),
+        uid=str(meta.get("uid") or ""),
+        generation=generation if isinstance(generation, int) else 0,
+        enforced=not errors,
+        errors=errors,
+        admission=True,
     )
 
 
@@ -329,6 +367,28 @@ def mutator_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) -> 
     }
 
 
+def admission_policy_pod_status(pod: Pod, obs: Observation, snapshot_generation: int) -> dict[str, Any]:
+    """The AdmissionPolicyPodStatus object: whether the pod's workers enforce this generation of the
+    policy or binding, with the errors the API server's code found in it. Raises CelkeeperError when no
+    valid name can be made."""
+    status = _common(pod, obs, snapshot_generation)
+    status["operations"] = ["mutation-webhook" if obs.kind.startswith("Mutating") else "webhook"]
+    status["policyUID"] = obs.uid
+    status["enforced"] = obs.enforced
+    if pod.expected_pods is not None:
+        status["expectedPods"] = pod.expected_pods
+    return {
+        "apiVersion": names.STATUS_API_VERSION,
+        "kind": names.ADMISSION_POLICY_POD_STATUS_KIND,
+        "metadata": _metadata(
+            pod,
+            names.admission_policy_pod_status_name(pod.name, obs.kind, obs.name),
+            names.admission_policy_pod_status_labels(pod.name, obs.kind, obs.name),
+        ),
+        "status": status,
+    }
+
+
 def pod_status(
     pod: Pod, obs: Observation, snapshot_generation: int, vap: Mapping[str, Any] | None = None
 ) -> tuple[Resource, dict[str, Any]]:
@@ -336,6 +396,10 @@ def pod_status(
     generated ValidatingAdmissionPolicy or binding)."""
     if obs.mutator:
         return mutator_pod_statuses(pod.namespace), mutator_pod_status(pod, obs, snapshot_generation)
+    if obs.admission:
+        return admission_policy_pod_statuses(pod.namespace), admission_policy_pod_status(
+            pod, obs, snapshot_generation
+        )
     if obs.is_template:
         return template_pod_statuses(pod.namespace), template_pod_status(pod, obs, snapshot_generation, vap)
     return constraint_pod_statuses(pod.namespace), constraint_pod_status(pod, obs, snapshot_generation, vap)

@@ -50,6 +50,10 @@ def mutator_pod_statuses(namespace: str) -> Resource:
     return _pod_statuses("mutatorpodstatuses", names.MUTATOR_POD_STATUS_KIND, namespace)
 
 
+def admission_policy_pod_statuses(namespace: str) -> Resource:
+    return _pod_statuses("admissionpolicypodstatuses", names.ADMISSION_POLICY_POD_STATUS_KIND, namespace)
+
+
 def sync_pod_statuses(namespace: str) -> Resource:
     return _pod_statuses("syncpodstatuses", names.SYNC_POD_STATUS_KIND, namespace)
 

@@ -40,7 +40,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
-from celkeeper.errors import CelkeeperError, DocumentError, Location
+from celkeeper.errors import (
+    AdmissionPolicyError,
+    AdmissionPolicyNote,
+    CelkeeperError,
+    DocumentError,
+    Location,
+)
 from celkeeper.informer.source import Listing, PublicationListener, Source
 from celkeeper.native.ffi import trim
 from celkeeper.settings import Settings
@@ -271,8 +277,27 @@ class Informer:
             problems.append(f"internal error while checking policies: {err}")
             return Checked(tuple(problems), None, tuple(parsed.errors))
         problems.extend(str(e) for e in policies.errors)
+        admission = self._check_admission_policies(snapshot)
+        problems.extend(str(e) for e in admission)
         trim()  # what compiling left behind goes back to the system: the informer evaluates nothing
-        return Checked(tuple(problems), policies, (*parsed.errors, *policies.errors))
+        return Checked(tuple(problems), policies, (*parsed.errors, *policies.errors, *admission))
+
+    def _check_admission_policies(self, snapshot: Snapshot) -> tuple[CelkeeperError, ...]:
+        """What the API server would refuse among the admission policies the webhook enforces
+        (--enforce-admission-policies), each located in its item: built as the workers build them, then
+        released. A set that cannot be built at all is an error of each of its items."""
+        if not self.settings.enforce_admission_policies:
+            return ()
+        try:
+            built = self._documents.admission_policies(snapshot)
+        except AdmissionPolicyError as err:
+            selected = self._documents.admission_documents(snapshot.items)
+            where = sorted({d.file for d in selected.policies})
+            return tuple(AdmissionPolicyError(err.message, Location(file=name)) for name in where)
+        if built is None:
+            return ()
+        with built:
+            return tuple(p for p in built.problems if not isinstance(p, AdmissionPolicyNote))
 
     def _report(
         self, snapshot: Snapshot, problems: tuple[str, ...], templates: int, constraints: int

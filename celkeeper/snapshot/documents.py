@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from celkeeper.admissionpolicy import (
+    AdmissionPolicies,
     Selected,
     is_admission_policy_document,
     is_crd_document,
@@ -23,7 +24,7 @@ from celkeeper.documents import Document, ParsedText, parse_documents
 from celkeeper.errors import DocumentError, Location
 from celkeeper.expansion import is_expansion_template
 from celkeeper.mutation import is_mutator
-from celkeeper.snapshot.contents import ORIGIN_OBJECT, SnapshotItem
+from celkeeper.snapshot.contents import ORIGIN_OBJECT, Snapshot, SnapshotItem
 
 TEMPLATE_GROUPS = frozenset({"templates.gatekeeper.sh", "templates.celkeeper.io"})
 CONSTRAINT_GROUPS = frozenset({"constraints.gatekeeper.sh", "constraints.celkeeper.io"})
@@ -106,6 +107,18 @@ class DocumentCache:
     def admission_documents(self, items: Iterable[SnapshotItem]) -> Selected:
         """Kubernetes' admission policies, their bindings, parameter objects and CRDs among the items."""
         return select(d for item in items for d in self.parse(item).documents)
+
+    def admission_policies(self, snapshot: Snapshot) -> AdmissionPolicies | None:
+        """The admission policies of a snapshot, built by Kubernetes' code with their parameter objects,
+        CRDs and the snapshot's Namespaces (None when it has none). Raises AdmissionPolicyError when the
+        native library cannot build them."""
+        selected = self.admission_documents(snapshot.items)
+        if not selected.policies:
+            return None
+        namespaces = [Document.from_object(dict(ns)) for ns in snapshot.namespaces.values()]
+        return AdmissionPolicies.build(
+            selected.policies, params=selected.params, namespaces=namespaces, crds=selected.crds
+        )
 
     def retain(self, items: Iterable[SnapshotItem]) -> None:
         """Forget the parses of items other than these."""

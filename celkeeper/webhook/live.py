@@ -211,16 +211,7 @@ class LivePolicies:
         set is released when the last request using it is answered."""
         if not self.settings.enforce_admission_policies:
             return None
-        from celkeeper.admissionpolicy import AdmissionPolicies
-        from celkeeper.documents import Document
-
-        selected = self._documents.admission_documents(snapshot.items)
-        if not selected.policies:
-            return None
-        namespaces = [Document.from_object(dict(ns)) for ns in snapshot.namespaces.values()]
-        return AdmissionPolicies.build(
-            selected.policies, params=selected.params, namespaces=namespaces, crds=selected.crds
-        )
+        return self._documents.admission_policies(snapshot)
 
     def _data(self, policies: PolicySet, synced_kinds: tuple[str, ...]) -> SyncedData | None:
         """What the templates that read synced data read (None when none does). A store that cannot be

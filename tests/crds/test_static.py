@@ -165,12 +165,13 @@ def test_constraint_pod_status_carries_enforced_and_the_constraint_uid() -> None
 # --- every static CRD -----------------------------------------------------------------------------------
 
 
-def test_static_crds_are_the_six_in_apply_order() -> None:
+def test_static_crds_are_the_seven_in_apply_order() -> None:
     assert [c["metadata"]["name"] for c in static_crds()] == [
         "constrainttemplates.templates.celkeeper.io",
         "constrainttemplatepodstatuses.status.celkeeper.io",
         "constraintpodstatuses.status.celkeeper.io",
         "mutatorpodstatuses.status.celkeeper.io",
+        "admissionpolicypodstatuses.status.celkeeper.io",
         "syncsets.syncset.celkeeper.io",
         "syncpodstatuses.status.celkeeper.io",
     ]

@@ -94,6 +94,7 @@ def install_crds(cluster: ControlPlane) -> None:
         "constrainttemplatepodstatuses.status.celkeeper.io",
         "constraintpodstatuses.status.celkeeper.io",
         "mutatorpodstatuses.status.celkeeper.io",
+        "admissionpolicypodstatuses.status.celkeeper.io",
     ):
         wait_established(cluster, name)
 

@@ -2,8 +2,9 @@
 informer watches ValidatingAdmissionPolicies, MutatingAdmissionPolicies, their bindings and the objects of
 the kinds the policies take as parameters (a ConfigMap here, its resource found by discovery), and the
 webhook answers as Kubernetes' own code answers for those documents (celkeeper.admissionpolicy, proven
-against kube-apiserver in tests/admissionpolicy); a changed parameter is followed without a restart, and
-the policies generated from templates are not enforced twice."""
+against kube-apiserver in tests/admissionpolicy); the pod reports what it enforces of each policy and
+binding (AdmissionPolicyPodStatus); a changed parameter is followed without a restart, and the policies
+generated from templates are not enforced twice."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 
 from celkeeper.admissionpolicy import AdmissionPolicies
 from celkeeper.documents import Document
-from tests.incluster.support import KubeServe
+from tests.incluster.support import KubeServe, install_crds, pod_statuses
 from tests.support.apiserver import ControlPlane
 from tests.support.kubectl import apply
 from tests.support.native import require_celgo
@@ -144,6 +145,7 @@ def _review(namespace: str, replicas: int) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def setting(kube_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     require_celgo()
+    install_crds(kube_cluster)
     suffix = secrets.token_hex(3)
     namespace, params, pods = f"shop-{suffix}", f"params-{suffix}", f"celkeeper-{suffix}"
     for name in (namespace, params, pods):
@@ -166,6 +168,7 @@ def setting(kube_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory
             "suffix": suffix,
             "namespace": namespace,
             "params": params,
+            "pods": pods,
             "documents": documents,
         }
     finally:
@@ -224,3 +227,32 @@ def test_a_changed_parameter_is_followed(setting: dict[str, Any]) -> None:
     items = {i.name for i in server.snapshot().items} if server.snapshot() else set()
     assert f"admissionparam/v1/ConfigMap/{setting['params']}/limits" in items
     assert f"admissionpolicy/validatingadmissionpolicy/replicas-{setting['suffix']}" in items
+
+
+def test_the_pod_reports_each_policy_and_binding_it_enforces(setting: dict[str, Any]) -> None:
+    cluster: ControlPlane = setting["cluster"]
+    stored = {
+        (d["kind"], d["metadata"]["name"]): json.loads(
+            cluster.kubectl("get", d["kind"].lower(), d["metadata"]["name"], "-o", "json").stdout
+        )["metadata"]
+        for d in setting["documents"]
+    }
+
+    def reported() -> dict[tuple[str, str], dict[str, Any]]:
+        found = pod_statuses(cluster, setting["pods"], "admissionpolicypodstatuses.status.celkeeper.io")
+        labels = "internal.celkeeper.io/admission-policy-kind", "internal.celkeeper.io/admission-policy-name"
+        return {
+            (s["metadata"]["labels"][labels[0]], s["metadata"]["labels"][labels[1]]): s["status"]
+            for s in found
+            if s["metadata"]["labels"].get("internal.celkeeper.io/pod") == "pod-a"
+        }
+
+    wait_for(lambda: set(stored) <= set(reported()), timeout=60, interval=0.5, what="the pod's statuses")
+    found = reported()
+    for key, metadata in stored.items():
+        status = found[key]
+        assert status["enforced"] is True and "errors" not in status, (key, status)
+        assert status["policyUID"] == metadata["uid"]
+        assert status["observedGeneration"] == metadata["generation"]
+        assert status["id"] == "pod-a"
+        assert status["operations"] == ["mutation-webhook" if key[0].startswith("Mutating") else "webhook"]

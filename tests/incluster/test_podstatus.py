@@ -139,3 +139,63 @@ def test_mutators_are_observed_as_gatekeepers_mutator_controller_reports_them() 
         "errors": [{"message": refused.errors[0].message}],
         "expectedPods": 3,
     }
+
+
+def test_admission_policies_are_enforced_unless_kubernetes_refuses_them() -> None:
+    from celkeeper.admissionpolicy import AdmissionPolicies
+    from celkeeper.errors import AdmissionPolicyNote
+    from celkeeper.incluster.podstatus import ADMISSION_KEY
+    from tests.support.native import require_celgo
+
+    require_celgo()
+
+    def policy(name: str, expression: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name, "uid": f"uid-{name}", "generation": 4},
+            "spec": {
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ]
+                },
+                "validations": [{"expression": expression}],
+            },
+        }
+
+    items = {
+        f"admissionpolicy/validatingadmissionpolicy/{name}": policy(name, expression)
+        for name, expression in (("fine", "object.metadata.name != ''"), ("broken", "object.spec.nope("))
+    }
+    with AdmissionPolicies.build([Document.from_object(o, file=n) for n, o in items.items()]) as built:
+        errors = [p for p in built.problems if not isinstance(p, AdmissionPolicyNote)]
+    policies = build_policy_set((), TemplateCompiler(get_engine("cel-python")))
+    found = observe(items, policies, errors)
+
+    fine = found[(ADMISSION_KEY, "ValidatingAdmissionPolicy/fine")]
+    assert (fine.uid, fine.generation, fine.enforced, fine.errors) == ("uid-fine", 4, True, ())
+    broken = found[(ADMISSION_KEY, "ValidatingAdmissionPolicy/broken")]
+    assert not broken.enforced
+    assert [e.location.split(":")[0] for e in broken.errors] == ["spec.validations[0].expression"]
+    # without a policy set (the snapshot's could not be built) nothing is said to be enforced
+    assert not observe(items, None, ())[(ADMISSION_KEY, "ValidatingAdmissionPolicy/fine")].enforced
+
+    resource, status = pod_status(Pod("pod-a", "celkeeper-system", expected_pods=2), broken, 7)
+    assert resource.plural == "admissionpolicypodstatuses" and resource.namespace == "celkeeper-system"
+    assert status["kind"] == names.ADMISSION_POLICY_POD_STATUS_KIND
+    assert status["metadata"]["name"] == "pod--a-validatingadmissionpolicy-broken"  # dash-packed
+    assert status["metadata"]["labels"] == {
+        names.ADMISSION_POLICY_NAME_LABEL: "broken",
+        names.ADMISSION_POLICY_KIND_LABEL: "ValidatingAdmissionPolicy",
+        names.POD_LABEL: "pod-a",
+    }
+    assert status["status"]["policyUID"] == "uid-broken" and status["status"]["enforced"] is False
+    assert status["status"]["operations"] == ["webhook"] and status["status"]["expectedPods"] == 2
+    assert status["status"]["snapshotGeneration"] == 7 and status["status"]["observedGeneration"] == 4
+    assert status["status"]["errors"][0]["location"].startswith("spec.validations[0].expression")

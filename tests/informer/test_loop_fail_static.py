@@ -250,3 +250,53 @@ def test_parsing_stops_at_a_number_of_values(monkeypatch: pytest.MonkeyPatch) ->
     (error,) = parsed.errors
     assert str(error).startswith("many.yaml:") and "more than 1,000 values" in str(error)
     assert parse_documents("items:\n" + "- {a: b}\n" * 300, "fewer.yaml").errors == ()
+
+
+VAP = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: replicas
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [apps]
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [deployments]
+  validations:
+  - expression: object.spec.replicas <= 5
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: replicas
+spec:
+  policyName: replicas
+  validationActions: [Deny]
+"""
+
+
+def test_an_enforced_admission_policy_that_breaks_keeps_its_last_good_version(tmp_path: Path) -> None:
+    from tests.support.native import require_celgo
+
+    require_celgo()
+    setup = Setup(tmp_path)
+    setup.informer = Informer(
+        FolderSource(setup.policies, **setup.source_options),  # type: ignore[arg-type]
+        setup.state,
+        Settings().with_(enforce_admission_policies=True),
+    )
+    (setup.policies / "vap.yaml").write_text(VAP)
+    good = setup.publish()
+    assert good.held == () and _text(good, "vap.yaml") == VAP
+    (setup.policies / "vap.yaml").write_text(VAP.replace("<= 5", "<= "))  # no longer compiles
+    snapshot = setup.publish()
+    assert snapshot.held == (str(setup.policies / "vap.yaml"),)
+    assert _text(snapshot, "vap.yaml") == VAP
+    (note,) = [p for p in snapshot.problems if "keeping the last good version" in p]
+    assert "vap.yaml:13:40:" in note and "spec.validations[0].expression" in note, note
+    # without enforcement the informer leaves admission policies to the API server: nothing is checked
+    plain = Setup(tmp_path / "plain")
+    (plain.policies / "vap.yaml").write_text(VAP.replace("<= 5", "<= "))
+    assert all(os.path.basename(i.name) != "vap.yaml" for i in plain.publish().items)

@@ -297,6 +297,7 @@ def test_an_enforced_admission_policy_that_breaks_keeps_its_last_good_version(tm
     (note,) = [p for p in snapshot.problems if "keeping the last good version" in p]
     assert "vap.yaml:13:40:" in note and "spec.validations[0].expression" in note, note
     # without enforcement the informer leaves admission policies to the API server: nothing is checked
+    (tmp_path / "plain").mkdir()
     plain = Setup(tmp_path / "plain")
     (plain.policies / "vap.yaml").write_text(VAP.replace("<= 5", "<= "))
     assert all(os.path.basename(i.name) != "vap.yaml" for i in plain.publish().items)

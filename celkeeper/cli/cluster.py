@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from celkeeper.documents import Document
-from celkeeper.model import JsonObject
+from celkeeper.errors import CelkeeperError
+from celkeeper.gator.kinds import is_namespace
+from celkeeper.gator.reviews import is_admission_review
+from celkeeper.model import JsonObject, JsonValue
 
 if TYPE_CHECKING:  # the kubernetes client loads only when needed
+    from celkeeper.cli.admissionpolicies import AdmissionReviewer
     from celkeeper.incluster.cluster import ClusterReader
 
 
@@ -62,3 +66,44 @@ def read_cluster(
         cluster.params = list(admission.params)
         cluster.notes += admission.notes
     return cluster
+
+
+def manifest_object(document: Document) -> Mapping[str, JsonValue]:
+    """A manifest's object: the object itself, or an AdmissionReview's object/oldObject."""
+    if is_admission_review(document):
+        request = document.data.get("request") or {}
+        obj = request.get("object") or request.get("oldObject") or {}
+        return obj if isinstance(obj, dict) else {}
+    return document.data if isinstance(document.data, dict) else {}
+
+
+def admission_kinds(manifests: Sequence[Document]) -> list[tuple[str, str]]:
+    """(group, kind) of each manifest's object (read_cluster's `admission_kinds`)."""
+    found = []
+    for document in manifests:
+        obj = manifest_object(document)
+        found.append((str(obj.get("apiVersion") or "").rpartition("/")[0], str(obj.get("kind") or "")))
+    return found
+
+
+def cluster_admission(
+    cluster: ClusterPolicies, manifests: Sequence[Document], problems: list[str], notes: list[str]
+) -> AdmissionReviewer | None:
+    """The cluster's admission policies (cli.admissionpolicies), with its parameter objects and its
+    Namespaces, those the manifests create as the manifests say; None when it holds none. What the API
+    server would refuse goes to `problems`, what follows from the rest to `notes`."""
+    from celkeeper.cli.admissionpolicies import AdmissionReviewer
+
+    if not cluster.admission:
+        return None
+    created = [d.data for d in manifests if is_namespace(d) and d.name and isinstance(d.data, dict)]
+    objects = [*cluster.params, *cluster.namespaces.values(), *created]  # the last Namespace of a name wins
+    try:
+        reviewer = AdmissionReviewer.build(cluster.admission, objects)
+    except CelkeeperError as err:  # the native library cannot run here
+        problems.append(f"in the cluster: {err}")
+        return None
+    if reviewer is not None:
+        problems += [f"in the cluster: {e}" for e in reviewer.errors()]
+        notes += [str(n) for n in reviewer.notes()]
+    return reviewer

@@ -18,7 +18,8 @@ audit annotation and mutation's result (celkeeper.admissionpolicy.explain).
 OBJECT is a file (or - for stdin) of objects or AdmissionReviews; a plain object is explained as the
 API server would send it for a CREATE (--operation UPDATE with --old FILE for an update). Policies
 (templates, constraints, ExpansionTemplates) and the Namespaces namespaceSelector needs come from the
-POLICY PATHs or, with --cluster, from the cluster. The exit code is 1 when an object is denied.
+POLICY PATHs or, with --cluster, from the cluster (its admission policies, bindings and their
+parameter objects too). The exit code is 1 when an object is denied.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from celkeeper.cli.cluster import add_cluster_options, read_cluster
+from celkeeper.cli.cluster import add_cluster_options, admission_kinds, cluster_admission, read_cluster
 from celkeeper.cli.options import add_engine_option, engine_name
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
@@ -126,10 +127,16 @@ def run(args: argparse.Namespace) -> int:
     synced: list[Document] = []  # the synced data templates that read it see
     admission: AdmissionReviewer | None = None  # Kubernetes' admission policies among the POLICY_PATHs
     if args.cluster:
-        cluster = read_cluster(args)
+        cluster = read_cluster(args, admission_kinds=admission_kinds(objects))
         reader = cluster.reader
         policy_documents, namespaces = cluster.documents, cluster.namespaces
-        problems += [f"note: {n}" for n in cluster.notes]
+        notes = list(cluster.notes)
+        try:
+            admission = cluster_admission(cluster, objects, problems, notes)
+        except BaseException:
+            reader.close()
+            raise
+        problems += [f"note: {n}" for n in notes]
     else:
         # as `celkeeper test`: policy documents by the policy reader, the other objects (Namespaces,
         # synced data) by the object reader; problems reported as they are found
@@ -151,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
             admitted = [_admit(args, admission, document, old) for document in objects]
         finally:
             admission.close()
+            if reader is not None:
+                reader.close()
         return _print_admission(args, admitted)
     try:
         from celkeeper.gator.backend import PolicyBackend, verify_namespace  # the engine loads when needed

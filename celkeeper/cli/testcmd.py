@@ -43,7 +43,13 @@ from typing import TYPE_CHECKING, Any
 
 from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
-from celkeeper.cli.cluster import ClusterPolicies, add_cluster_options, read_cluster
+from celkeeper.cli.cluster import (
+    add_cluster_options,
+    admission_kinds,
+    cluster_admission,
+    read_cluster,
+)
+from celkeeper.cli.cluster import manifest_object as _reviewed  # the object a row is about
 from celkeeper.cli.options import add_cache_option, add_engine_option, add_filename_option, engine_name
 from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
@@ -364,7 +370,7 @@ def run_cluster(args: argparse.Namespace) -> int:
 
     manifests, errors = object_documents(args.filenames or [files.STDIN])
     problems = [str(e) for e in errors]
-    cluster = read_cluster(args, admission_kinds=_kinds(manifests))
+    cluster = read_cluster(args, admission_kinds=admission_kinds(manifests))
     notes = list(cluster.notes)
     # what each manifest gets, in order: the webhook's results, then the admission policies' answer
     rows: list[tuple[Document, Result | Reviewed, str]] = []
@@ -377,7 +383,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         namespaces = dict(cluster.namespaces)
         namespaces.update((d.name, d.data) for d in manifests if is_namespace(d) and d.name)
         lookup = inventory_lookup(namespaces, complete=True)
-        admission = _cluster_admission(cluster, manifests, problems, notes)
+        admission = cluster_admission(cluster, manifests, problems, notes)
         for document in manifests:
             try:
                 request, note, asked = _cluster_request(
@@ -424,37 +430,6 @@ def run_cluster(args: argparse.Namespace) -> int:
                     print(line)
     denied = any(r.denied if not isinstance(r, Result) else r.action is Action.DENY for _, r, _ in rows)
     return 1 if denied or problems else 0
-
-
-def _kinds(manifests: Sequence[Document]) -> list[tuple[str, str]]:
-    """(group, kind) of each manifest's object."""
-    found = []
-    for document in manifests:
-        obj = _reviewed(document)
-        found.append((str(obj.get("apiVersion") or "").rpartition("/")[0], str(obj.get("kind") or "")))
-    return found
-
-
-def _cluster_admission(
-    cluster: ClusterPolicies, manifests: Sequence[Document], problems: list[str], notes: list[str]
-) -> AdmissionReviewer | None:
-    """The cluster's admission policies (cli.admissionpolicies), with its parameter objects and its
-    Namespaces, those the manifests create as the manifests say; None when it holds none."""
-    from celkeeper.cli.admissionpolicies import AdmissionReviewer
-
-    if not cluster.admission:
-        return None
-    created = [d.data for d in manifests if is_namespace(d) and d.name and isinstance(d.data, dict)]
-    objects = [*cluster.params, *cluster.namespaces.values(), *created]  # the last Namespace of a name wins
-    try:
-        reviewer = AdmissionReviewer.build(cluster.admission, objects)
-    except CelkeeperError as err:  # the native library cannot run here
-        problems.append(f"in the cluster: {err}")
-        return None
-    if reviewer is not None:
-        problems += [f"in the cluster: {e}" for e in reviewer.errors()]
-        notes += [str(n) for n in reviewer.notes()]
-    return reviewer
 
 
 def _cluster_violations(result: Result | Reviewed, deny_only: bool) -> list[Violation]:
@@ -596,15 +571,6 @@ def namespace_name(obj: Mapping[str, JsonValue], known: Mapping[str, Mapping[str
     if namespace in {"", "default"} or namespace in known:
         return namespace
     return None
-
-
-def _reviewed(document: Document) -> Mapping[str, JsonValue]:
-    """The object a row is about: the object itself, or an AdmissionReview's object/oldObject."""
-    if is_admission_review(document):
-        request = document.data.get("request") or {}
-        obj = request.get("object") or request.get("oldObject") or {}
-        return obj if isinstance(obj, dict) else {}
-    return document.data if isinstance(document.data, dict) else {}
 
 
 def _meta(obj: Mapping[str, JsonValue] | None) -> Mapping[str, JsonValue]:

@@ -267,6 +267,31 @@ def test_the_clusters_admission_policies_answer_as_the_api_server(setting: Setti
     assert (code_files, sorted(out_files.splitlines())) == (1, sorted(printed)), err_files
 
 
+def test_explain_reads_the_clusters_admission_policies(setting: Setting, tmp_path: Path) -> None:
+    objects = {o["metadata"]["name"]: o for o in _objects(setting)}
+    kubeconfig = str(setting.cluster.kubeconfig_path)
+    given = _write(tmp_path / "stored.yaml", setting.stored)
+    for name in ("big", "small"):
+        manifest = _write(tmp_path / f"{name}.yaml", [objects[name]])
+        code, out, err = _run(
+            "explain", "--cluster", "--kubeconfig", kubeconfig, "-f", str(manifest), "-o", "json"
+        )
+        assert "Traceback" not in err
+        (row,) = json.loads(out)
+        answer = row["admissionPolicies"]
+        reply = _dry_run(setting.srv, objects[name])
+        if name == "big":  # denied, in the API server's words
+            assert (code, answer["answer"]["allowed"]) == (1, False), answer
+            assert answer["answer"]["status"]["message"] == reply.body["message"]
+        else:
+            assert code == 0 and answer["answer"]["allowed"] is True, answer
+            assert answer["answer"]["warnings"] == reply.warnings
+        # the same documents as files: the same explanation
+        code_files, out_files, err_files = _run("explain", "-f", str(manifest), str(given), "-o", "json")
+        assert "Traceback" not in err_files
+        assert (code_files, json.loads(out_files)[0]["admissionPolicies"]) == (code, answer)
+
+
 def test_without_permission_a_note_and_the_rest_tested(setting: Setting, tmp_path: Path) -> None:
     """A user who may read what deploy/ci-rbac.yaml grants but the MutatingAdmissionPolicies and the CRDs
     (so it may read the ValidatingAdmissionPolicies, their bindings and the Namespaces), and not the

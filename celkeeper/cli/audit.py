@@ -157,6 +157,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "as the older wgpolicyk8s.io/v1alpha2 PolicyReports, or none (default openreports)",
     )
     kube.add_argument(
+        "--audit-admission-policies",
+        action="store_true",
+        help="also answer every object audited as the API server answers a CREATE of it, with the "
+        "cluster's ValidatingAdmissionPolicies and MutatingAdmissionPolicies (their bindings and "
+        "parameters, read afresh each run; Kubernetes' own code): failed validations are violations of "
+        "`ValidatingAdmissionPolicy/<policy>/<binding>` in the logs, metrics and reports",
+    )
+    kube.add_argument(
         "--metrics-bind",
         default="0.0.0.0:8888",
         metavar="HOST:PORT",
@@ -211,6 +219,7 @@ def _cluster(args: argparse.Namespace) -> int:
         emit_events=args.emit_audit_events,
         events_in_involved_namespace=args.audit_events_involved_namespace,
         reports=args.reports,
+        admission_policies=args.audit_admission_policies,
     )
     client = KubeClient.connect(args.kubeconfig)
     metrics = AuditMetrics()

@@ -304,5 +304,5 @@ def test_the_metrics_count_the_violations_per_enforcement_action(world: World) -
     for action in ("deny", "warn", "dryrun"):
         assert samples[f'gatekeeper_violations{{enforcement_action="{action}"}}'] == 1
     for kind, name, action, _, _ in EXPECTED:
-        key = f'celkeeper_audit_constraint_violations{{constraint_kind="{kind}",constraint_name="{name}",enforcement_action="{action}"}}'
-        assert samples[key] == 1
+        labels = f'constraint_kind="{kind}",constraint_name="{name}",enforcement_action="{action}"'
+        assert samples[f"celkeeper_audit_constraint_violations{{{labels}}}"] == 1

@@ -16,6 +16,12 @@ deleted since discovery) has nothing to audit. Objects in `excluded_namespaces` 
 Gatekeeper's Config `match[].processes: [audit]`; for a Namespace, its own name) are skipped, and so are
 namespaced objects whose Namespace cannot be found (Gatekeeper's audit skips them too).
 
+Kubernetes' admission policies (`admission`, the in-cluster audit's --audit-admission-policies): read
+for the run from discovery's resources (audit.admissionpolicies.read_cluster); the resources their
+resourceRules name are listed too, and each object audited is also answered as a CREATE, a page's objects
+in batches; a failed validation is recorded and reported as a violation, a `mutate` row reported as a
+change (Reporter.change).
+
 Synced data: when a template reads synced data (celkeeper's extension), the run first lists every kind
 such templates declare (in the version they name, wherever discovery serves that group and kind) into
 a store of its own (snapshot.datastore), written and closed before the engine opens it, removed after

@@ -11,7 +11,7 @@ from celkeeper.admissionpolicy.documents import (
     select,
 )
 from celkeeper.admissionpolicy.explain import trace_lines
-from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer, Explained
+from celkeeper.admissionpolicy.policies import AdmissionPolicies, Answer, Explained, merge_patch
 
 __all__ = [
     "AdmissionPolicies",
@@ -22,6 +22,7 @@ __all__ = [
     "is_admission_policy_object",
     "is_crd_document",
     "is_param",
+    "merge_patch",
     "param_kinds",
     "select",
     "trace_lines",

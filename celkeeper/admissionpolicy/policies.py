@@ -71,6 +71,33 @@ class Answer:
     def reason(self) -> str:
         return str(self.status.get("reason", "")) if self.status else ""
 
+    @property
+    def quiet(self) -> bool:
+        """Allowed, with nothing to say: no warning, no audit annotation, no change."""
+        return self.allowed and not self.warnings and not self.audit_annotations and self.patched is None
+
+    def change(self, before: JsonValue) -> JsonValue:
+        """What the mutating policies changed (a JSON merge patch) from the object as the API server decoded
+        it (else `before`, the object given); None when they changed nothing."""
+        if self.patched is None:
+            return None
+        return merge_patch(self.decoded or before or {}, self.patched)
+
+    def assumptions(self, where: str = "the inputs") -> list[str]:
+        """What the answer assumed that is not among `where`: a Namespace, a kind's resource."""
+        found = []
+        if self.assumed_namespace:
+            found.append(
+                f"Namespace {self.assumed_namespace} is not among {where}: the admission policies see it as "
+                "the API server creates a Namespace without labels"
+            )
+        if self.guessed_resource:
+            found.append(
+                f"no CRD among {where} defines the kind of the {self.guessed_resource} objects: their "
+                f"resource is taken to be {self.guessed_resource} (Kubernetes' guess from the kind)"
+            )
+        return found
+
     def as_json(self) -> JsonObject:
         out: JsonObject = {
             "allowed": self.allowed,
@@ -209,6 +236,21 @@ class AdmissionPolicies:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def merge_patch(before: Any, after: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns `before` into `after`: what a mutation changed."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return after
+    patch: dict[str, Any] = {}
+    for key in before.keys() - after.keys():
+        patch[key] = None
+    for key, value in after.items():
+        if key not in before:
+            patch[key] = value
+        elif before[key] != value:
+            patch[key] = merge_patch(before[key], value)
+    return patch
 
 
 def answer_of(response: Mapping[str, Any]) -> Answer:

@@ -6,6 +6,12 @@ logConstraint, logViolation; pkg/logging): `process: audit`, `audit_id` (the run
 `event_type` `audit_started`, `constraint_audited`, `violation_audited`, `audit_finished`, with the
 constraint_* and resource_* fields. Fields Gatekeeper fills from Rego (`details`) are null here.
 
+Kubernetes' admission policies (--audit-admission-policies): a failed validation is a `violation_audited`
+line whose "constraint" is the binding: constraint_group `admissionregistration.k8s.io`, constraint_kind
+`ValidatingAdmissionPolicy`, constraint_name `<policy>/<binding>`; what a MutatingAdmissionPolicy would
+change is a `mutation_audited` line (constraint_kind `MutatingAdmissionPolicy`, constraint_name the
+policies, the message `would change: <JSON merge patch>`).
+
     handler.setFormatter(JsonFormatter())
     log.info(message, extra=fields(...))
 """
@@ -18,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from celkeeper.audit.openreports import ADMISSION_KINDS
 from celkeeper.audit.results import ObjectRef, Violation, truncate
 from celkeeper.crds import names
 from celkeeper.model import JsonObject, JsonValue
@@ -25,6 +32,7 @@ from celkeeper.model import JsonObject, JsonValue
 FIELDS = "fields"  # the LogRecord attribute holding a line's structured fields
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _LEVELS = {"WARNING": "warn", "CRITICAL": "error"}
+ADMISSION_GROUP = "admissionregistration.k8s.io"
 
 
 class JsonFormatter(logging.Formatter):
@@ -87,10 +95,12 @@ def constraint_annotations(constraint: Mapping[str, JsonValue] | None) -> dict[s
 
 
 def constraint_fields(kind: str, name: str) -> JsonObject:
-    """Gatekeeper's constraint_* keys (constraints are cluster-scoped: no namespace)."""
+    """Gatekeeper's constraint_* keys (constraints are cluster-scoped: no namespace); of an admission
+    policy's binding, its policy's group and version."""
+    admission = kind in ADMISSION_KINDS
     return {
-        "constraint_group": names.CONSTRAINTS_GROUP,
-        "constraint_api_version": names.CONSTRAINTS_STORAGE_VERSION,
+        "constraint_group": ADMISSION_GROUP if admission else names.CONSTRAINTS_GROUP,
+        "constraint_api_version": "v1" if admission else names.CONSTRAINTS_STORAGE_VERSION,
         "constraint_kind": kind,
         "constraint_name": name,
         "constraint_namespace": "",
@@ -127,6 +137,20 @@ def violation_line(
         "resource_labels": dict(violation.labels) if violation.labels else None,
     }
     return truncate(violation.message), fields(**values)
+
+
+def change_line(change: Violation, audit_id: str) -> tuple[str, JsonObject]:
+    """The message and fields of a `mutation_audited` line: what a MutatingAdmissionPolicy would change."""
+    values: JsonObject = {
+        "process": "audit",
+        "audit_id": audit_id,
+        "event_type": "mutation_audited",
+        "semantic": True,
+        **constraint_fields(*change.constraint),
+        "constraint_action": change.enforcement_action,
+        **resource_fields(change.ref),
+    }
+    return truncate(change.message), fields(**values)
 
 
 def run_line(event_type: str, audit_id: str, **more: Any) -> JsonObject:

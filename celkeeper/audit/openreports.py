@@ -8,8 +8,9 @@ What a report holds (field names from github.com/openreports/reports-api v0.2.1,
 apis/openreports.io/v1alpha1/report_types.go): one Report per namespace with violations (a ClusterReport
 for cluster-scoped objects), `source: celkeeper`, a `summary` counting its results, and one result per
 violation:
-    policy      the constraint: `<kind>/<name>`
-    rule        its template
+    policy      the constraint: `<kind>/<name>`; a Kubernetes admission policy's binding (the audit with
+                its admission policies): `ValidatingAdmissionPolicy/<policy>`
+    rule        its template; an admission policy's binding: the binding's name
     result      fail (enforcement action deny; a scoped constraint whose audit actions include deny),
                 warn (warn, dryrun, or a scoped constraint without deny at the audit point),
                 error (the object could not be evaluated for that constraint)
@@ -17,7 +18,9 @@ violation:
     resources   the object: apiVersion, kind, namespace, name, uid
     timestamp   when the audit first found this result ({seconds, nanos}: the start of that run); kept
                 while the result persists
-    properties  enforcementAction (the constraint's), enforcementActions (scoped: those at the audit point)
+    properties  enforcementAction (the constraint's), enforcementActions (scoped: those at the audit point;
+                a binding's validationActions when more than one), binding (an admission policy's, as
+                Kyverno's reports of these policies name it)
 
 Bounded in size. A namespace's results fit one report up to `max_results` (MAX_RESULTS); beyond, they
 are split by object: each object's results go to bucket `crc32(apiVersion/kind/name) mod B`, where B is
@@ -46,6 +49,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from celkeeper.admissionpolicy.documents import MUTATING_POLICY, VALIDATING_POLICY
 from celkeeper.audit.results import ObjectRef, Violation
 from celkeeper.model import Action, JsonObject
 
@@ -61,6 +65,8 @@ DIGEST_ANNOTATION = "celkeeper.io/results-digest"
 SELECTOR = f"{MANAGED_BY}={SOURCE}"  # the reports celkeeper writes (and deletes)
 
 FAIL, WARN, ERROR = "fail", "warn", "error"
+#: Kubernetes' admission policy kinds: a binding's result names its policy, the binding is the rule
+ADMISSION_KINDS = frozenset({VALIDATING_POLICY, MUTATING_POLICY})
 
 
 @dataclass(frozen=True)
@@ -144,14 +150,19 @@ def policy_name(kind: str, name: str) -> str:
 
 
 def result_row(violation: Violation, template: str) -> ResultRow:
+    """A violation's result: of a constraint, `<kind>/<name>` and its template; of an admission policy's
+    binding (the constraint `<policy kind>/<policy>/<binding>`), `<policy kind>/<policy>` and the binding."""
     ref = violation.ref
+    kind, name = violation.constraint
+    if kind in ADMISSION_KINDS:
+        name, _, template = name.partition("/")
     return ResultRow(
         namespace=ref.namespace,
         api_version=ref.api_version,
         kind=ref.kind,
         name=ref.name,
         uid=ref.uid,
-        policy=policy_name(*violation.constraint),
+        policy=policy_name(kind, name),
         rule=template,
         result=result_of(violation.enforcement_action, violation.enforcement_actions),
         message=shortened(violation.message),
@@ -280,6 +291,8 @@ def result_entry(row: ResultRow, seconds: int, api: ReportApi = OPENREPORTS) -> 
         properties["enforcementAction"] = row.action
     if row.actions:
         properties["enforcementActions"] = row.actions
+    if row.policy.partition("/")[0] in ADMISSION_KINDS:
+        properties["binding"] = row.rule  # where Kyverno's reports of these policies name it
     entry: JsonObject = {"source": SOURCE} if api.source_in_results else {}
     entry |= {
         "policy": row.policy,

@@ -13,6 +13,14 @@ OpenReports (every violation: audit.reportwriter), write every constraint's stat
 the metrics, log `audit_finished`. A run is written only
 once it is complete: stopped or killed mid-run, nothing of it is written, and the statuses keep the
 last complete run; the next run starts afresh.
+
+With `admission_policies` (--audit-admission-policies), each run also reads the cluster's
+ValidatingAdmissionPolicies, MutatingAdmissionPolicies, their bindings and parameters afresh, and
+answers every object it audits (and those of the resources the policies match) as the API server answers
+a CREATE of it (audit.admissionpolicies): a failed validation is a violation of the "constraint"
+`ValidatingAdmissionPolicy/<policy>/<binding>` (its log line, metrics, report result; no status: a
+binding has none), what a MutatingAdmissionPolicy would change a `mutation_audited` line. Policies that
+cannot be read (a 403, a version not served) are a logged note or warning: the constraints' audit goes on.
 """
 
 from __future__ import annotations
@@ -21,13 +29,15 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from celkeeper.audit.admissionpolicies import AdmissionAudit, LoggedProblems, read_cluster
 from celkeeper.audit.evaluate import Evaluator
 from celkeeper.audit.events import EventSink
 from celkeeper.audit.logs import (
+    change_line,
     constraint_annotations,
     constraint_line,
     go_duration,
@@ -69,6 +79,8 @@ class ProcessOptions:
     timing: Timing | None = None
     reports: str = "openreports"  # every violation after each run: openreports, policyreport, or none
     report_max_results: int = MAX_RESULTS  # results per report
+    # the cluster's ValidatingAdmissionPolicies and MutatingAdmissionPolicies too (audit.admissionpolicies)
+    admission_policies: bool = False
 
 
 class _Namespaces:
@@ -120,6 +132,10 @@ class _Reporter:
             self.events.emit(violation, self.run_id)
         if self.rows is not None:
             self.rows.add(result_row(violation, self.templates.get(violation.constraint[0], "")))
+
+    def change(self, change: Violation) -> None:
+        message, extra = change_line(change, self.run_id)
+        log.info(message, extra=extra)
 
     def error(self, constraint: ConstraintKey, ref: ObjectRef, message: str) -> None:
         log.warning("%s could not be evaluated for %s %s: %s", ref, *constraint, message)
@@ -237,6 +253,7 @@ class AuditProcess:
                 _Namespaces(self.manager, self.client),
                 self.options.audit,
                 reporter,
+                admission=self._admission_policies if self.options.admission_policies else None,
             )
             for (kind, name), found in sorted(results.constraints.items()):
                 if found.total:
@@ -286,6 +303,20 @@ class AuditProcess:
             ),
         )
         return results
+
+    def _admission_policies(self, resources: Sequence[ApiResource]) -> AdmissionAudit | None:
+        """The cluster's admission policies for this run, read afresh (what cannot be read is logged: the
+        constraints' audit goes on)."""
+        namespaces = self.manager.objects(NAMESPACES)
+        if not namespaces:  # not watched (yet): read once
+            try:
+                namespaces = list(self.client.list(NAMESPACES).items)
+            except ApiError as err:
+                log.warning(
+                    "admission policies: cannot list the Namespaces (%s): not audited in this run", err
+                )
+                return None
+        return read_cluster(self.client, resources, namespaces, LoggedProblems())
 
     def _beat(self) -> None:
         self.heartbeat = self.clock()

@@ -16,6 +16,12 @@ deleted since discovery) has nothing to audit. Objects in `excluded_namespaces` 
 Gatekeeper's Config `match[].processes: [audit]`; for a Namespace, its own name) are skipped, and so are
 namespaced objects whose Namespace cannot be found (Gatekeeper's audit skips them too).
 
+Kubernetes' admission policies (`admission`, the in-cluster audit's --audit-admission-policies): read
+for the run from discovery's resources (audit.admissionpolicies.read_cluster); the resources their
+resourceRules name are listed too, and each object audited is also answered as a CREATE, a page's objects
+in batches; a failed validation is recorded and reported as a violation, a `mutate` row reported as a
+change (Reporter.change).
+
 Synced data: when a template reads synced data (celkeeper's extension), the run first lists every kind
 such templates declare (in the version they name, wherever discovery serves that group and kind) into
 a store of its own (snapshot.datastore), written and closed before the engine opens it, removed after
@@ -30,11 +36,12 @@ import contextlib
 import dataclasses
 import logging
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from celkeeper.audit.admissionpolicies import MUTATE, AdmissionAudit, Pending
 from celkeeper.audit.evaluate import Evaluator, Outcome
 from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
 from celkeeper.cel.inventory import Gvk, Put, describe, requirement_kinds, unmet
@@ -65,6 +72,9 @@ class Reporter(Protocol):
     def page(self, resource: ApiResource, objects: int) -> None:
         """A page of `objects` objects of `resource` was evaluated (progress, liveness)."""
 
+    def change(self, change: Violation) -> None:
+        """What a MutatingAdmissionPolicy would change in an object (a `mutate` row: no violation)."""
+
 
 class Silent:
     def violation(self, violation: Violation) -> None:
@@ -75,6 +85,9 @@ class Silent:
 
     def page(self, resource: ApiResource, objects: int) -> None:
         del resource, objects
+
+    def change(self, change: Violation) -> None:
+        del change
 
 
 @dataclass(frozen=True)
@@ -104,11 +117,15 @@ def audit_objects(
     *,
     excluded_namespaces: frozenset[str] = frozenset(),
     skip_unknown_namespaces: bool = True,
+    admission: AdmissionAudit | None = None,
 ) -> int:
     """Evaluate objects into `results`; returns how many were audited. `skip_unknown_namespaces`:
     leave out namespaced objects whose Namespace is not found (the cluster); else evaluate them without
-    one (files, as `gator test` does: namespaceSelector then cannot match them)."""
+    one (files, as `gator test` does: namespaceSelector then cannot match them). With `admission`, each
+    object audited is also answered by Kubernetes' admission policies (audit.admissionpolicies; answered
+    in batches, recorded once the objects are evaluated)."""
     audited = 0
+    pending: list[Pending] = []
     for obj in objects:
         if excluded_namespaces and excluded_namespace(excluded_namespaces, obj):
             continue
@@ -121,6 +138,16 @@ def audit_objects(
         outcome = evaluator.evaluate(obj, namespace)
         audited += 1
         _record(outcome, obj, results, report)
+        if admission is not None:
+            pending.append(admission.submit(dict(obj)))
+    for submitted in pending:
+        assert admission is not None
+        for violation in admission.take(submitted):
+            if violation.enforcement_action == MUTATE:
+                report.change(violation)
+            else:
+                results.add(violation)
+                report.violation(violation)
     return audited
 
 
@@ -138,14 +165,20 @@ def _record(outcome: Outcome, obj: Mapping[str, JsonValue], results: RunResults,
 
 
 def selected_resources(
-    evaluator: Evaluator, resources: Iterable[ApiResource], excluded: frozenset[str]
+    evaluator: Evaluator,
+    resources: Iterable[ApiResource],
+    excluded: frozenset[str],
+    admission: AdmissionAudit | None = None,
 ) -> list[ApiResource]:
-    """The listable resources some audited constraint can select, minus celkeeper's own and `excluded`."""
+    """The listable resources some audited constraint (or, with `admission`, some admission policy) can
+    select, minus celkeeper's own and `excluded`."""
     chosen = []
     for resource in resources:
         if not resource.listable or resource.group in OWN_GROUPS or str(resource) in excluded:
             continue
-        if evaluator.audited(resource.group, resource.kind):
+        if evaluator.audited(resource.group, resource.kind) or (
+            admission is not None and admission.selects(resource.group, resource.plural)
+        ):
             chosen.append(resource)
     return chosen
 
@@ -156,24 +189,35 @@ def audit_cluster(
     namespaces: NamespaceOf,
     options: AuditOptions,
     report: Reporter,
+    *,
+    admission: Callable[[Sequence[ApiResource]], AdmissionAudit | None] | None = None,
 ) -> RunResults:
     """One complete run over the cluster (the results; nothing is written). Raises ApiError when
-    discovery itself fails (nothing can be audited)."""
+    discovery itself fails (nothing can be audited). `admission`: the cluster's admission policies for
+    this run, from discovery's resources (audit.admissionpolicies.read_cluster), when they are audited."""
     results = RunResults(options.violations_limit)
     found = discover(client)
     for problem in found.errors:
         log.warning("discovery: %s (its resources are not audited)", problem)
         results.discovery_errors.append(problem)
-    with synced_data(client, evaluator.policies, found.resources, options.chunk_size) as data:
-        _audit_resources(
-            client,
-            evaluator.with_data(data),
-            namespaces,
-            options,
-            report,
-            resources=found.resources,
-            results=results,
-        )
+    policies = admission(found.resources) if admission is not None else None
+    try:
+        with synced_data(client, evaluator.policies, found.resources, options.chunk_size) as data:
+            _audit_resources(
+                client,
+                evaluator.with_data(data),
+                namespaces,
+                options,
+                report,
+                resources=found.resources,
+                results=results,
+                admission=policies,
+            )
+        if policies is not None:
+            policies.finish()
+    finally:
+        if policies is not None:
+            policies.close()
     return results
 
 
@@ -246,8 +290,9 @@ def _audit_resources(
     *,
     resources: Iterable[ApiResource],
     results: RunResults,
+    admission: AdmissionAudit | None = None,
 ) -> None:
-    for resource in selected_resources(evaluator, resources, options.excluded_resources):
+    for resource in selected_resources(evaluator, resources, options.excluded_resources, admission):
         try:
             for page in pages(client, resource.resource(), options.chunk_size):
                 audited = audit_objects(
@@ -257,6 +302,7 @@ def _audit_resources(
                     results,
                     report,
                     excluded_namespaces=options.excluded_namespaces,
+                    admission=admission,
                 )
                 report.page(resource, audited)
         except ApiError as err:

@@ -25,6 +25,7 @@ from celkeeper.admissionpolicy import (
     is_admission_policy_document,
     is_crd_document,
     is_param,
+    merge_patch,
     param_kinds,
     trace_lines,
 )
@@ -63,8 +64,7 @@ class Reviewed:
 
     @property
     def quiet(self) -> bool:
-        a = self.answer
-        return a.allowed and not a.warnings and not a.audit_annotations and a.patched is None
+        return self.answer.quiet
 
     def lines(self) -> list[tuple[str, str]]:
         """(action, text) for each thing the API server answers: deny, warn, audit, mutate."""
@@ -239,19 +239,7 @@ class AdmissionReviewer:
 
     def take_notes(self, reviewed: Reviewed) -> list[str]:
         """What an answer assumed that was not among the inputs, said once per run."""
-        found = []
-        a = reviewed.answer
-        if a.assumed_namespace:
-            found.append(
-                f"Namespace {a.assumed_namespace} is not among the inputs: the admission policies see it as "
-                "the API server creates a Namespace without labels"
-            )
-        if a.guessed_resource:
-            found.append(
-                f"no CRD among the inputs defines the kind of the {a.guessed_resource} objects: their "
-                f"resource is taken to be {a.guessed_resource} (Kubernetes' guess from the kind)"
-            )
-        new = [n for n in found if n not in self._noted]
+        new = [n for n in reviewed.answer.assumptions() if n not in self._noted]
         self._noted.update(new)
         return new
 
@@ -285,18 +273,3 @@ def _request(document: Document) -> tuple[Mapping[str, JsonValue], JsonObject | 
     else:
         raise CelkeeperError("not an object")
     return request, before if isinstance(before, dict) else None
-
-
-def merge_patch(before: Any, after: Any) -> Any:
-    """The JSON merge patch (RFC 7386) that turns `before` into `after`: what a mutation changed."""
-    if not isinstance(before, dict) or not isinstance(after, dict):
-        return after
-    patch: dict[str, Any] = {}
-    for key in before.keys() - after.keys():
-        patch[key] = None
-    for key, value in after.items():
-        if key not in before:
-            patch[key] = value
-        elif before[key] != value:
-            patch[key] = merge_patch(before[key], value)
-    return patch

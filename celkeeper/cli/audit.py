@@ -32,7 +32,7 @@ from celkeeper.model import JsonObject
 
 if TYPE_CHECKING:  # imported where they are used (the audit's modules load only for `celkeeper audit`)
     from celkeeper.audit import RunResults, Violation
-    from celkeeper.cli.audit_admissionpolicies import AdmissionAudit
+    from celkeeper.audit.admissionpolicies import AdmissionAudit
     from celkeeper.constraints import Constraint
     from celkeeper.policy import PolicySet
 
@@ -157,6 +157,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "as the older wgpolicyk8s.io/v1alpha2 PolicyReports, or none (default openreports)",
     )
     kube.add_argument(
+        "--audit-admission-policies",
+        action="store_true",
+        help="also answer every object audited as the API server answers a CREATE of it, with the "
+        "cluster's ValidatingAdmissionPolicies and MutatingAdmissionPolicies (their bindings and "
+        "parameters, read afresh each run; Kubernetes' own code): failed validations are violations of "
+        "`ValidatingAdmissionPolicy/<policy>/<binding>` in the logs, metrics and reports",
+    )
+    kube.add_argument(
         "--metrics-bind",
         default="0.0.0.0:8888",
         metavar="HOST:PORT",
@@ -211,6 +219,7 @@ def _cluster(args: argparse.Namespace) -> int:
         emit_events=args.emit_audit_events,
         events_in_involved_namespace=args.audit_events_involved_namespace,
         reports=args.reports,
+        admission_policies=args.audit_admission_policies,
     )
     client = KubeClient.connect(args.kubeconfig)
     metrics = AuditMetrics()
@@ -251,7 +260,7 @@ def _cluster(args: argparse.Namespace) -> int:
 # -- files ----------------------------------------------------------------------------------------------
 def _offline(args: argparse.Namespace) -> int:
     from celkeeper.audit import Evaluator, RunResults
-    from celkeeper.cli.audit_admissionpolicies import AdmissionAudit
+    from celkeeper.cli import audit_admissionpolicies
     from celkeeper.cli.inputs import Inputs
     from celkeeper.documents import Document
     from celkeeper.gator.backend import PolicyBackend
@@ -272,11 +281,11 @@ def _offline(args: argparse.Namespace) -> int:
         loaded = backend.build([d for d in documents if is_policy_document(d)])
         for error in loaded.errors:
             inputs.error(error)
-        # Kubernetes' admission policies among the policies (cli.audit_admissionpolicies), with the
+        # Kubernetes' admission policies among the policies (audit.admissionpolicies), with the
         # parameter objects and Namespaces among every input (a pass of their own, only when there are such
         # policies): each object audited is also answered as a CREATE
         given = (*(policy_sources if separate else ()), *object_sources)
-        admission = AdmissionAudit.build(inputs, documents, inputs.stream_data(given))
+        admission = audit_admissionpolicies.build(inputs, documents, inputs.stream_data(given))
         results = RunResults(args.constraint_violations_limit)
         # templates that read synced data read every object given (as `celkeeper test` gives them)
         data_objects = (Document.from_object(o) for o in inputs.stream_data(object_sources) if _auditable(o))
@@ -329,16 +338,7 @@ def formatted(
         from celkeeper.audit.openreports import reports, result_row
 
         templates = {c.constraint.kind: c.template.name for c in policies.all_candidates}
-        # an admission policy's row: its binding is the rule (the constraint's name is policy/binding)
-        rows = [
-            result_row(
-                v,
-                v.constraint[1].rpartition("/")[2]
-                if v.constraint[0] in _ADMISSION_KINDS
-                else templates.get(v.constraint[0], ""),
-            )
-            for v in violations
-        ]
+        rows = [result_row(v, templates.get(v.constraint[0], "")) for v in violations]
         return (
             json.dumps({"apiVersion": "v1", "kind": "List", "items": reports(rows, int(now))}, indent=2)
             + "\n"
@@ -371,10 +371,8 @@ def _is_admission_policy_object(obj: JsonObject) -> bool:
     return is_admission_policy_object(obj)
 
 
-#: the start of the message of a `mutate` row (cli.audit_admissionpolicies), before its merge patch
+#: the start of the message of a `mutate` row (audit.admissionpolicies), before its merge patch
 _WOULD_CHANGE = "would change: "
-#: the kinds of the admission policies whose bindings are audit's "constraints" (policy/binding)
-_ADMISSION_KINDS = frozenset({"ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"})
 
 #: documents among the objects that are not objects that exist, by (API group, kind): not audited
 _NOT_OBJECTS = {
@@ -479,7 +477,7 @@ class _AuditSink:
             self.inputs.error(f"{where}: {ref}: not evaluated for {key[0]}/{key[1]}: {message}")
 
     def _admitted(self, pending: Any) -> None:
-        from celkeeper.cli.audit_admissionpolicies import MUTATE
+        from celkeeper.audit.admissionpolicies import MUTATE
 
         assert self.admission is not None
         for violation in self.admission.take(pending):
@@ -518,7 +516,7 @@ class Listed:
     action: str  # the constraint's enforcement action; a binding's validationActions (Deny,Audit)
     total: int
     extra: bool = False  # an admission policy binding (or the mutating policies)
-    binding: Any = None  # cli.audit_admissionpolicies.Binding, for -o json
+    binding: Any = None  # audit.admissionpolicies.Binding, for -o json
 
 
 def _listed(

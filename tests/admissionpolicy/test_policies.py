@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from celkeeper.admissionpolicy import AdmissionPolicies
+from celkeeper.admissionpolicy import AdmissionPolicies, merge_patch
 from celkeeper.documents import Document, parse_documents
 from celkeeper.errors import AdmissionPolicyError, AdmissionPolicyNote
 from tests.support.native import require_celgo
@@ -126,3 +126,10 @@ def test_a_request_that_cannot_be_decoded() -> None:
         pytest.raises(AdmissionPolicyError, match="an UPDATE needs the oldObject"),
     ):
         policies.review({"operation": "UPDATE", "object": DEPLOYMENT})
+
+
+def test_merge_patch() -> None:
+    assert merge_patch({"a": 1, "b": {"c": 2, "d": 3}}, {"a": 1, "b": {"c": 4}, "e": [1]}) == {
+        "b": {"c": 4, "d": None},
+        "e": [1],
+    }

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from celkeeper.cli.admissionpolicies import merge_patch
 from tests.support.native import require_celgo
 
 SUITE = Path(__file__).resolve().parents[1] / "admissionpolicy" / "suite"
@@ -111,10 +110,3 @@ def test_without_the_namespace_the_binding_does_not_apply(cli) -> None:
         "celkeeper test: note: Namespace shop is not among the inputs: the admission policies see it as the "
         "API server creates a Namespace without labels"
     ) in run.err.splitlines()
-
-
-def test_merge_patch() -> None:
-    assert merge_patch({"a": 1, "b": {"c": 2, "d": 3}}, {"a": 1, "b": {"c": 4}, "e": [1]}) == {
-        "b": {"c": 4, "d": None},
-        "e": [1],
-    }

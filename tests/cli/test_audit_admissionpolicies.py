@@ -1,4 +1,4 @@
-"""`celkeeper audit` offline on Kubernetes' admission policies (celkeeper.cli.audit_admissionpolicies): each
+"""`celkeeper audit` offline on Kubernetes' admission policies (celkeeper.audit.admissionpolicies): each
 object audited is answered as the API server answers a CREATE of it (Kubernetes' own code), failed
 validations are violations beside the constraints', what a MutatingAdmissionPolicy would change is a row
 of its own, and the counts are what `celkeeper test -f` says of each object."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from celkeeper.cli import audit_admissionpolicies
+from celkeeper.audit import admissionpolicies as audit_admissionpolicies
 from tests.cli.conftest import EXAMPLES
 from tests.support.native import require_celgo
 
@@ -254,13 +254,29 @@ def test_openreports_and_html_carry_the_bindings_rows(cli) -> None:
     run = cli("audit", "--policy-dir", POLICIES, "--objects", OBJECTS, "-o", "openreports")
     reports = json.loads(run.out)["items"]
     results = [r for report in reports for r in report["results"]]
-    found = sorted((r["policy"], r["rule"], r["result"], r["resources"][0]["name"]) for r in results)
+    found = sorted(
+        (r["policy"], r["rule"], r["properties"]["binding"], r["result"], r["resources"][0]["name"])
+        for r in results
+    )
+    # the policy is the ValidatingAdmissionPolicy, its binding the rule (and property, as Kyverno's reports)
     assert found == [
-        ("ValidatingAdmissionPolicy/no-latest/no-latest-warn", "no-latest-warn", "warn", "both"),
-        ("ValidatingAdmissionPolicy/no-latest/no-latest-warn", "no-latest-warn", "warn", "latest"),
-        ("ValidatingAdmissionPolicy/replica-limit/replica-limit-audit", "replica-limit-audit", "warn", "big"),
-        ("ValidatingAdmissionPolicy/require-team/require-team-prod", "require-team-prod", "fail", "both"),
-        ("ValidatingAdmissionPolicy/require-team/require-team-prod", "require-team-prod", "fail", "no-team"),
+        ("ValidatingAdmissionPolicy/no-latest", "no-latest-warn", "no-latest-warn", "warn", "both"),
+        ("ValidatingAdmissionPolicy/no-latest", "no-latest-warn", "no-latest-warn", "warn", "latest"),
+        (
+            "ValidatingAdmissionPolicy/replica-limit",
+            "replica-limit-audit",
+            "replica-limit-audit",
+            "warn",
+            "big",
+        ),
+        ("ValidatingAdmissionPolicy/require-team", "require-team-prod", "require-team-prod", "fail", "both"),
+        (
+            "ValidatingAdmissionPolicy/require-team",
+            "require-team-prod",
+            "require-team-prod",
+            "fail",
+            "no-team",
+        ),
     ]
     page = cli("audit", "--policy-dir", POLICIES, "--objects", OBJECTS, "-o", "html").out
     assert "ValidatingAdmissionPolicy/require-team/require-team-prod" in page

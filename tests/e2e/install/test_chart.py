@@ -62,6 +62,7 @@ VARIANTS = {
         "admissionPolicies.paramResources[0].apiGroups={example.com}",
         "admissionPolicies.paramResources[0].resources={limits}",
     ),
+    "admission policies audited": ("admissionPolicies.audit=true",),
     "no reports": ("reports.enabled=false",),
     "policyreports": ("reports.format=policyreport",),
     "reports, their CRDs installed by someone else": ("reports.installCRDs=false",),
@@ -243,6 +244,17 @@ def test_enforced_admission_policies_reach_the_webhook_pods_and_their_rights(hel
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "celkeeper-webhook", "namespace": NAMESPACE}
     ]
+
+
+def test_audited_admission_policies_reach_the_audit_pod(helm: Helm) -> None:
+    docs = documents(helm.template(*VARIANTS["admission policies audited"]))
+    [container] = find(docs, "Deployment", "celkeeper-audit")["spec"]["template"]["spec"]["containers"]
+    assert "--audit-admission-policies" in container["args"]
+    assert "--enforce-admission-policies" not in webhook_container(docs)["args"]
+    # the audit's own ClusterRole reads every resource: the policies, bindings and parameters included
+    assert {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]} in cluster_rules(
+        docs, "celkeeper-audit"
+    )
 
 
 def test_cert_manager_mode_mounts_its_secret_and_asks_for_ca_injection(helm: Helm) -> None:

@@ -1,6 +1,7 @@
 package mutation
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"testing"
@@ -26,8 +27,9 @@ const benchNamespace = `{"apiVersion": "v1", "kind": "Namespace", "metadata": {"
  "labels": {"kubernetes.io/metadata.name": "prod-shop"}}, "spec": {"finalizers": ["kubernetes"]},
  "status": {"phase": "Active"}}`
 
-// benchSystem loads the workload's mutators; the request is the JSON the webhook sends mutation_mutate.
-func benchSystem(tb testing.TB) (*System, []byte) {
+// benchSystem loads the workload's mutators; the request and its object are the JSON the webhook sends
+// mutation_mutate (the object apart).
+func benchSystem(tb testing.TB) (*System, []byte, []byte) {
 	tb.Helper()
 	data, err := os.ReadFile("testdata/bench.json")
 	if err != nil {
@@ -47,23 +49,39 @@ func benchSystem(tb testing.TB) (*System, []byte) {
 			tb.Fatalf("upsert: %v", err)
 		}
 	}
+	var request map[string]json.RawMessage
+	if err := json.Unmarshal(w.Review.Request, &request); err != nil {
+		tb.Fatal(err)
+	}
+	obj := request["object"]
+	delete(request, "object")
 	req, err := json.Marshal(map[string]any{
-		"request":      w.Review.Request,
+		"request":      request,
 		"namespace":    json.RawMessage(benchNamespace),
 		"responseOnly": true,
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return s, req
+	return s, req, compact(tb, obj)
 }
 
-// mutateJSON is what mutation_mutate does with a request, without cgo: read it, mutate, encode the result.
-func mutateJSON(tb testing.TB, s *System, req []byte) []byte {
+func compact(tb testing.TB, doc []byte) []byte {
+	var out bytes.Buffer
+	if err := json.Compact(&out, doc); err != nil {
+		tb.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// mutateJSON is what mutation_mutate does with a request and its object, without cgo: read them, mutate,
+// encode the result.
+func mutateJSON(tb testing.TB, s *System, req, obj []byte) []byte {
 	var in Request
 	if err := json.Unmarshal(req, &in); err != nil {
 		tb.Fatal(err)
 	}
+	_ = in.Request.Object.UnmarshalJSON(obj)
 	out, err := json.Marshal(s.Mutate(&in))
 	if err != nil {
 		tb.Fatal(err)
@@ -72,9 +90,9 @@ func mutateJSON(tb testing.TB, s *System, req []byte) []byte {
 }
 
 func TestBenchWorkloadMutatesThePod(t *testing.T) {
-	s, req := benchSystem(t)
+	s, req, obj := benchSystem(t)
 	var r Result
-	if err := json.Unmarshal(mutateJSON(t, s, req), &r); err != nil {
+	if err := json.Unmarshal(mutateJSON(t, s, req, obj), &r); err != nil {
 		t.Fatal(err)
 	}
 	if !r.Mutated || r.Response.Patch == nil || r.Error != "" {
@@ -91,10 +109,10 @@ func TestBenchWorkloadMutatesThePod(t *testing.T) {
 
 // BenchmarkMutate is one served mutating review (bench/mutation.py's) through the library's mutate path.
 func BenchmarkMutate(b *testing.B) {
-	s, req := benchSystem(b)
+	s, req, obj := benchSystem(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		mutateJSON(b, s, req)
+		mutateJSON(b, s, req, obj)
 	}
 }

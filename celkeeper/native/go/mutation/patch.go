@@ -54,9 +54,11 @@ func patchedResponse(patches []jsonpatch.Operation, obj *unstructured.Unstructur
 	return resp, data, nil
 }
 
-// jsonDocument is decoded unstructured content (maps, slices, strings, int64 and float64 numbers, bools,
-// nil) as encoding/json decodes its JSON into an interface{}: a copy, numbers float64 (the int64 a JSON
-// integer decodes to converts to the float64 its literal parses to: both round to nearest).
+// jsonDocument is unstructured content (maps, slices, strings, int64 and float64 numbers, bools, nil)
+// as encoding/json decodes its JSON into an interface{}: a copy, numbers float64 (the int64 a JSON
+// integer decodes to converts to the float64 its literal parses to: both round to nearest), typed nil
+// maps and slices nil. ok false: a value whose JSON does not decode to it (another Go type, a
+// non-finite number, a string or key that is not UTF-8).
 func jsonDocument(v any) (any, bool) {
 	switch v := v.(type) {
 	case map[string]any:
@@ -88,15 +90,6 @@ func jsonDocument(v any) (any, bool) {
 			out[i] = c
 		}
 		return out, true
-	default:
-		return jsonScalar(v)
-	}
-}
-
-// jsonScalar is a value as encoding/json decodes its JSON, maps and slices as they are (typed nil ones
-// encode as null); ok false: its JSON does not decode to it.
-func jsonScalar(v any) (any, bool) {
-	switch v := v.(type) {
 	case nil, bool:
 		return v, true
 	case string:
@@ -105,22 +98,12 @@ func jsonScalar(v any) (any, bool) {
 		return v, !math.IsInf(v, 0) && !math.IsNaN(v)
 	case int64:
 		return float64(v), true
-	case map[string]any:
-		if v == nil {
-			return nil, true
-		}
-		return v, true
-	case []any:
-		if v == nil {
-			return nil, true
-		}
-		return v, true
 	}
 	return nil, false
 }
 
 // createPatch is jsonpatch.CreatePatch(a's JSON, b's JSON) for `a` a jsonDocument and `b` unstructured
-// content; ok false: b holds a value jsonScalar refuses.
+// content; ok false: b holds a value jsonDocument refuses.
 func createPatch(a, b any) ([]jsonpatch.Operation, bool) {
 	d := differ{patch: []jsonpatch.Operation{}, ok: true}
 	d.values(a, b)
@@ -128,7 +111,8 @@ func createPatch(a, b any) ([]jsonpatch.Operation, bool) {
 }
 
 // differ is jsonpatch v2.4.0's handleValues, diff and matchesValue (gomodules.xyz/jsonpatch, Apache-2.0),
-// reading b through jsonScalar; the path of the values compared is made only for an operation.
+// reading b as encoding/json would decode its JSON; the path of the values compared is made only for
+// an operation.
 type differ struct {
 	patch []jsonpatch.Operation
 	ok    bool
@@ -161,82 +145,112 @@ func (d *differ) emit(op string, v any) {
 	d.op(op, doc)
 }
 
-// sameType is reflect.TypeOf(a) == reflect.TypeOf(b) for encoding/json's decoded values.
-func sameType(a, b any) bool {
-	switch a.(type) {
-	case nil:
-		return b == nil
+// values is handleValues at the path, b's value read as encoding/json would decode its JSON: the
+// same type (the JSON's: object, array, string, number, boolean, null) compares, another replaces.
+func (d *differ) values(av, bv any) {
+	switch b := bv.(type) {
 	case map[string]any:
-		_, ok := b.(map[string]any)
-		return ok
+		if b == nil { // null
+			d.null(av)
+			return
+		}
+		if a, ok := av.(map[string]any); ok {
+			d.diff(a, b)
+			return
+		}
 	case []any:
-		_, ok := b.([]any)
-		return ok
+		if b == nil { // null
+			d.null(av)
+			return
+		}
+		if a, ok := av.([]any); ok {
+			d.list(a, b)
+			return
+		}
+	case nil:
+		d.null(av)
+		return
 	case string:
-		_, ok := b.(string)
-		return ok
+		if a, ok := av.(string); ok {
+			if a != b { // b, unlike a, may not be UTF-8: not JSON's then
+				if !utf8.ValidString(b) {
+					d.ok = false
+					return
+				}
+				d.op("replace", b)
+			}
+			return
+		}
+	case int64:
+		if a, ok := av.(float64); ok {
+			if a != float64(b) {
+				d.op("replace", float64(b))
+			}
+			return
+		}
 	case float64:
-		_, ok := b.(float64)
-		return ok
+		if math.IsInf(b, 0) || math.IsNaN(b) {
+			d.ok = false
+			return
+		}
+		if a, ok := av.(float64); ok {
+			if a != b {
+				d.op("replace", b)
+			}
+			return
+		}
 	case bool:
-		_, ok := b.(bool)
-		return ok
-	}
-	return false
-}
-
-// values is handleValues at the path.
-func (d *differ) values(av, bRaw any) {
-	bv, ok := jsonScalar(bRaw)
-	if !ok {
+		if a, ok := av.(bool); ok {
+			if a != b {
+				d.op("replace", b)
+			}
+			return
+		}
+	default:
 		d.ok = false
 		return
 	}
-	if av == nil && bv == nil {
-		return
+	// If types have changed, replace completely (preserves null in destination)
+	d.emit("replace", bv)
+}
+
+// null is handleValues with b null: nothing when a is null too, else a replace by null.
+func (d *differ) null(av any) {
+	if av != nil {
+		d.op("replace", nil)
 	}
-	if !sameType(av, bv) {
-		// If types have changed, replace completely (preserves null in destination)
-		d.emit("replace", bv)
-		return
+}
+
+// list is handleValues of two arrays.
+func (d *differ) list(at, bt []any) {
+	n := min(len(at), len(bt))
+	for i := len(at) - 1; i >= n; i-- {
+		d.enter(strconv.Itoa(i))
+		d.op("remove", nil)
+		d.leave()
 	}
-	switch at := av.(type) {
-	case map[string]any:
-		d.diff(at, bv.(map[string]any))
-	case string, float64, bool:
-		if at != bv { // matchesValue of two values of the same type
-			d.op("replace", bv)
-		}
-	case []any:
-		bt := bv.([]any)
-		n := min(len(at), len(bt))
-		for i := len(at) - 1; i >= n; i-- {
-			d.enter(strconv.Itoa(i))
-			d.op("remove", nil)
-			d.leave()
-		}
-		for i := n; i < len(bt) && d.ok; i++ {
-			d.enter(strconv.Itoa(i))
-			d.emit("add", bt[i])
-			d.leave()
-		}
-		for i := 0; i < n && d.ok; i++ {
-			d.enter(strconv.Itoa(i))
-			d.values(at[i], bt[i])
-			d.leave()
-		}
+	for i := n; i < len(bt) && d.ok; i++ {
+		d.enter(strconv.Itoa(i))
+		d.emit("add", bt[i])
+		d.leave()
+	}
+	for i := 0; i < n && d.ok; i++ {
+		d.enter(strconv.Itoa(i))
+		d.values(at[i], bt[i])
+		d.leave()
 	}
 }
 
 // diff is diff at the path.
 func (d *differ) diff(a, b map[string]any) {
 	for key, bv := range b {
-		if !utf8.ValidString(key) {
+		av, ok := a[key]
+		if !ok && !utf8.ValidString(key) { // a's keys are UTF-8
 			d.ok = false
 			return
 		}
 		d.enter(key)
-		if av, ok := a[key]; !ok {
+		if !ok {
 			d.emit("add", bv)
 		} else {
 			d.values(av, bv)

@@ -98,10 +98,14 @@ class MutationRequest:
     explain: bool = False
     response_only: bool = False  # the AdmissionResponse alone (a served request: no patch list, no object)
 
-    def to_json(self) -> bytes:
-        return orjson.dumps(
+    def to_json(self) -> tuple[bytes, bytes]:
+        """The request as the native library reads it: mutation.Request (JSON), and the AdmissionRequest's
+        object (JSON) apart from it (the library then scans it only to decode it; b"": none)."""
+        request = dict(self.request)
+        obj = request.pop("object", None)
+        encoded = orjson.dumps(
             {
-                "request": dict(self.request),
+                "request": request,
                 "namespace": dict(self.namespace) if self.namespace is not None else None,
                 "noNamespace": self.no_namespace,
                 "mutationID": self.mutation_id,
@@ -109,6 +113,7 @@ class MutationRequest:
                 "responseOnly": self.response_only,
             }
         )
+        return encoded, (orjson.dumps(obj) if obj is not None else b"")
 
 
 @dataclass(frozen=True)
@@ -197,7 +202,7 @@ class MutatorSet:
                 object=None,
                 error="",
             )
-        reply = self._system.library.mutation_mutate(self._system.handle, request.to_json())
+        reply = self._system.library.mutation_mutate(self._system.handle, *request.to_json())
         if "response" not in reply:
             raise ValueError(f"the mutation request was not understood: {reply.get('error', reply)}")
         return MutationResult(

@@ -115,7 +115,7 @@ class Library:
         self._sig(dll.mutation_upsert, ll, [ll, p, i, out, outn])
         self._sig(dll.mutation_remove, ll, [ll, p, i, out, outn])
         self._sig(dll.mutation_statuses, ll, [ll, out, outn])
-        self._sig(dll.mutation_mutate, ll, [ll, p, i, out, outn])
+        self._sig(dll.mutation_mutate, ll, [ll, p, i, p, i, out, outn])
         self._sig(dll.mutation_object, ll, [ll, p, i, out, outn])
         self._sig(dll.mutation_expand_output, ll, [p, i, out, outn])
         self._sig(dll.admissionpolicy_set, ll, [p, i, out, outn])
@@ -262,11 +262,14 @@ class Library:
         data: dict[str, Any] = orjson.loads(self._take(out, n))
         return data
 
-    def mutation_mutate(self, system: int, request: bytes) -> dict[str, Any]:
-        """Gatekeeper's mutation webhook's answer to a request (mutation.Request as JSON)."""
+    def mutation_mutate(self, system: int, request: bytes, obj: bytes = b"") -> dict[str, Any]:
+        """Gatekeeper's mutation webhook's answer to a request (mutation.Request as JSON); `obj`, when not
+        empty, the AdmissionRequest's object (JSON) in place of the request's "object"."""
         self.check()
         out, n = self._reply()
-        self._dll.mutation_mutate(system, request, len(request), ctypes.byref(out), ctypes.byref(n))
+        self._dll.mutation_mutate(
+            system, request, len(request), obj, len(obj), ctypes.byref(out), ctypes.byref(n)
+        )
         data: dict[str, Any] = orjson.loads(self._take(out, n))
         return data
 

@@ -68,14 +68,25 @@ def test_upstream_cel_go_still_needs_the_copy_of_runtimecost() -> None:
 
 def test_upstream_gatekeeper_still_compares_passes_with_go_cmp() -> None:
     """Gatekeeper's mutation System, as go.mod requires it, compares each pass's object with go-cmp's
-    cmp.Equal (the copy compares with reflect.DeepEqual: same answer, without the difference report that
-    was half of a mutation's CPU). When upstream stops using cmp.Equal there, drop the copy. The copy's
-    answers are Gatekeeper's: tests/e2e/gatekeeper's differential runs it against Gatekeeper's manager."""
+    cmp.Equal (the copy compares with UnstructuredEqual, reflect.DeepEqual's answer without reflection
+    for JSON's values: same answer, without the difference report that was half of a mutation's CPU),
+    and copies the object before mutation for its log even when the log is off (the copy only when it is
+    on). When upstream stops doing both, drop the copy. The copy's answers are Gatekeeper's:
+    tests/e2e/gatekeeper's differential runs it against Gatekeeper's manager, Gatekeeper's own tests of
+    the package pass with it (below), and mutation/equal_test.go compares UnstructuredEqual with
+    reflect.DeepEqual."""
     build = patched()
-    upstream = build.module_dir(GATEKEEPER, go()) / "pkg" / "mutation" / "system.go"
-    assert "cmp.Equal(old, mutable.Object)" in upstream.read_text()
-    copy = build.PATCHES_DIR / build.PATCHES[GATEKEEPER] / "pkg" / "mutation" / "system.go"
-    assert "reflect.DeepEqual(old, mutable.Object)" in copy.read_text()
+    upstream = (build.module_dir(GATEKEEPER, go()) / "pkg" / "mutation" / "system.go").read_text()
+    assert "cmp.Equal(old, mutable.Object)" in upstream
+    assert "\toriginal := unversioned.DeepCopyWithPlaceholders(mutable.Object)\n" in upstream
+    copy = (build.PATCHES_DIR / build.PATCHES[GATEKEEPER] / "pkg" / "mutation" / "system.go").read_text()
+    assert "UnstructuredEqual(old, mutable.Object)" in copy
+    assert "if *MutationLoggingEnabled {\n\t\toriginal = unversioned.DeepCopyWithPlaceholders" in copy
+
+
+def test_gatekeepers_own_tests_of_the_mutation_system_pass_with_the_copy() -> None:
+    out = run_go("test", "-count=1", f"{GATEKEEPER}/pkg/mutation")
+    assert "ok" in out
 
 
 def test_upstream_apiserver_still_converts_the_request_for_every_activation() -> None:

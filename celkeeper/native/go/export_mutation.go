@@ -133,10 +133,12 @@ func mutation_statuses(h C.longlong, out **C.char, outn *C.int) (result C.longlo
 
 // mutation_mutate answers a request (JSON: mutation.Request, the AdmissionRequest and its Namespace) as
 // Gatekeeper's mutation webhook does: mutation.Result (the AdmissionResponse, the patch, the mutated
-// object, Gatekeeper's error).
+// object, Gatekeeper's error). `obj` (length objn > 0) is the AdmissionRequest's object (JSON, encoded
+// by the caller) given apart, in place of the request's "object": it is then scanned only where it is
+// decoded, not first as part of the request's JSON too.
 //
 //export mutation_mutate
-func mutation_mutate(h C.longlong, req *C.char, n C.int, out **C.char, outn *C.int) (result C.longlong) {
+func mutation_mutate(h C.longlong, req *C.char, n C.int, obj *C.char, objn C.int, out **C.char, outn *C.int) (result C.longlong) {
 	defer guard(out, outn, &result)
 	s, err := systemOf(h)
 	if err != nil {
@@ -147,6 +149,11 @@ func mutation_mutate(h C.longlong, req *C.char, n C.int, out **C.char, outn *C.i
 	if err := json.Unmarshal(bytesOf(req, n), &in); err != nil {
 		replyJSON(out, outn, map[string]any{"error": "not a mutation request: " + err.Error(), "invalid": true})
 		return 0
+	}
+	if objn > 0 {
+		// read as the request's "object" is (a copy; null: none); JSON as the caller encoded it, decoded
+		// (and so checked) where it is mutated
+		_ = in.Request.Object.UnmarshalJSON(bytesOf(obj, objn))
 	}
 	replyJSON(out, outn, s.Mutate(&in))
 	return 1

@@ -227,6 +227,9 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 		return admission.Errored(int32(http.StatusInternalServerError), err)
 	}
 
+	// the JSONPatch's original document: the request's object, as CreatePatch decodes it (patch.go)
+	before, decoded := jsonDocument(obj.Object)
+
 	oldNS := obj.GetNamespace()
 	obj.SetNamespace(req.Namespace)
 
@@ -252,11 +255,10 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 
 	mutable.Object.SetNamespace(oldNS)
 
-	newJSON, err := mutable.Object.MarshalJSON()
+	resp, newJSON, err := patchResponse(req.Object.Raw, before, decoded, mutable.Object, !in.ResponseOnly)
 	if err != nil {
 		return admission.Errored(int32(http.StatusInternalServerError), err)
 	}
-	resp := admission.PatchResponseFromRaw(req.Object.Raw, newJSON)
 	if len(resp.Patches) > 0 {
 		out.Mutated = true
 		out.Object = newJSON

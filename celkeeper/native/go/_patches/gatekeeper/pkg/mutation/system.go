@@ -1,13 +1,16 @@
 // celkeeper's copy of github.com/open-policy-agent/gatekeeper/v3 v3.23.1 pkg/mutation/system.go,
 // compiled in its place (celkeeper/native/go/patched.py). Derived from the file whose sha256 is
 //   2cde8a3e9953749745e68912ae6f788f93565c3f54a4bf194b2b00ed57088a6b
-// (tests/native/test_locate_patches.py checks that the module cache holds it). One change, marked
-// "celkeeper:" below; docs/known-issues.md says why and when it can go: a pass's object is compared
-// with the one before it by reflect.DeepEqual instead of go-cmp's cmp.Equal. For what the System
-// holds (unstructured content: maps, slices, strings, numbers, booleans, nil, and external data
-// placeholders, structs without Equal methods or unexported fields) both say equal for exactly the
-// same values; cmp.Equal also works out a difference report it throws away, half of the CPU of a
-// mutation with ten mutators (bench/mutation.py's profile).
+// (tests/native/test_locate_patches.py checks that the module cache holds it). Two changes, marked
+// "celkeeper:" below; docs/known-issues.md says why and when they can go:
+//   - the object before mutation is copied only when the mutation log (--log-mutations), its only
+//     reader, is on;
+//   - a pass's object is compared with the one before it by UnstructuredEqual, reflect.DeepEqual's
+//     answer, instead of go-cmp's cmp.Equal. For what the System holds (unstructured content: maps,
+//     slices, strings, numbers, booleans, nil, and external data placeholders, structs without Equal
+//     methods or unexported fields) both say equal for exactly the same values; cmp.Equal also works
+//     out a difference report it throws away, half of the CPU of a mutation with ten mutators
+//     (bench/mutation.py's profile), and reflect.DeepEqual's reflection was then a fifth of it.
 
 package mutation
 
@@ -16,6 +19,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/externaldata"
@@ -184,7 +188,11 @@ func (s *System) Mutate(ctx context.Context, mutable *types.Mutable) (bool, erro
 // to converge, and any error encountered attempting to run Mutators.
 func (s *System) mutate(ctx context.Context, mutable *types.Mutable) (int, error) {
 	mutationUUID := s.newUUID()
-	original := unversioned.DeepCopyWithPlaceholders(mutable.Object)
+	// celkeeper: the object before mutation is copied only for the mutation log, its only reader
+	var original *unstructured.Unstructured
+	if *MutationLoggingEnabled {
+		original = unversioned.DeepCopyWithPlaceholders(mutable.Object)
+	}
 	var allAppliedMutations [][]types.Mutator
 	maxIterations := len(s.orderedMutators.ids) + 1
 
@@ -215,8 +223,8 @@ func (s *System) mutate(ctx context.Context, mutable *types.Mutable) (int, error
 			}
 		}
 
-		// celkeeper: reflect.DeepEqual, not cmp.Equal (same answer, no difference report)
-		if len(appliedMutations) == 0 || reflect.DeepEqual(old, mutable.Object) {
+		// celkeeper: reflect.DeepEqual's answer, not cmp.Equal (same answer, no difference report)
+		if len(appliedMutations) == 0 || UnstructuredEqual(old, mutable.Object) {
 			// If no mutations were applied, we can safely assume the object is
 			// identical to before.
 			if iteration == 1 {
@@ -274,4 +282,65 @@ func matchesErr(err error, mID types.ID, obj *unstructured.Unstructured) error {
 		obj.GroupVersionKind().Kind,
 		obj.GetNamespace(),
 		getNameOrGenerateName(obj))
+}
+
+// celkeeper: UnstructuredEqual is reflect.DeepEqual(a, b) for objects, compared without reflection where
+// their content is JSON's (maps, slices, strings, int64 and float64 numbers, booleans, nil), by
+// reflect.DeepEqual elsewhere (exported for celkeeper's tests against reflect.DeepEqual).
+func UnstructuredEqual(a, b *unstructured.Unstructured) bool {
+	if a == nil || b == nil || a == b {
+		return reflect.DeepEqual(a, b)
+	}
+	return contentEqual(a.Object, b.Object)
+}
+
+// contentEqual is reflect.DeepEqual(x, y) for values of unstructured content (deepValueEqual's rules:
+// the same type, nil maps and slices equal only to nil ones, the same map or slice equal to itself).
+func contentEqual(x, y any) bool {
+	switch x := x.(type) {
+	case nil:
+		return y == nil
+	case map[string]any:
+		y, ok := y.(map[string]any)
+		if !ok || (x == nil) != (y == nil) || len(x) != len(y) {
+			return false
+		}
+		if reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() {
+			return true
+		}
+		for k, xv := range x {
+			yv, found := y[k]
+			if !found || !contentEqual(xv, yv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := y.([]any)
+		if !ok || (x == nil) != (y == nil) || len(x) != len(y) {
+			return false
+		}
+		if unsafe.SliceData(x) == unsafe.SliceData(y) {
+			return true
+		}
+		for i := range x {
+			if !contentEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case string:
+		y, ok := y.(string)
+		return ok && x == y
+	case int64:
+		y, ok := y.(int64)
+		return ok && x == y
+	case float64:
+		y, ok := y.(float64)
+		return ok && x == y
+	case bool:
+		y, ok := y.(bool)
+		return ok && x == y
+	}
+	return reflect.DeepEqual(x, y)
 }

@@ -17,7 +17,8 @@ proportional set size (PSS, /proc/<pid>/smaps) is read and split by mapping:
 
 Servers compared (`--baseline DIR`: another checkout's celkeeper, e.g. `git archive main | tar -x -C DIR`;
 `--env NAME:VAR=VALUE,...`: this tree with those environment variables, e.g. `--env gogc100:GOGC=100`)
-run one after the other, alone, in one run.
+run one after the other, alone, in one run, each after the native library's builds are dropped from the
+page cache (so that each reads its library from disk alike).
 
     .venv/bin/python bench/pod_memory.py [--reviews 20000] [--workers 1] [--baseline DIR] [--env ...]
                                          [--rounds N]
@@ -43,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.support.load import run_wrk  # noqa: E402
 from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
+from celkeeper.native.locate import cache_root  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
 
 CONNECTIONS = 8
@@ -112,8 +114,21 @@ def parse_env(spec: str) -> Variant:
 Rows = list[tuple[str, int, Memory]]
 
 
+def evict_libraries() -> None:
+    """Drop the native library's builds from the page cache (none is mapped between two servers): each
+    server reads its library from disk alike. How many of its pages a process has resident depends on how
+    the file came into the page cache (just written by a build, or read; large folios are mapped whole)."""
+    for path in cache_root().glob(f"*/{LIBRARY}"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def measure(variant: Variant, work: Path, args: argparse.Namespace) -> tuple[Rows, float, float]:
     """Serve, load, read: (role, pid, memory) per process; reviews/s and server CPU per review."""
+    evict_libraries()
     server = ServeProcess(
         Path(tempfile.mkdtemp(prefix="serve-", dir=work)),
         work / "policies",

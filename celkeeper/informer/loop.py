@@ -32,6 +32,8 @@ snapshot it found already published when its listing agrees with it (after an in
 
 from __future__ import annotations
 
+import gc
+import json
 import logging
 import os
 import threading
@@ -57,6 +59,7 @@ from celkeeper.snapshot import (
     SnapshotItem,
     SnapshotStore,
     StateDir,
+    digest,
 )
 from celkeeper.snapshot.documents import DocumentCache
 
@@ -97,7 +100,9 @@ class Informer:
         self.clock = clock
         self._validate_enabled = validate
         self._documents = DocumentCache()
-        self._compiler: TemplateCompiler | None = None
+        self._compiler: TemplateCompiler | None = None  # while a round checks (_release_programs)
+        self._listed: tuple[object, ...] | None = None  # the listing the last round ended with
+        self._check_failed = False  # checking failed this round (an internal error)
         previous = self.record.read()  # after a restart: problems already reported are not repeated
         self._problems: tuple[str, ...] = previous.problems if previous else ()
         self.last: Snapshot | None = self.store.latest()
@@ -114,20 +119,27 @@ class Informer:
         """List the source; publish when the content differs (or the file vanished).
 
         Returns the snapshot published, or None when nothing changed."""
+        try:
+            return self._step()
+        finally:
+            self._release_programs()
+
+    def _step(self) -> Snapshot | None:
+        self._check_failed = False
         listing = self.source.listing()
         if not listing.synced and self.last is not None and self.last.synced:
             return None  # still bootstrapping: keep the complete snapshot the workers have
+        key = _listing_key(listing)
+        if key == self._listed:
+            # the listing the last round ended with: checking it again from the state that round left
+            # finds the same snapshot (fail-static reaches its fixed point in one round), so it is not
+            # compiled again
+            self._unchanged()
+            return None
         candidate, checked = self._fail_static(listing, self.generation + 1)
         if self.last is not None and candidate.content_key() == self.last.content_key():
-            if self.store.stamp() is None:  # someone removed the file: put the same generation back
-                log.warning(
-                    "snapshot file %s vanished; publishing generation %d again",
-                    self.store.path,
-                    self.last.generation,
-                )
-                self.store.publish(self.last)
-            if not self._announced and self._listener() is not None:
-                self._announce(self.last, self._check(self.last))
+            self._unchanged()
+            self._remember(key)
             return None
         self.store.publish(candidate)
         self.generation, self.last = candidate.generation, candidate
@@ -136,7 +148,35 @@ class Informer:
         constraints = len(policies.constraints) if policies is not None else 0
         self._report(candidate, problems, templates, constraints)
         self._announce(candidate, checked)
+        self._remember(key)
         return candidate
+
+    def _unchanged(self) -> None:
+        """What a round that publishes nothing new still does."""
+        assert self.last is not None
+        if self.store.stamp() is None:  # someone removed the file: put the same generation back
+            log.warning(
+                "snapshot file %s vanished; publishing generation %d again",
+                self.store.path,
+                self.last.generation,
+            )
+            self.store.publish(self.last)
+        if not self._announced and self._listener() is not None:
+            self._announce(self.last, self._check(self.last))
+
+    def _remember(self, key: tuple[object, ...]) -> None:
+        """The listing this round ended with, unless checking failed (it is then tried again)."""
+        self._listed = None if self._check_failed else key
+
+    def _release_programs(self) -> None:
+        """Give back what compiling the policies took once a round has checked them: the compiled
+        programs (the workers compile their own; the next change is compiled afresh) and the memory
+        the Go runtime no longer uses. The informer evaluates nothing."""
+        if self._compiler is None:
+            return
+        self._compiler = None
+        gc.collect()  # a policy set may sit in reference cycles: its programs' handles go now
+        trim()
 
     # -- fail-static (see the module docstring) -----------------------------------------------------
     def _fail_static(self, listing: Listing, generation: int) -> tuple[Snapshot, Checked]:
@@ -275,11 +315,11 @@ class Informer:
         except Exception as err:  # a bug must not stop publication: report it and go on
             log.exception("could not check the policies of generation %d", snapshot.generation)
             problems.append(f"internal error while checking policies: {err}")
+            self._check_failed = True
             return Checked(tuple(problems), None, tuple(parsed.errors))
         problems.extend(str(e) for e in policies.errors)
         admission = self._check_admission_policies(snapshot)
         problems.extend(str(e) for e in admission)
-        trim()  # what compiling left behind goes back to the system: the informer evaluates nothing
         return Checked(tuple(problems), policies, (*parsed.errors, *policies.errors, *admission))
 
     def _check_admission_policies(self, snapshot: Snapshot) -> tuple[CelkeeperError, ...]:
@@ -371,6 +411,22 @@ class HeldBack(CelkeeperError):
 
     def __init__(self, err: CelkeeperError) -> None:
         super().__init__(f"{err.message}; keeping the last good version of {err.location.file}", err.location)
+
+
+def _listing_key(listing: Listing) -> tuple[object, ...]:
+    """Equal for two listings with the same content."""
+    namespaces = digest(json.dumps(listing.namespaces, sort_keys=True)) if listing.namespaces else ""
+    return (
+        tuple((i.name, i.digest) for i in listing.items),
+        listing.synced,
+        namespaces,
+        listing.namespaces_complete,
+        listing.problems,
+        tuple(sorted(listing.failed.items())),
+        tuple(sorted(listing.keep)),
+        listing.complete,
+        listing.synced_kinds,
+    )
 
 
 def _by_item(errors: Iterable[CelkeeperError]) -> dict[str, list[CelkeeperError]]:

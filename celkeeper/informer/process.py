@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -32,6 +33,9 @@ def run_informer(
 
     SIGINT is ignored: a Ctrl-C in a terminal reaches the whole process group, and the master
     stops the informer itself (after the workers)."""
+    # what the master made before the fork stays as it is: out of the collector's sight, its pages stay
+    # shared with the master (a collection writes to every object it visits, copying its page)
+    gc.freeze()
     stop = threading.Event()
     with contextlib.suppress(OSError):
         os.nice(5)  # background work: requests (the workers) come first when the CPUs are busy

@@ -145,6 +145,8 @@ class Library:
         return ctypes.POINTER(ctypes.c_char)(), ctypes.c_int(0)
 
     def info(self) -> dict[str, Any]:
+        """The library's versions, its Go runtime's memory figures and settings, and `handles`: how
+        many compiled or bound things it holds (not released)."""
         self.check()
         out, n = self._reply()
         self._dll.native_info(ctypes.byref(out), ctypes.byref(n))

@@ -159,6 +159,9 @@ func native_trim() {
 func native_info(out **C.char, outn *C.int) {
 	info := map[string]any{"compatibilityVersion": environment.DefaultCompatibilityVersion().String()}
 	runtimeInfo(info)
+	mu.RLock()
+	info["handles"] = len(handles) // what is compiled or bound and not released
+	mu.RUnlock()
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		info["go"] = bi.GoVersion
 		for _, dep := range bi.Deps {

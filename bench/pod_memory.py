@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Where a webhook pod's memory goes: the PSS of each process of `celkeeper serve` (master, informer, each
+worker), split by what holds it, after a load, in one run for each server compared.
+
+Each server is `celkeeper serve` on the folder source with bench/webhook.py's 12 templates and 20 Pod
+constraints (`--workers`, default 1: the chart's and the command's default), started alone; it answers
+`--reviews` reviews (wrk, 8 connections; allowed and denied Pods alternated), then each process's
+proportional set size (PSS, /proc/<pid>/smaps) is read and split by mapping:
+
+  - `so file` / `so anon`: celkeeper's native library (libcelkeeper.so): the pages of its code and data
+    read from the file (shared between the processes that map it: each is charged its share), and those
+    its dynamic relocations and writes made private to the process;
+  - `anon`: every other anonymous page: Python's objects (pymalloc's arenas, malloc's [heap]), C
+    libraries', the Go runtime's heap and structures (Go 1.26 puts its heap arenas at a random address:
+    they are not told apart here; `--env NAME:GOGC=...` shows what the Go heap's share does);
+  - `files`: every other file-backed page: the Python interpreter, extension modules, C libraries.
+
+Servers compared (`--baseline DIR`: another checkout's celkeeper, e.g. `git archive main | tar -x -C DIR`;
+`--env NAME:VAR=VALUE,...`: this tree with those environment variables, e.g. `--env gogc100:GOGC=100`)
+run one after the other, alone, in one run, each after the native library's builds are dropped from the
+page cache (so that each reads its library from disk alike).
+
+    .venv/bin/python bench/pod_memory.py [--reviews 20000] [--workers 1] [--baseline DIR] [--env ...]
+                                         [--rounds N]
+
+Needs wrk (`apt-get install -y wrk`). About a minute per server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.support.load import run_wrk  # noqa: E402
+from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
+from celkeeper.native.locate import cache_root  # noqa: E402
+from tests.support.serve import ServeProcess, review  # noqa: E402
+
+CONNECTIONS = 8
+PARTS = ("so file", "so anon", "anon", "files")
+LIBRARY = "libcelkeeper.so"
+
+
+@dataclass
+class Memory:
+    """One process's PSS in MiB, split by PARTS."""
+
+    parts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+
+def split_pss(pid: int) -> Memory:
+    """The process's PSS split by mapping (see the module docstring)."""
+    memory = Memory()
+    name = ""
+    pss = anon = 0
+    # (name, PSS kB, anonymous kB: a file mapping's pages made private, e.g. by relocations)
+    mapped: list[tuple[str, int, int]] = []
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = re.match(r"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$", line)
+        if head:
+            if pss:
+                mapped.append((name, pss, anon))
+            name, pss, anon = head.group(1).strip(), 0, 0
+        elif line.startswith("Anonymous:"):
+            anon = int(line.split()[1])
+        elif line.startswith("Pss:"):
+            pss = int(line.split()[1])
+    mapped.append((name, pss, anon))
+    for name, pss, anon in mapped:
+        if name.endswith((LIBRARY, "_libcelkeeper.so")):
+            memory.parts["so file"] += (pss - anon) / 1024
+            memory.parts["so anon"] += anon / 1024
+        elif name.startswith("/"):
+            memory.parts["files"] += (pss - anon) / 1024
+            memory.parts["anon"] += anon / 1024
+        else:
+            memory.parts["anon"] += pss / 1024
+    return memory
+
+
+@dataclass
+class Variant:
+    name: str
+    root: Path
+    env: dict[str, str]
+
+
+def parse_env(spec: str) -> Variant:
+    name, _, assignments = spec.partition(":")
+    env = {}
+    for assignment in filter(None, assignments.split(",")):
+        key, sep, value = assignment.partition("=")
+        if not sep:
+            raise SystemExit(f"bench: --env {spec}: {assignment!r} is not VAR=VALUE")
+        env[key] = value
+    return Variant(name, ROOT, env)
+
+
+Rows = list[tuple[str, int, Memory]]
+
+
+def evict_libraries() -> None:
+    """Drop the native library's builds from the page cache (none is mapped between two servers): each
+    server reads its library from disk alike. How many of its pages a process has resident depends on how
+    the file came into the page cache (just written by a build, or read; large folios are mapped whole)."""
+    for path in cache_root().glob(f"*/{LIBRARY}"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def measure(variant: Variant, work: Path, args: argparse.Namespace) -> tuple[Rows, float, float]:
+    """Serve, load, read: (role, pid, memory) per process; reviews/s and server CPU per review."""
+    evict_libraries()
+    server = ServeProcess(
+        Path(tempfile.mkdtemp(prefix="serve-", dir=work)),
+        work / "policies",
+        workers=args.workers,
+        args=[
+            "--namespaces",
+            str(work / "namespaces.yaml"),
+            "--log-level",
+            "warning",
+            "--max-requests",
+            "0",
+        ],
+        env=variant.env,
+        root=variant.root,
+    )
+    server.start(timeout=180)
+    try:
+        status, answer = server.admit(review(denied_pod(), uid="bench-denied"))
+        if status != 200 or answer["response"]["allowed"]:
+            raise SystemExit(f"bench: {variant.name} does not deny the denied Pod: {answer}")
+        assert server.process is not None
+        pids = {server.process.pid, server.informer_pid(), *server.worker_pids()}
+        served, cpu, seconds = 0, 0.0, 0.0
+        bodies = [work / "allowed.json", work / "denied.json"]
+        rounds = 0
+        while served < args.reviews:
+            body = bodies[rounds % 2]
+            rounds += 1
+            result = run_wrk(server.url("/v1/admit"), body, work, 5, CONNECTIONS, 1, None, pids)
+            if result.requests == 0 or result.errors:
+                raise SystemExit(f"bench: {variant.name} failed reviews:\n{server.log()}")
+            served += result.requests
+            cpu += result.server_cpu
+            seconds += result.requests / result.rate
+        time.sleep(2)  # the informer's next round, and the collectors settle
+        rows = [("master", server.process.pid, split_pss(server.process.pid))]
+        rows.append(("informer", server.informer_pid(), split_pss(server.informer_pid())))
+        for i, pid in enumerate(sorted(server.worker_pids())):
+            rows.append((f"worker {i + 1}", pid, split_pss(pid)))
+        print(
+            f"{variant.name}: {served:,} reviews, {served / seconds:,.0f}/s, "
+            f"server CPU {cpu / served * 1e6:,.0f} us per review",
+            flush=True,
+        )
+        return rows, served / seconds, cpu / served
+    finally:
+        server.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reviews", type=int, default=20_000, help="reviews before reading (default 20000)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="celkeeper's --workers (default 1, its default)"
+    )
+    parser.add_argument("--baseline", metavar="DIR", help="also measure the celkeeper of this checkout")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME:VAR=VALUE,...",
+        help="also measure this tree with these environment variables (repeatable)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="measure every server this many times, alternated (default 1)"
+    )
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench: needs wrk (apt-get install -y wrk)")
+    variants = [Variant("this tree", ROOT, {})]
+    if args.baseline:
+        variants.insert(0, Variant("baseline", Path(args.baseline).resolve(), {}))
+    variants += [parse_env(spec) for spec in args.env]
+    print(f"machine: {os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="celkeeper-bench-pod-") as tmp:
+        work = Path(tmp)
+        write_policies(work / "policies")
+        write_namespaces(work / "namespaces.yaml")
+        (work / "allowed.json").write_text(json.dumps(review(bench_pod(), uid="bench-allowed")))
+        (work / "denied.json").write_text(json.dumps(review(denied_pod(), uid="bench-denied")))
+        results = []
+        for round_ in range(args.rounds):
+            for variant in variants:
+                name = variant.name if round_ == 0 else f"{variant.name} #{round_ + 1}"
+                results.append((Variant(name, variant.root, variant.env), measure(variant, work, args)))
+    print()
+    print(f"PSS in MiB after {args.reviews:,} reviews or more, --workers {args.workers}")
+    print(f"{'server':<16} {'process':<9} {'total':>7}" + "".join(f" {p:>8}" for p in PARTS))
+    for variant, (rows, _rate, _cpu) in results:
+        for role, _pid, memory in rows:
+            print(
+                f"{variant.name:<16} {role:<9} {memory.total:7.1f}"
+                + "".join(f" {memory.parts[p]:8.1f}" for p in PARTS)
+            )
+        total = sum(m.total for _, _, m in rows)
+        print(f"{variant.name:<16} {'pod':<9} {total:7.1f}  (issue 29: <= 200)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

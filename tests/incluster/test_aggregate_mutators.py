@@ -85,13 +85,19 @@ def test_each_pod_reports_each_mutator_and_the_mutator_gathers_them(
     apply(cluster, _assign(list_side, "spec.volumes[name:data].emptyDir", {}, ("Pod",)))
     apply(cluster, _assign(map_side, "spec.volumes.data", "x", ("Pod",)))
 
-    def reported(name: str) -> dict[str, dict[str, Any]] | None:
+    def reported(name: str, enforced: bool) -> dict[str, dict[str, Any]] | None:
+        """Both pods' statuses of the mutator once both say `enforced` (a pod may first report a snapshot
+        from before the other mutators arrived: the conflicting pair is applied one after the other)."""
         found = _mine(cluster, pod_namespace, name)
-        return found if set(found) == {"pod-a", "pod-b"} else None
+        done = set(found) == {"pod-a", "pod-b"} and all(s["enforced"] is enforced for s in found.values())
+        return found if done else None
 
+    expected = {fine: True, refused: False, list_side: False, map_side: False}
     statuses = {
-        name: wait_for(lambda n=name: reported(n), timeout=60, what=f"both pods to report {name}")
-        for name in (fine, refused, list_side, map_side)
+        name: wait_for(
+            lambda n=name, e=enforced: reported(n, e), timeout=60, what=f"both pods to report {name}"
+        )
+        for name, enforced in expected.items()
     }
     assert all(s["enforced"] and "errors" not in s for s in statuses[fine].values())
     assert all(s["expectedPods"] == 2 and s["observedGeneration"] == 1 for s in statuses[fine].values())

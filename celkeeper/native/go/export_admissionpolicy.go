@@ -73,26 +73,8 @@ func admissionpolicy_review(h C.longlong, in *C.char, n C.int, timeout C.longlon
 	var status C.longlong
 	defer func() { result = C.int(status) }()
 	defer guard(out, outn, &status)
-	set, ok := lookup(int64(h)).(*admissionpolicy.Set)
-	if !ok {
-		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no admission policy set with handle %d", h)})
-		return -1
-	}
-	var req admissionpolicy.Request
-	if err := json.Unmarshal(bytesOf(in, n), &req); err != nil {
-		replyJSON(out, outn, map[string]any{"error": "the request is not valid: " + err.Error(), "request": true})
-		return -1
-	}
-	ctx, cancel := deadline(timeout)
-	defer cancel()
-	resp, err := set.Review(ctx, req)
-	if err != nil {
-		var reqErr *admissionpolicy.RequestError
-		replyJSON(out, outn, map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)})
-		return -1
-	}
-	replyJSON(out, outn, map[string]any{"response": resp})
-	return 0
+	status = answerRequest(h, in, n, timeout, out, outn, "response", (*admissionpolicy.Set).Review)
+	return
 }
 
 // admissionpolicy_explain answers a request (as admissionpolicy_review) and traces why, policy by policy
@@ -104,9 +86,17 @@ func admissionpolicy_explain(h C.longlong, in *C.char, n C.int, timeout C.longlo
 	var status C.longlong
 	defer func() { result = C.int(status) }()
 	defer guard(out, outn, &status)
-	set, ok := lookup(int64(h)).(*admissionpolicy.Set)
+	status = answerRequest(h, in, n, timeout, out, outn, "explanation", (*admissionpolicy.Set).Explain)
+	return
+}
+
+// answerRequest is admissionpolicy_review and admissionpolicy_explain: the request read and answered
+// by the set of handle h within the timeout, replied as {key: answer}, or the error reply (with
+// "request": true when the API server would not decode the request). Returns 0, or -1 on error.
+func answerRequest[A any](h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int, key string,
+	answer func(*admissionpolicy.Set, context.Context, admissionpolicy.Request) (A, error)) C.longlong {
+	set, ok := setOf(h, out, outn)
 	if !ok {
-		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no admission policy set with handle %d", h)})
 		return -1
 	}
 	var req admissionpolicy.Request
@@ -116,14 +106,23 @@ func admissionpolicy_explain(h C.longlong, in *C.char, n C.int, timeout C.longlo
 	}
 	ctx, cancel := deadline(timeout)
 	defer cancel()
-	explanation, err := set.Explain(ctx, req)
+	found, err := answer(set, ctx, req)
 	if err != nil {
 		var reqErr *admissionpolicy.RequestError
 		replyJSON(out, outn, map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)})
 		return -1
 	}
-	replyJSON(out, outn, map[string]any{"explanation": explanation})
+	replyJSON(out, outn, map[string]any{key: found})
 	return 0
+}
+
+// setOf is the admission policy set of handle h, or false with the error replied.
+func setOf(h C.longlong, out **C.char, outn *C.int) (*admissionpolicy.Set, bool) {
+	set, ok := lookup(int64(h)).(*admissionpolicy.Set)
+	if !ok {
+		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no admission policy set with handle %d", h)})
+	}
+	return set, ok
 }
 
 // admissionpolicy_review_batch answers many requests (a JSON array of admissionpolicy.Request) with a
@@ -136,9 +135,8 @@ func admissionpolicy_review_batch(h C.longlong, in *C.char, n C.int, timeout C.l
 	var status C.longlong
 	defer func() { result = C.int(status) }()
 	defer guard(out, outn, &status)
-	set, ok := lookup(int64(h)).(*admissionpolicy.Set)
+	set, ok := setOf(h, out, outn)
 	if !ok {
-		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no admission policy set with handle %d", h)})
 		return -1
 	}
 	var raw []json.RawMessage

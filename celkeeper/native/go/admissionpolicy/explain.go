@@ -246,18 +246,9 @@ func (t *tracer) validating(hooks []validating.PolicyHook) []BindingTrace {
 	for _, hook := range hooks {
 		policy := hook.Policy
 		base := BindingTrace{Kind: "ValidatingAdmissionPolicy", Policy: policy.Name, FailurePolicy: failurePolicy(policy.Spec.FailurePolicy)}
-		matchResource, matchKind, excluded := t.policyMatches(validating.NewValidatingAdmissionPolicyAccessor(policy), &base)
-		if excluded {
-			out = append(out, base)
-			continue
-		}
-		if hook.ConfigurationError != nil {
-			base.Error = "failed to configure policy: " + hook.ConfigurationError.Error()
-			out = append(out, base)
-			continue
-		}
-		if len(hook.Bindings) == 0 {
-			base.Reason = "no binding binds the policy"
+		accessor := validating.NewValidatingAdmissionPolicyAccessor(policy)
+		matchResource, matchKind, applies := t.policyApplies(accessor, hook.ConfigurationError, len(hook.Bindings), &base)
+		if !applies {
 			out = append(out, base)
 			continue
 		}
@@ -269,17 +260,8 @@ func (t *tracer) validating(hooks []validating.PolicyHook) []BindingTrace {
 			for _, a := range binding.Spec.ValidationActions {
 				bt.Actions = append(bt.Actions, string(a))
 			}
-			if !t.bindingMatches(validating.NewValidatingAdmissionPolicyBindingAccessor(binding), &bt) {
-				out = append(out, bt)
-				continue
-			}
-			params, ok := t.params(policy.Spec.ParamKind, hook.ParamInformer, hook.ParamScope, binding.Spec.ParamRef, &bt)
+			params, ok := t.bindingParams(accessor, validating.NewValidatingAdmissionPolicyBindingAccessor(binding), hook.ParamInformer, hook.ParamScope, &bt)
 			if !ok {
-				out = append(out, bt)
-				continue
-			}
-			if t.nsErr != nil {
-				bt.Error = t.nsErr.Error()
 				out = append(out, bt)
 				continue
 			}
@@ -376,18 +358,9 @@ func (t *tracer) mutating(hooks []mutating.PolicyHook, tcm patch.TypeConverterMa
 	for _, hook := range hooks {
 		policy := hook.Policy
 		base := BindingTrace{Kind: "MutatingAdmissionPolicy", Policy: policy.Name, FailurePolicy: failurePolicy(policy.Spec.FailurePolicy)}
-		matchResource, matchKind, excluded := t.policyMatches(mutating.NewMutatingAdmissionPolicyAccessor(policy), &base)
-		if excluded {
-			out = append(out, base)
-			continue
-		}
-		if hook.ConfigurationError != nil {
-			base.Error = "failed to configure policy: " + hook.ConfigurationError.Error()
-			out = append(out, base)
-			continue
-		}
-		if len(hook.Bindings) == 0 {
-			base.Reason = "no binding binds the policy"
+		accessor := mutating.NewMutatingAdmissionPolicyAccessor(policy)
+		matchResource, matchKind, applies := t.policyApplies(accessor, hook.ConfigurationError, len(hook.Bindings), &base)
+		if !applies {
 			out = append(out, base)
 			continue
 		}
@@ -395,17 +368,8 @@ func (t *tracer) mutating(hooks []mutating.PolicyHook, tcm patch.TypeConverterMa
 			bt := base
 			bt.Binding = binding.Name
 			bt.ParamRef = binding.Spec.ParamRef
-			if !t.bindingMatches(mutating.NewMutatingAdmissionPolicyBindingAccessor(binding), &bt) {
-				out = append(out, bt)
-				continue
-			}
-			params, ok := t.params(policy.Spec.ParamKind, hook.ParamInformer, hook.ParamScope, binding.Spec.ParamRef, &bt)
+			params, ok := t.bindingParams(accessor, mutating.NewMutatingAdmissionPolicyBindingAccessor(binding), hook.ParamInformer, hook.ParamScope, &bt)
 			if !ok {
-				out = append(out, bt)
-				continue
-			}
-			if t.nsErr != nil {
-				bt.Error = t.nsErr.Error()
 				out = append(out, bt)
 				continue
 			}
@@ -519,6 +483,40 @@ func (t *tracer) policyMatches(policy generic.PolicyAccessor, bt *BindingTrace) 
 		return resource, kind, true
 	}
 	return resource, kind, false
+}
+
+// policyApplies says whether the request goes on to the policy's bindings: the policy matches it, is
+// configured and has bindings; when not, base says why.
+func (t *tracer) policyApplies(policy generic.PolicyAccessor, configErr error, bindings int, base *BindingTrace) (schema.GroupVersionResource, schema.GroupVersionKind, bool) {
+	matchResource, matchKind, excluded := t.policyMatches(policy, base)
+	switch {
+	case excluded:
+	case configErr != nil:
+		base.Error = "failed to configure policy: " + configErr.Error()
+	case bindings == 0:
+		base.Reason = "no binding binds the policy"
+	default:
+		return matchResource, matchKind, true
+	}
+	return matchResource, matchKind, false
+}
+
+// bindingParams is the parameter objects of a binding that applies to the request (its matchResources
+// match, its parameters are found, the request's Namespace is known); false, with bt saying why, when
+// it does not.
+func (t *tracer) bindingParams(policy generic.PolicyAccessor, binding generic.BindingAccessor, informer informers.GenericInformer, scope meta.RESTScope, bt *BindingTrace) ([]runtime.Object, bool) {
+	if !t.bindingMatches(binding, bt) {
+		return nil, false
+	}
+	params, ok := t.params(policy.GetParamKind(), informer, scope, binding.GetParamRef(), bt)
+	if !ok {
+		return nil, false
+	}
+	if t.nsErr != nil {
+		bt.Error = t.nsErr.Error()
+		return nil, false
+	}
+	return params, true
 }
 
 // bindingMatches is the plugin's BindingMatches on a binding, with the criterion that excluded it.

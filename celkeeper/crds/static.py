@@ -261,6 +261,29 @@ _POD_COLUMNS = [
 ]
 
 
+def _pod_status_crd(kind: str, plural: str, status: Schema, description: str, enforced: str = "") -> Manifest:
+    """The CRD of one kind of per-pod status (namespaced, in celkeeper's status group); `enforced`: the
+    description of its Enforced column, when it has one."""
+    columns = [*_POD_COLUMNS]
+    if enforced:
+        columns.append(printer_column("Enforced", "boolean", ".status.enforced", enforced))
+    return crd(
+        names.STATUS_GROUP,
+        kind,
+        plural,
+        "Namespaced",
+        [
+            version(
+                names.STATUS_VERSION,
+                root({"status": status}, description),
+                storage=True,
+                columns=[*columns, AGE_COLUMN],
+            )
+        ],
+        labels={names.SYSTEM_LABEL: "yes"},
+    )
+
+
 def constraint_template_pod_status_crd() -> Manifest:
     """The CRD of ConstraintTemplatePodStatus: what one pod has loaded of one template (namespaced)."""
     status = obj(
@@ -271,14 +294,11 @@ def constraint_template_pod_status_crd() -> Manifest:
         },
         "What the pod has loaded of the template.",
     )
-    schema = root({"status": status}, "What one celkeeper pod has loaded of one ConstraintTemplate.")
-    return crd(
-        names.STATUS_GROUP,
+    return _pod_status_crd(
         names.TEMPLATE_POD_STATUS_KIND,
         "constrainttemplatepodstatuses",
-        "Namespaced",
-        [version(names.STATUS_VERSION, schema, storage=True, columns=[*_POD_COLUMNS, AGE_COLUMN])],
-        labels={names.SYSTEM_LABEL: "yes"},
+        status,
+        "What one celkeeper pod has loaded of one ConstraintTemplate.",
     )
 
 
@@ -296,19 +316,12 @@ def constraint_pod_status_crd() -> Manifest:
         },
         "What the pod has loaded of the constraint.",
     )
-    schema = root({"status": status}, "What one celkeeper pod has loaded of one constraint.")
-    columns = [
-        *_POD_COLUMNS,
-        printer_column("Enforced", "boolean", ".status.enforced", "The pod enforces it."),
-        AGE_COLUMN,
-    ]
-    return crd(
-        names.STATUS_GROUP,
+    return _pod_status_crd(
         names.CONSTRAINT_POD_STATUS_KIND,
         "constraintpodstatuses",
-        "Namespaced",
-        [version(names.STATUS_VERSION, schema, storage=True, columns=columns)],
-        labels={names.SYSTEM_LABEL: "yes"},
+        status,
+        "What one celkeeper pod has loaded of one constraint.",
+        enforced="The pod enforces it.",
     )
 
 
@@ -335,19 +348,12 @@ def mutator_pod_status_crd() -> Manifest:
         },
         "What the pod has loaded of the mutator.",
     )
-    schema = root({"status": status}, "What one celkeeper pod has loaded of one of Gatekeeper's mutators.")
-    columns = [
-        *_POD_COLUMNS,
-        printer_column("Enforced", "boolean", ".status.enforced", "The pod applies it."),
-        AGE_COLUMN,
-    ]
-    return crd(
-        names.STATUS_GROUP,
+    return _pod_status_crd(
         names.MUTATOR_POD_STATUS_KIND,
         "mutatorpodstatuses",
-        "Namespaced",
-        [version(names.STATUS_VERSION, schema, storage=True, columns=columns)],
-        labels={names.SYSTEM_LABEL: "yes"},
+        status,
+        "What one celkeeper pod has loaded of one of Gatekeeper's mutators.",
+        enforced="The pod applies it.",
     )
 
 
@@ -363,22 +369,12 @@ def admission_policy_pod_status_crd() -> Manifest:
         },
         "What the pod enforces of the policy or binding.",
     )
-    schema = root(
-        {"status": status},
-        "What one celkeeper pod enforces of one Kubernetes admission policy or binding.",
-    )
-    columns = [
-        *_POD_COLUMNS,
-        printer_column("Enforced", "boolean", ".status.enforced", "The pod enforces it."),
-        AGE_COLUMN,
-    ]
-    return crd(
-        names.STATUS_GROUP,
+    return _pod_status_crd(
         names.ADMISSION_POLICY_POD_STATUS_KIND,
         "admissionpolicypodstatuses",
-        "Namespaced",
-        [version(names.STATUS_VERSION, schema, storage=True, columns=columns)],
-        labels={names.SYSTEM_LABEL: "yes"},
+        status,
+        "What one celkeeper pod enforces of one Kubernetes admission policy or binding.",
+        enforced="The pod enforces it.",
     )
 
 

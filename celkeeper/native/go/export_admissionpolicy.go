@@ -71,10 +71,13 @@ func admissionpolicy_set(in *C.char, n C.int, out **C.char, outn *C.int) (result
 //export admissionpolicy_review
 func admissionpolicy_review(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
 	var status C.longlong
-	defer func() { result = C.int(status) }()
+	defer func() { // a panic recovered by guard sets status; else the value returned stands
+		if status != 0 {
+			result = C.int(status)
+		}
+	}()
 	defer guard(out, outn, &status)
-	status = answerRequest(h, in, n, timeout, out, outn, "response", (*admissionpolicy.Set).Review)
-	return
+	return C.int(answerRequest(h, in, n, timeout, out, outn, "response", (*admissionpolicy.Set).Review))
 }
 
 // admissionpolicy_explain answers a request (as admissionpolicy_review) and traces why, policy by policy
@@ -84,10 +87,13 @@ func admissionpolicy_review(h C.longlong, in *C.char, n C.int, timeout C.longlon
 //export admissionpolicy_explain
 func admissionpolicy_explain(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
 	var status C.longlong
-	defer func() { result = C.int(status) }()
+	defer func() { // a panic recovered by guard sets status; else the value returned stands
+		if status != 0 {
+			result = C.int(status)
+		}
+	}()
 	defer guard(out, outn, &status)
-	status = answerRequest(h, in, n, timeout, out, outn, "explanation", (*admissionpolicy.Set).Explain)
-	return
+	return C.int(answerRequest(h, in, n, timeout, out, outn, "explanation", (*admissionpolicy.Set).Explain))
 }
 
 // answerRequest is admissionpolicy_review and admissionpolicy_explain: the request read and answered
@@ -133,7 +139,11 @@ func setOf(h C.longlong, out **C.char, outn *C.int) (*admissionpolicy.Set, bool)
 //export admissionpolicy_review_batch
 func admissionpolicy_review_batch(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
 	var status C.longlong
-	defer func() { result = C.int(status) }()
+	defer func() { // a panic recovered by guard sets status; else the value returned stands
+		if status != 0 {
+			result = C.int(status)
+		}
+	}()
 	defer guard(out, outn, &status)
 	set, ok := setOf(h, out, outn)
 	if !ok {

@@ -180,7 +180,11 @@ func k8scel_store_close(h C.longlong) {
 func k8scel_validate(header *C.char, hn C.int, object *C.char, on C.int, oldObject *C.char, oldn C.int,
 	namespace *C.char, nsn C.int, store C.longlong, list *C.longlong, count C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
 	var status C.longlong
-	defer func() { result = C.int(status) }()
+	defer func() { // a panic recovered by guard sets status; else the value returned stands
+		if status != 0 {
+			result = C.int(status)
+		}
+	}()
 	defer guard(out, outn, &status)
 	rep, failed := decideRequest(false, bytesOf(header, hn), bytesOf(object, on), bytesOf(oldObject, oldn), bytesOf(namespace, nsn),
 		int64(store), unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count)), timeout)
@@ -213,7 +217,11 @@ type decideReply struct {
 func k8scel_explain(header *C.char, hn C.int, object *C.char, on C.int, oldObject *C.char, oldn C.int,
 	namespace *C.char, nsn C.int, store C.longlong, list *C.longlong, count C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
 	var status C.longlong
-	defer func() { result = C.int(status) }()
+	defer func() { // a panic recovered by guard sets status; else the value returned stands
+		if status != 0 {
+			result = C.int(status)
+		}
+	}()
 	defer guard(out, outn, &status)
 	rep, failed := decideRequest(true, bytesOf(header, hn), bytesOf(object, on), bytesOf(oldObject, oldn), bytesOf(namespace, nsn),
 		int64(store), unsafe.Slice((*int64)(unsafe.Pointer(list)), int(count)), timeout)
@@ -330,7 +338,11 @@ func k8scel_expression(in *C.char, n C.int, out **C.char, outn *C.int) (result C
 //export k8scel_evaluate
 func k8scel_evaluate(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.int) {
 	var status C.longlong
-	defer func() { result = C.int(status) }()
+	defer func() { // a panic recovered by guard sets status; else the value returned stands
+		if status != 0 {
+			result = C.int(status)
+		}
+	}()
 	defer guard(out, outn, &status)
 	e, ok := lookup(int64(h)).(*k8scel.Expression)
 	if !ok {

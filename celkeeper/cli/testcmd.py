@@ -47,9 +47,9 @@ from celkeeper.cli.cluster import (
     add_cluster_options,
     admission_kinds,
     cluster_admission,
+    manifest_object,
     read_cluster,
 )
-from celkeeper.cli.cluster import manifest_object as _reviewed  # the object a row is about
 from celkeeper.cli.options import add_cache_option, add_engine_option, add_filename_option, engine_name
 from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
@@ -312,7 +312,7 @@ class _TestSink:
             else:
                 name = str(_meta(constraint).get("name", "")) if constraint is not None else ""
                 message = go_quote(violation.message)
-                shown = f"{_object_id(_reviewed(document))}: [{go_quote(name)}] Message: {message}"
+                shown = f"{_object_id(manifest_object(document))}: [{go_quote(name)}] Message: {message}"
             rows.append((violation.enforcement_action, violation.message, shown))
         if admitted is not None and not admitted.quiet:
             denied = denied or admitted.denied
@@ -335,7 +335,7 @@ class _TestSink:
                 "admissionPolicies": admitted.to_json(),
             }
             return [(lines[0][0], lines[0][1], row)]
-        head = _object_id(_reviewed(document))
+        head = _object_id(manifest_object(document))
         return [(action, text, f"{head}: {text}") for action, text in lines]
 
     def record(self, result: _Reviewed) -> None:
@@ -354,7 +354,7 @@ class _TestSink:
 def _identity(piece: Any, document: Document) -> Document:
     """What -o junit and -o sarif show of a reviewed object: its kind and name, and where it is (the
     object itself is not kept: they list every object)."""
-    obj = _reviewed(document)
+    obj = manifest_object(document)
     meta = {k: v for k, v in _meta(obj).items() if k in ("name", "namespace")}
     data = {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""), "metadata": meta}
     return Document(file=document.file, index=document.index, data=data, spans=document.spans)
@@ -443,7 +443,7 @@ def _cluster_lines(
 ) -> list[str]:
     """The text lines of one result of `test --cluster`: the webhook's with its action and operation, the
     admission policies' as `test -f` prints them."""
-    head = _object_id(_reviewed(document))
+    head = _object_id(manifest_object(document))
     if not isinstance(result, Result):
         return [f"{head}: {text}" for action, text in result.lines() if not deny_only or action == "deny"]
     if deny_only and result.action is not Action.DENY:
@@ -543,7 +543,7 @@ def _policy_request(review: JsonObject, namespace: str) -> JsonObject:
 
 def _reviewed_object(document: Document) -> JsonObject | None:
     """The object of a manifest (an AdmissionReview's object), as given."""
-    obj = _reviewed(document)
+    obj = manifest_object(document)
     return dict(obj) if obj else None
 
 
@@ -598,7 +598,7 @@ def _json_row(
     row["enforcementAction"] = violation.enforcement_action
     if violation.scoped_actions:
         row["scopedActions"] = list(violation.scoped_actions)
-    row["violatingObject"] = _reviewed(document)
+    row["violatingObject"] = manifest_object(document)
     row["trace"] = None
     return row
 
@@ -607,7 +607,7 @@ def _cluster_row(
     document: Document, result: Result | Reviewed, operation: str, deny_only: bool = False
 ) -> JsonObject | None:
     """One result of `test --cluster -o json` (None when --deny-only leaves nothing of it)."""
-    obj = _reviewed(document)
+    obj = manifest_object(document)
     meta = _meta(obj)
     row: JsonObject = {
         "object": {

@@ -148,7 +148,7 @@ func (s *Set) Explain(ctx context.Context, req Request) (*Explanation, error) {
 		return nil, errPluginFields
 	}
 	t := s.tracer(ctx, traced.attrs)
-	out.Mutating = t.mutating(sortedHooks(mutatingSource.Hooks(), func(h mutating.PolicyHook) string { return h.Policy.Name }), tcm)
+	out.Mutating = t.mutating(sortedByName(mutatingSource.Hooks(), func(h mutating.PolicyHook) string { return h.Policy.Name }), tcm)
 
 	real, err := s.prepare(ctx, req)
 	if err != nil {
@@ -160,7 +160,7 @@ func (s *Set) Explain(ctx context.Context, req Request) (*Explanation, error) {
 	}
 	out.Response, out.Validated = resp, resp.validated
 	t = s.tracer(ctx, real.attrs) // the object as the mutating policies left it
-	out.Validating = t.validating(sortedHooks(validatingSource.Hooks(), func(h validating.PolicyHook) string { return h.Policy.Name }))
+	out.Validating = t.validating(sortedByName(validatingSource.Hooks(), func(h validating.PolicyHook) string { return h.Policy.Name }))
 	return out, nil
 }
 
@@ -211,7 +211,9 @@ func dispatcherTypeConverters(p *mutating.Plugin) (patch.TypeConverterManager, b
 	return unexported[patch.TypeConverterManager](d, "typeConverterManager")
 }
 
-func sortedHooks[H any](hooks []H, name func(H) string) []H {
+// sortedByName is a copy of the plugin's hooks or a hook's bindings in the order of their names: the
+// plugins keep them in an order that can change from one set to the next, a trace is read in this one.
+func sortedByName[H any](hooks []H, name func(H) string) []H {
 	out := append([]H(nil), hooks...)
 	sort.SliceStable(out, func(i, j int) bool { return name(out[i]) < name(out[j]) })
 	return out
@@ -253,7 +255,8 @@ func (t *tracer) validating(hooks []validating.PolicyHook) []BindingTrace {
 			continue
 		}
 		celMatcher, _ := unexported[matchconditions.Matcher](hook.Evaluator, "celMatcher")
-		for _, binding := range hook.Bindings {
+		bindings := sortedByName(hook.Bindings, func(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) string { return b.Name })
+		for _, binding := range bindings {
 			bt := base
 			bt.Binding = binding.Name
 			bt.ParamRef = binding.Spec.ParamRef
@@ -364,7 +367,8 @@ func (t *tracer) mutating(hooks []mutating.PolicyHook, tcm patch.TypeConverterMa
 			out = append(out, base)
 			continue
 		}
-		for _, binding := range hook.Bindings {
+		bindings := sortedByName(hook.Bindings, func(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) string { return b.Name })
+		for _, binding := range bindings {
 			bt := base
 			bt.Binding = binding.Name
 			bt.ParamRef = binding.Spec.ParamRef

@@ -284,6 +284,10 @@ def _problem(problem: Mapping[str, Any], groups: Mapping[str, Sequence[Document]
     if 0 <= index < len(documents):
         document = documents[index]
         err = document.error(cls, shown, path, key=bool(path) and path == _unknown(message))
+        if problem.get("source") == "policies":
+            spec = document.data.get("spec") if isinstance(document.data, dict) else None
+            target = spec.get("policyName") if isinstance(spec, dict) else None
+            err.subject = (document.kind, document.name, target if isinstance(target, str) else "")
         found = _CEL_POSITION.search(message)
         where = document.expression_position(path, int(found[1]), int(found[2])) if found and path else None
         if where is not None:  # the compile error's line:col inside the expression, in the file

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Self
@@ -188,6 +188,32 @@ class AdmissionPolicies:
         object, oldObject, userInfo, dryRun, options, and optionally kind, resource, subResource, name,
         namespace). Raises AdmissionPolicyError for a request it would not decode."""
         reply = self.library.admission_policy_review(self.handle, orjson.dumps(request), timeout_ns)
+        if "error" in reply:
+            raise AdmissionPolicyError(str(reply["error"]))
+        return answer_of(reply["response"])
+
+    def mutate(
+        self,
+        request: Mapping[str, JsonValue],
+        webhook: Callable[[JsonObject], bytes],
+        timeout_ns: int = 0,
+    ) -> Answer:
+        """The API server's answer to an admission request through its mutating chain with a mutating
+        webhook after the policies (kube-apiserver's order), registered with reinvocationPolicy Never:
+        `webhook` is given the object the API server would send it (as the policies left it) and
+        returns its JSONPatch (JSON bytes; empty: no change), which is applied as the API server applies
+        a webhook's; a policy with reinvocationPolicy IfNeeded then runs once more when the object
+        changed after it (Kubernetes' own reinvoker and reinvocation context). The validating policies
+        are not called. The answer's `patched` is the object after the whole chain. Raises
+        AdmissionPolicyError for a request Kubernetes would not decode; what `webhook` raises is raised
+        (the chain is abandoned)."""
+        mutation, reply = self.library.admission_policy_mutate(self.handle, orjson.dumps(request), timeout_ns)
+        if mutation > 0:
+            try:
+                patch = webhook(reply["object"])
+                reply = self.library.admission_policy_mutate_continue(mutation, patch)
+            finally:
+                self.library.release(mutation)
         if "error" in reply:
             raise AdmissionPolicyError(str(reply["error"]))
         return answer_of(reply["response"])

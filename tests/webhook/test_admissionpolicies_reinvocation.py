@@ -26,6 +26,8 @@ import jsonpatch
 import pytest
 import yaml
 
+from celkeeper.admissionpolicy import AdmissionPolicies
+from celkeeper.documents import Document
 from tests.admissionpolicy.differential import (
     DRY_RUN,
     Server,
@@ -60,12 +62,12 @@ spec:
 """
 
 
-def counting(name: str, reinvocation: str) -> list[dict[str, Any]]:
-    """A MutatingAdmissionPolicy that sets the label `<name>` to the number of labels it sees, and its
-    binding."""
-    expression = (
-        f'Object{{metadata: Object.metadata{{labels: {{"{name}": string(size(object.metadata.labels))}}}}}}'
-    )
+def counting(name: str, reinvocation: str, other: str) -> list[dict[str, Any]]:
+    """A MutatingAdmissionPolicy that sets the label `<name>` to the number of labels it sees but the
+    `other` policy's (the plugin runs the policies in no fixed order: the API server's answer does not
+    depend on it), and its binding."""
+    seen = f'object.metadata.labels.filter(k, k != "{other}").size()'
+    expression = f'Object{{metadata: Object.metadata{{labels: {{"{name}": string({seen})}}}}}}'
     return [
         {
             "apiVersion": GROUP,
@@ -99,7 +101,7 @@ def counting(name: str, reinvocation: str) -> list[dict[str, Any]]:
     ]
 
 
-POLICIES = [*counting("a-if-needed", "IfNeeded"), *counting("b-never", "Never")]
+POLICIES = [*counting("a-if-needed", "IfNeeded", "b-never"), *counting("b-never", "Never", "a-if-needed")]
 
 
 def cluster_role(name: str, **labels: str) -> dict[str, Any]:
@@ -111,16 +113,18 @@ def cluster_role(name: str, **labels: str) -> dict[str, Any]:
     }
 
 
-# the objects, and the labels the chain leaves, worked out: the policies run in the order of their names,
-# each counting the labels it sees; a policy that changed the object makes the IfNeeded one run again
-# (Kubernetes' reinvocation among the policies), and so does the mutator when it adds `owner`
+# the objects, and the labels the chain leaves, worked out: each policy counts the labels it sees (but
+# the other's); the policies changed the object, so the IfNeeded one runs once more, after the mutator
+# (Kubernetes' reinvoker), and sees the mutator's `owner` and its own label too. One pass of the policies
+# before the mutator (what /v1/mutate answered before) would leave a-if-needed one less where the mutator
+# adds `owner`.
 CASES = [
-    # 1 label: a sees 1 -> a=1; b sees 2 -> b=2 (changed: a again) -> mutator adds owner (changed: a
-    # reinvoked once, by the reinvoker) -> a sees 4 labels (test, a, b, owner)
-    (cluster_role("plain"), {"a-if-needed": "4", "b-never": "2", "owner": "platform"}),
-    # owner already set: the mutator changes nothing; a's reinvocation after b sees 3 labels + a, b = 4
-    (cluster_role("owned", owner="team"), {"a-if-needed": "4", "b-never": "3", "owner": "team"}),
-    (cluster_role("two", extra="x"), {"a-if-needed": "5", "b-never": "3", "owner": "platform"}),
+    # b sees 1 label; a 1, then (test, a, owner) 3
+    (cluster_role("plain"), {"a-if-needed": "3", "b-never": "1", "owner": "platform"}),
+    # the mutator leaves an owner alone: b sees 2; a 2, then (test, owner, a) 3
+    (cluster_role("owned", owner="team"), {"a-if-needed": "3", "b-never": "2", "owner": "team"}),
+    # b sees 2; a 2, then (test, extra, a, owner) 4
+    (cluster_role("two", extra="x"), {"a-if-needed": "4", "b-never": "2", "owner": "platform"}),
 ]
 
 
@@ -215,3 +219,15 @@ def test_the_patch_gives_the_object_the_api_server_stores_with_the_policies_rein
     assert answer["allowed"] is True and answer["patchType"] == "JSONPatch"
     patched = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(answer["patch"])))
     assert patched == stored
+
+
+def test_one_pass_of_the_policies_before_the_mutator_would_answer_otherwise() -> None:
+    """What the cases tell apart: the policies' answer without the webhook, then the mutator's label."""
+    require_celgo()
+    with AdmissionPolicies.build([Document.from_object(d) for d in POLICIES]) as policies:
+        for obj, expected in CASES:
+            answer = policies.review({"operation": "CREATE", "object": obj})
+            assert answer.patched is not None
+            once = answer.patched["metadata"]["labels"]["a-if-needed"]
+            adds_owner = "owner" not in obj["metadata"]["labels"]
+            assert (once != expected["a-if-needed"]) is adds_owner

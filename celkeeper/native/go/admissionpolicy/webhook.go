@@ -10,6 +10,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -79,25 +80,27 @@ func (w *webhookPlugin) Admit(ctx context.Context, a admission.Attributes, o adm
 	if patch == nil {
 		return errAborted
 	}
+	// a patch that cannot be applied fails the request with an internal error, as the API server's
+	// webhook plugin fails it
 	ops, err := jsonpatch.DecodePatch(patch)
 	if err != nil {
-		return fmt.Errorf("the webhook's patch cannot be decoded: %w", err)
+		return apierrors.NewInternalError(fmt.Errorf("the webhook's patch cannot be decoded: %w", err))
 	}
 	if len(ops) == 0 {
 		return nil
 	}
 	patchedJS, err := ops.Apply(objJS)
 	if err != nil {
-		return fmt.Errorf("the webhook's patch cannot be applied: %w", err)
+		return apierrors.NewInternalError(fmt.Errorf("the webhook's patch cannot be applied: %w", err))
 	}
 	var changedObj runtime.Object
 	if _, ok := versioned.VersionedObject.(*unstructured.Unstructured); ok {
 		changedObj = &unstructured.Unstructured{}
 	} else if changedObj, err = o.GetObjectCreater().New(versioned.VersionedKind); err != nil {
-		return err
+		return apierrors.NewInternalError(err)
 	}
 	if changedObj, _, err = serializer.Decode(patchedJS, nil, changedObj); err != nil {
-		return fmt.Errorf("the object the webhook's patch leaves cannot be decoded: %w", err)
+		return apierrors.NewInternalError(err)
 	}
 	changed := !apiequality.Semantic.DeepEqual(versioned.VersionedObject, changedObj)
 	versioned.Dirty = true

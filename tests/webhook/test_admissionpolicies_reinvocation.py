@@ -231,3 +231,47 @@ def test_one_pass_of_the_policies_before_the_mutator_would_answer_otherwise() ->
             once = answer.patched["metadata"]["labels"]["a-if-needed"]
             adds_owner = "owner" not in obj["metadata"]["labels"]
             assert (once != expected["a-if-needed"]) is adds_owner
+
+
+BROKEN = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: broken}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [rbac.authorization.k8s.io]
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [clusterroles]
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: 'Object{metadata: Object.metadata{labels: {"x": object.metadata.annotations.missing}}}'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: broken}
+spec: {policyName: broken}
+"""
+
+
+def test_a_request_a_policy_refuses_is_refused_with_the_api_server_s_status(tmp_path: Path) -> None:
+    require_celgo()
+    documents = list(yaml.safe_load_all(BROKEN))
+    obj = cluster_role("any")
+    obj["metadata"]["annotations"] = {"a": "b"}
+    with AdmissionPolicies.build([Document.from_object(d) for d in documents]) as policies:
+        expected = policies.review({"operation": "CREATE", "object": obj})
+    assert not expected.allowed and "resulted in error: no such key: missing" in expected.message
+
+    proc = _serve(tmp_path, documents, "--enforce-admission-policies")
+    try:
+        response = proc.post("/v1/mutate", json.dumps(_review(obj)).encode())
+    finally:
+        proc.stop()
+    answer = response.json()["response"]
+    assert answer["allowed"] is False and "patch" not in answer
+    assert answer["status"] == {"code": expected.code, "reason": expected.reason, "message": expected.message}

@@ -75,6 +75,7 @@ func (w *webhookPlugin) Admit(ctx context.Context, a admission.Attributes, o adm
 	select {
 	case patch = <-m.patch:
 	case <-ctx.Done():
+		m.late = true
 		return ctx.Err()
 	}
 	if patch == nil {
@@ -125,6 +126,7 @@ type Mutation struct {
 	cancel  context.CancelFunc
 	resp    *Response
 	err     error
+	late    bool // the deadline passed while the chain waited for the webhook's answer
 }
 
 // BeginMutation runs the mutating chain on a request until the webhook: the Mutation waits there (its
@@ -176,6 +178,9 @@ func (m *Mutation) Continue(patch []byte) (*Response, error) {
 	}
 	<-m.done
 	m.cancel()
+	if m.late { // not an answer of the API server's: the caller's deadline
+		return nil, errors.New("the deadline passed before the webhook answered")
+	}
 	return m.resp, m.err
 }
 

@@ -84,3 +84,22 @@ func TestAnAbandonedMutationEndsAndAPatchThatDoesNotApplyFailsTheRequest(t *test
 		t.Fatalf("answer: %+v %+v", resp, resp.Status)
 	}
 }
+
+func TestAMutationWhoseWebhookAnswersAfterTheDeadlineIsAnError(t *testing.T) {
+	set, _, err := NewSet(Input{Policies: docs(t, mapPolicy, mapBinding)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	m, err := set.BeginMutation(200*time.Millisecond, Request{Operation: "CREATE", Object: jsonOf(t, pod)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Object == nil {
+		t.Skip("the deadline passed before the chain reached the webhook")
+	}
+	<-m.done // the chain gives up waiting once the deadline has passed
+	if _, err := m.Continue(nil); err == nil || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("error: %v", err)
+	}
+}

@@ -153,6 +153,9 @@ class AdmissionPolicyError(CelkeeperError):
 
     #: the whole message the API server answers a create of the document with ("" when not an error of one)
     api_message: str = ""
+    #: the policy or binding the problem is of: its kind, its name, and a binding's policyName (all empty
+    #: when it is of no policy or binding)
+    subject: tuple[str, str, str] = ("", "", "")
 
 
 class AdmissionPolicyNote(AdmissionPolicyError):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Self
@@ -192,6 +192,32 @@ class AdmissionPolicies:
             raise AdmissionPolicyError(str(reply["error"]))
         return answer_of(reply["response"])
 
+    def mutate(
+        self,
+        request: Mapping[str, JsonValue],
+        webhook: Callable[[JsonObject], bytes],
+        timeout_ns: int = 0,
+    ) -> Answer:
+        """The API server's answer to an admission request through its mutating chain with a mutating
+        webhook after the policies (kube-apiserver's order), registered with reinvocationPolicy Never:
+        `webhook` is given the object the API server would send it (as the policies left it) and
+        returns its JSONPatch (JSON bytes; empty: no change), which is applied as the API server applies
+        a webhook's; a policy with reinvocationPolicy IfNeeded then runs once more when the object
+        changed after it (Kubernetes' own reinvoker and reinvocation context). The validating policies
+        are not called. The answer's `patched` is the object after the whole chain. Raises
+        AdmissionPolicyError for a request Kubernetes would not decode; what `webhook` raises is raised
+        (the chain is abandoned)."""
+        mutation, reply = self.library.admission_policy_mutate(self.handle, orjson.dumps(request), timeout_ns)
+        if mutation > 0:
+            try:
+                patch = webhook(reply["object"])
+                reply = self.library.admission_policy_mutate_continue(mutation, patch)
+            finally:
+                self.library.release(mutation)
+        if "error" in reply:
+            raise AdmissionPolicyError(str(reply["error"]))
+        return answer_of(reply["response"])
+
     def explain(self, request: Mapping[str, JsonValue], timeout_ns: int = 0) -> Explained:
         """`review`'s answer with its trace (celkeeper.admissionpolicy.explain): per policy and binding,
         whether it applied and why not, the parameters, matchConditions, validations, audit annotations
@@ -284,6 +310,10 @@ def _problem(problem: Mapping[str, Any], groups: Mapping[str, Sequence[Document]
     if 0 <= index < len(documents):
         document = documents[index]
         err = document.error(cls, shown, path, key=bool(path) and path == _unknown(message))
+        if problem.get("source") == "policies":
+            spec = document.data.get("spec") if isinstance(document.data, dict) else None
+            target = spec.get("policyName") if isinstance(spec, dict) else None
+            err.subject = (document.kind, document.name, target if isinstance(target, str) else "")
         found = _CEL_POSITION.search(message)
         where = document.expression_position(path, int(found[1]), int(found[2])) if found and path else None
         if where is not None:  # the compile error's line:col inside the expression, in the file

@@ -5,9 +5,10 @@ in-cluster audit (audit.process, with --audit-admission-policies).
 
     admission = AdmissionAudit.of(problems, policies, documents)   # policies: an AdmissionPolicies
     pending = admission.submit(obj, location)     # as the object is read: answered in batches
-    violations = admission.take(pending)          # its violations and `mutate` row, once it is recorded
-    admission.finish()                            # the bindings the API server could not configure
+    found = admission.take(pending)               # its violations, `mutate` row and errors, once recorded
+    unconfigured = admission.finish()             # the bindings the API server could not configure
 
+    problems = RunProblems(results)               # the in-cluster audit's: logged, counted in its results
     found = read_cluster(client, resources, namespaces, problems)  # the cluster's, for one run (or None)
 
 A CREATE, with no user (`userInfo` empty), because the objects audited exist: the question is whether the
@@ -25,9 +26,21 @@ API server would admit each of them now. What its answer says becomes rows:
 - a MutatingAdmissionPolicy that would change the object is a row of action `mutate` with what would
   change (a JSON merge patch), under `MutatingAdmissionPolicy/<names>` (the answer says what changed,
   not which of the policies changed it). It is no violation: it is counted apart and fails nothing.
+
+What cannot be answered is an error, counted as the constraints' audit counts an object a constraint
+cannot evaluate (RunResults.add_error: the run's error total, `celkeeper_audit_errors`, the offline exit
+code and summary):
+
 - a binding the API server cannot configure for the request (a parameter that does not exist, with
-  parameterNotFoundAction Deny) refuses every request it matches: that is an error of the binding,
-  reported once, located at it, with the number of objects it refused.
+  parameterNotFoundAction Deny) refuses every request it matches: each object it refuses is an error of
+  the "constraint" `<policy kind>/<policy>/<binding>` (`Found.refused`), and `finish` says it once per
+  binding, located at it, with the number of objects it refused;
+- an object the policies cannot review (the API server would not decode the request) is an error of
+  ALL_POLICIES, `AdmissionPolicy/*` (`Found.errors`);
+- a policy or binding the API server would refuse (AdmissionPolicies.problems: it is left out, as the API
+  server would not store it), in the cluster: an error of that policy (`<kind>/<policy>`) or binding
+  (`<policy kind>/<policy>/<binding>`); policies that cannot be read or built: of ALL_POLICIES
+  (RunProblems; offline, these are the tool's input errors).
 
 Which objects (the in-cluster audit, `selects`): the kinds the constraints can match, and the resources a
 policy's matchConstraints.resourceRules name for CREATE (by group and resource; Kubernetes' matching then
@@ -56,7 +69,7 @@ from celkeeper.admissionpolicy.documents import (
     is_admission_policy_document,
 )
 from celkeeper.audit.openreports import ADMISSION_KINDS
-from celkeeper.audit.results import ObjectRef, Violation
+from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
 from celkeeper.documents import Document
 from celkeeper.errors import AdmissionPolicyError, AdmissionPolicyNote, CelkeeperError, Location
 from celkeeper.incluster.objects import policy_object
@@ -71,6 +84,11 @@ log = logging.getLogger("celkeeper.audit")
 BATCH = 256
 #: the action of a row that says what a MutatingAdmissionPolicy would change
 MUTATE = "mutate"
+#: the "constraint" an error of the admission policies as a whole is counted under: an object they cannot
+#: review, policies that cannot be read or built
+ALL_POLICIES: ConstraintKey = ("AdmissionPolicy", "*")
+#: the API version of the policies and bindings, as an error's object names them
+_POLICY_API = ("admissionregistration.k8s.io", "v1")
 #: the audit annotation the API server records a failed validation of an Audit binding in
 VALIDATION_FAILURE = "validation.policy.admission.k8s.io/validation_failure"
 
@@ -91,7 +109,8 @@ Rules = list[tuple[frozenset[str], frozenset[str]]]
 
 
 class Problems(Protocol):
-    """Where the problems go: the offline tool's inputs (printed, counted), or the in-cluster audit's log."""
+    """Where the problems go: the offline tool's inputs (printed, counted), or the in-cluster audit's run
+    (RunProblems: logged, counted)."""
 
     def error(self, problem: str | CelkeeperError) -> None: ...
 
@@ -118,16 +137,29 @@ class Binding:
         return ",".join(self.actions)
 
 
+@dataclass(frozen=True)
+class Found:
+    """What the API server's answer says of an object: its rows (violations, a `mutate` row), and what
+    could not be answered, each as (the "constraint" it is an error of, the message)."""
+
+    ref: ObjectRef
+    violations: tuple[Violation, ...] = ()
+    #: the object could not be reviewed: each an error of the object, reported as the constraints' are
+    errors: tuple[tuple[ConstraintKey, str], ...] = ()
+    #: bindings the API server cannot configure refused it: each an error of the object, which `finish`
+    #: says once per binding
+    refused: tuple[tuple[ConstraintKey, str], ...] = ()
+
+
 class Pending:
     """An object submitted for review: its request until its batch is answered, then what was found."""
 
-    __slots__ = ("error", "found", "location", "request")
+    __slots__ = ("found", "location", "request")
 
     def __init__(self, request: Mapping[str, JsonValue], location: Location | None) -> None:
         self.request: Mapping[str, JsonValue] | None = request
         self.location = location
-        self.found: tuple[Violation, ...] = ()
-        self.error: str | None = None
+        self.found: Found | None = None
 
 
 class AdmissionAudit:
@@ -200,13 +232,11 @@ class AdmissionAudit:
             self._answer()
         return pending
 
-    def take(self, pending: Pending) -> tuple[Violation, ...]:
-        """What the API server's answer says of the object (violations, and a `mutate` row); its error is
-        reported here."""
+    def take(self, pending: Pending) -> Found:
+        """What the API server's answer says of the object (violations, a `mutate` row, errors)."""
         if pending.request is not None:
             self._answer()
-        if pending.error is not None:
-            self.problems.error(pending.error)
+        assert pending.found is not None
         return pending.found
 
     def _answer(self) -> None:
@@ -219,21 +249,23 @@ class AdmissionAudit:
             obj = request["object"]
             ref = ObjectRef.of(obj)
             if isinstance(answer, CelkeeperError):
-                where = f"{pending.location}: " if pending.location is not None else ""
-                pending.error = f"{where}{ref}: not reviewed by the admission policies: {answer}"
+                pending.found = Found(
+                    ref, errors=((ALL_POLICIES, f"not reviewed by the admission policies: {answer}"),)
+                )
                 continue
             for note in answer.assumptions(self.where):
                 if note not in self._noted:
                     self._noted.add(note)
                     self.problems.note(note)
-            pending.found = self._rows(answer, obj, ref)
+            pending.found = self._found(answer, obj, ref)
 
-    def _rows(self, answer: Answer, obj: JsonValue, ref: ObjectRef) -> tuple[Violation, ...]:
+    def _found(self, answer: Answer, obj: JsonValue, ref: ObjectRef) -> Found:
         if answer.quiet:
-            return ()
+            return Found(ref)
         # (kind, policy, binding, message) -> the actions Kubernetes took on that failure
         failures: dict[tuple[str, str, str, str], set[str]] = {}
         rows: list[Violation] = []
+        refused: list[tuple[ConstraintKey, str]] = []
         if not answer.allowed:
             denied = _DENIED.search(answer.message)
             if denied is None:  # refused by no policy's binding (not expected: said as it is)
@@ -242,6 +274,7 @@ class AdmissionAudit:
                 kind = self._kind(denied[1], denied[2])
                 if denied[4].startswith(_UNCONFIGURED):
                     self._unconfigured[(kind, denied[2], denied[3], denied[4])] += 1
+                    refused.append(((kind, f"{denied[2]}/{denied[3]}"), denied[4]))
                 else:
                     failures.setdefault((kind, denied[2], denied[3], denied[4]), set()).add("Deny")
         for warning in answer.warnings:
@@ -263,7 +296,7 @@ class AdmissionAudit:
             patch = answer.change(obj if isinstance(obj, dict) else None)
             text = json.dumps(patch, sort_keys=True, separators=(",", ":"))
             rows.append(Violation(self.mutation_key, MUTATE, (), f"would change: {text}", ref))
-        return tuple(rows)
+        return Found(ref, tuple(rows), refused=tuple(refused))
 
     def _kind(self, said: str, policy: str) -> str:
         """The kind of the policy a refusal names (`policy 'p'` names none: the given policy's)."""
@@ -273,8 +306,10 @@ class AdmissionAudit:
             return VALIDATING_POLICY
         return MUTATING_POLICY if f"{MUTATING_POLICY}/{policy}" in self._policies else "AdmissionPolicy"
 
-    def finish(self) -> None:
-        """Report the bindings the API server could not configure (once each, located at the binding)."""
+    def finish(self) -> list[CelkeeperError | str]:
+        """The bindings the API server could not configure, one error each, located at the binding (the
+        objects they refused were counted as `Found.refused`)."""
+        said: list[CelkeeperError | str] = []
         for (kind, policy, binding, message), count in sorted(self._unconfigured.items()):
             found = self._by_name.get((kind, binding))
             binding_kind = VALIDATING_BINDING if kind == VALIDATING_POLICY else MUTATING_BINDING
@@ -283,25 +318,31 @@ class AdmissionAudit:
                 f"request the binding matches ({count} object(s) here)"
             )
             path = "spec.paramRef" if "param" in message else "spec"
-            self.problems.error(found.document.error(AdmissionPolicyError, text, path) if found else text)
+            said.append(found.document.error(AdmissionPolicyError, text, path) if found else text)
         self._unconfigured.clear()
+        return said
 
     def close(self) -> None:
         self.policies.close()
 
 
 # -- the cluster's --------------------------------------------------------------------------------------
-class LoggedProblems:
-    """The in-cluster audit's problems: log lines (an error is a warning: the constraints' audit goes on),
-    each said once per run."""
+class RunProblems:
+    """The in-cluster audit's problems for one run: log lines, each said once (an error is a warning: the
+    constraints' audit goes on), and each error counted in the run's results, under the policy or binding
+    it is of (`problem_key`)."""
 
-    def __init__(self) -> None:
-        self.errors = 0
+    def __init__(self, results: RunResults) -> None:
+        self.results = results
         self._said: set[str] = set()
 
     def error(self, problem: str | CelkeeperError) -> None:
-        self.errors += 1
-        self._once(logging.WARNING, f"admission policies: {problem}")
+        text = f"admission policies: {problem}"
+        if text in self._said:
+            return
+        key, ref = problem_key(problem)
+        self.results.add_error(key, ref, str(problem))
+        self._once(logging.WARNING, text)
 
     def note(self, text: str) -> None:
         self._once(logging.INFO, f"admission policies: {text}")
@@ -310,6 +351,19 @@ class LoggedProblems:
         if text not in self._said:
             self._said.add(text)
             log.log(level, text)
+
+
+def problem_key(problem: str | CelkeeperError) -> tuple[ConstraintKey, ObjectRef]:
+    """The "constraint" an error of the policies is counted under, and the object it is of: a policy's
+    (`<kind>/<policy>`) or a binding's (`<policy kind>/<policy>/<binding>`) the API server would refuse,
+    else ALL_POLICIES."""
+    kind, name, policy = problem.subject if isinstance(problem, AdmissionPolicyError) else ("", "", "")
+    if kind in ADMISSION_KINDS:
+        return (kind, name), ObjectRef(*_POLICY_API, kind, "", name)
+    if kind in (VALIDATING_BINDING, MUTATING_BINDING):
+        policy_kind = VALIDATING_POLICY if kind == VALIDATING_BINDING else MUTATING_POLICY
+        return (policy_kind, f"{policy}/{name}"), ObjectRef(*_POLICY_API, kind, "", name)
+    return ALL_POLICIES, ObjectRef(*_POLICY_API, "", "", "")
 
 
 def read_cluster(

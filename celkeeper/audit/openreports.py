@@ -173,16 +173,20 @@ def result_row(violation: Violation, template: str) -> ResultRow:
 
 def error_row(constraint: tuple[str, str], ref: ObjectRef, message: str, template: str) -> ResultRow | None:
     """An object that could not be evaluated for a constraint (None for a whole kind: its list failed,
-    which only the constraint's status reports)."""
+    which only the constraint's status reports); an admission policy's binding named as `result_row`
+    names it."""
     if not ref.name:
         return None
+    kind, name = constraint
+    if kind in ADMISSION_KINDS:
+        name, _, template = name.partition("/")
     return ResultRow(
         namespace=ref.namespace,
         api_version=ref.api_version,
         kind=ref.kind,
         name=ref.name,
         uid=ref.uid,
-        policy=policy_name(*constraint),
+        policy=policy_name(kind, name),
         rule=template,
         result=ERROR,
         message=shortened(message),

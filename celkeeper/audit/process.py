@@ -19,8 +19,10 @@ ValidatingAdmissionPolicies, MutatingAdmissionPolicies, their bindings and param
 answers every object it audits (and those of the resources the policies match) as the API server answers
 a CREATE of it (audit.admissionpolicies): a failed validation is a violation of the "constraint"
 `ValidatingAdmissionPolicy/<policy>/<binding>` (its log line, metrics, report result; no status: a
-binding has none), what a MutatingAdmissionPolicy would change a `mutation_audited` line. Policies that
-cannot be read (a 403, a version not served) are a logged note or warning: the constraints' audit goes on.
+binding has none), what a MutatingAdmissionPolicy would change a `mutation_audited` line; what the
+policies cannot answer is an error of the run, counted as a constraint's (audit.admissionpolicies.RunProblems
+for the policies', Found for an object's). A policy resource that cannot be listed (a 403, a version not
+served) is a logged note: the constraints' audit goes on.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from celkeeper.audit.admissionpolicies import AdmissionAudit, LoggedProblems, read_cluster
+from celkeeper.audit.admissionpolicies import AdmissionAudit, Problems, read_cluster
 from celkeeper.audit.evaluate import Evaluator
 from celkeeper.audit.events import EventSink
 from celkeeper.audit.logs import (
@@ -304,19 +306,19 @@ class AuditProcess:
         )
         return results
 
-    def _admission_policies(self, resources: Sequence[ApiResource]) -> AdmissionAudit | None:
-        """The cluster's admission policies for this run, read afresh (what cannot be read is logged: the
-        constraints' audit goes on)."""
+    def _admission_policies(
+        self, resources: Sequence[ApiResource], problems: Problems
+    ) -> AdmissionAudit | None:
+        """The cluster's admission policies for this run, read afresh (what cannot be read is an error of
+        the run: the constraints' audit goes on)."""
         namespaces = self.manager.objects(NAMESPACES)
         if not namespaces:  # not watched (yet): read once
             try:
                 namespaces = list(self.client.list(NAMESPACES).items)
             except ApiError as err:
-                log.warning(
-                    "admission policies: cannot list the Namespaces (%s): not audited in this run", err
-                )
+                problems.error(f"cannot list the Namespaces ({err}): not audited in this run")
                 return None
-        return read_cluster(self.client, resources, namespaces, LoggedProblems())
+        return read_cluster(self.client, resources, namespaces, problems)
 
     def _beat(self) -> None:
         self.heartbeat = self.clock()

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from celkeeper.audit.admissionpolicies import MUTATE, AdmissionAudit, Pending
+from celkeeper.audit.admissionpolicies import MUTATE, AdmissionAudit, Pending, Problems, RunProblems
 from celkeeper.audit.evaluate import Evaluator, Outcome
 from celkeeper.audit.results import ConstraintKey, ObjectRef, RunResults, Violation
 from celkeeper.cel.inventory import Gvk, Put, describe, requirement_kinds, unmet
@@ -142,12 +142,17 @@ def audit_objects(
             pending.append(admission.submit(dict(obj)))
     for submitted in pending:
         assert admission is not None
-        for violation in admission.take(submitted):
+        found = admission.take(submitted)
+        for violation in found.violations:
             if violation.enforcement_action == MUTATE:
                 report.change(violation)
             else:
                 results.add(violation)
                 report.violation(violation)
+        # what the policies could not answer: errors of the object, as a constraint's
+        for key, message in (*found.errors, *found.refused):
+            results.add_error(key, found.ref, message)
+            report.error(key, found.ref, message)
     return audited
 
 
@@ -190,17 +195,18 @@ def audit_cluster(
     options: AuditOptions,
     report: Reporter,
     *,
-    admission: Callable[[Sequence[ApiResource]], AdmissionAudit | None] | None = None,
+    admission: Callable[[Sequence[ApiResource], Problems], AdmissionAudit | None] | None = None,
 ) -> RunResults:
     """One complete run over the cluster (the results; nothing is written). Raises ApiError when
     discovery itself fails (nothing can be audited). `admission`: the cluster's admission policies for
-    this run, from discovery's resources (audit.admissionpolicies.read_cluster), when they are audited."""
+    this run, from discovery's resources (audit.admissionpolicies.read_cluster), when they are audited;
+    their problems are logged, and the errors among them counted in the run's results (RunProblems)."""
     results = RunResults(options.violations_limit)
     found = discover(client)
     for problem in found.errors:
         log.warning("discovery: %s (its resources are not audited)", problem)
         results.discovery_errors.append(problem)
-    policies = admission(found.resources) if admission is not None else None
+    policies = admission(found.resources, RunProblems(results)) if admission is not None else None
     try:
         with synced_data(client, evaluator.policies, found.resources, options.chunk_size) as data:
             _audit_resources(
@@ -214,7 +220,8 @@ def audit_cluster(
                 admission=policies,
             )
         if policies is not None:
-            policies.finish()
+            for unconfigured in policies.finish():  # (its objects were counted, one error each)
+                log.warning("admission policies: %s", unconfigured)
     finally:
         if policies is not None:
             policies.close()

@@ -296,7 +296,8 @@ def _offline(args: argparse.Namespace) -> int:
             )
             inputs.consume(object_sources, sink)
         if admission is not None:
-            admission.finish()
+            for unconfigured in admission.finish():  # (its objects were counted, one error each)
+                inputs.error(unconfigured)
     finally:
         inputs.close()
         if admission is not None:
@@ -480,12 +481,21 @@ class _AuditSink:
         from celkeeper.audit.admissionpolicies import MUTATE
 
         assert self.admission is not None
-        for violation in self.admission.take(pending):
+        found = self.admission.take(pending)
+        for violation in found.violations:
             if violation.enforcement_action == MUTATE:
                 self.changes.append(violation)
             else:
                 self.results.add(violation)
                 self.violations.append(violation)
+        # what the policies could not answer: errors of the object, as a constraint's; a binding that
+        # refused it because it cannot be configured is said once, by AdmissionAudit.finish
+        where = f"{pending.location}: " if pending.location is not None else ""
+        for key, message in found.errors:
+            self.results.add_error(key, found.ref, message)
+            self.inputs.error(f"{where}{found.ref}: {message}")
+        for key, message in found.refused:
+            self.results.add_error(key, found.ref, message)
 
 
 def _row_order(violation: Violation) -> tuple[str, ...]:

@@ -122,6 +122,8 @@ class Library:
         self._sig(dll.admissionpolicy_review, i, [ll, p, i, ll, out, outn])
         self._sig(dll.admissionpolicy_review_batch, i, [ll, p, i, ll, out, outn])
         self._sig(dll.admissionpolicy_explain, i, [ll, p, i, ll, out, outn])
+        self._sig(dll.admissionpolicy_mutate, ll, [ll, p, i, ll, out, outn])
+        self._sig(dll.admissionpolicy_mutate_continue, i, [ll, p, i, out, outn])
 
     @staticmethod
     def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> None:
@@ -326,6 +328,26 @@ class Library:
         out, n = self._reply()
         self._dll.admissionpolicy_review_batch(
             handle, requests, len(requests), timeout_ns, ctypes.byref(out), ctypes.byref(n)
+        )
+        return orjson.loads(self._take(out, n))
+
+    def admission_policy_mutate(self, handle: int, request: bytes, timeout_ns: int) -> tuple[int, Any]:
+        """admissionpolicy_mutate: (a Mutation's handle, {"object": ...}) when the chain waits at the
+        webhook; (0, {"response": ...}) when it ended before; (-1, {"error": ..., "request": bool})."""
+        self.check()
+        out, n = self._reply()
+        found = self._dll.admissionpolicy_mutate(
+            handle, request, len(request), timeout_ns, ctypes.byref(out), ctypes.byref(n)
+        )
+        return int(found), orjson.loads(self._take(out, n))
+
+    def admission_policy_mutate_continue(self, mutation: int, patch: bytes) -> Any:
+        """admissionpolicy_mutate_continue: the webhook's JSONPatch given, {"response": ...} or
+        {"error": ...}. Release the Mutation's handle after."""
+        self.check()
+        out, n = self._reply()
+        self._dll.admissionpolicy_mutate_continue(
+            mutation, patch, len(patch), ctypes.byref(out), ctypes.byref(n)
         )
         return orjson.loads(self._take(out, n))
 

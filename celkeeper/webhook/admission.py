@@ -31,6 +31,7 @@ Answer contract (Gatekeeper's):
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -40,13 +41,14 @@ from typing import Any
 
 import orjson
 
+from celkeeper.admissionpolicy import AdmissionPolicies
 from celkeeper.errors import CelkeeperError
 from celkeeper.expansion import ExpansionError
 from celkeeper.model import Decision, EnforcementPoint, JsonObject, JsonValue
 from celkeeper.review import AdmissionRequest, decide, parse_admission_review
 from celkeeper.review.explain import explain
 from celkeeper.review.explain_text import render_text
-from celkeeper.review.mutate import admission_review_response, mutate
+from celkeeper.review.mutate import Mutation, admission_review_response, mutate
 from celkeeper.settings import Settings
 from celkeeper.webhook import admissionpolicies as admission_policies
 from celkeeper.webhook.deadline import DeadlineExceeded, Watchdog
@@ -298,20 +300,60 @@ class Admission:
         loaded = self._policies(raw)
         if loaded is None:
             return Answer(200, review_answer(uid, True)), "exempt"
-        operations: list[JsonObject] = []
-        if loaded.admission is not None:  # the API server runs its policies before its webhooks
-            with self._limit():
-                answer = admission_policies.review(loaded.admission, raw, self.settings.eval_deadline)
-            doc, operations = admission_policies.patched_review(doc, answer)
-            if operations:
-                request = parse_admission_review(doc)
+        if loaded.admission is not None:
+            return self._mutate_with_policies(
+                uid, raw, doc, request, loaded=loaded, policies=loaded.admission
+            )
         with self._limit():
             mutation = mutate(doc, loaded.policies, loaded.namespace, parsed=request, response_only=True)
-        body = admission_policies.prepend_patch(admission_review_response(mutation), operations)
+        body = admission_review_response(mutation)
         if mutation.error:
             log.info("not mutated (uid %s, %s): %s", uid, _describe(raw), mutation.error)
             return Answer(200, body), "error"
-        return Answer(200, body), ("mutated" if mutation.mutated or operations else "unchanged")
+        return Answer(200, body), ("mutated" if mutation.mutated else "unchanged")
+
+    def _mutate_with_policies(
+        self,
+        uid: str,
+        raw: Mapping[str, JsonValue],
+        doc: Any,
+        request: AdmissionRequest,
+        *,
+        loaded: Loaded,
+        policies: AdmissionPolicies,
+    ) -> tuple[Answer, str]:
+        """/v1/mutate with the MutatingAdmissionPolicies enforced: the API server's mutating chain with
+        Gatekeeper's mutators as its webhook after the policies (webhook.admissionpolicies.mutate)."""
+        mutations: list[Mutation] = []
+
+        def gatekeeper(obj: JsonObject) -> bytes:
+            """Gatekeeper's mutation webhook, sent the object as the policies left it: its JSONPatch."""
+            sent = {**doc, "request": {**raw, "object": obj}}
+            parsed = parse_admission_review(sent)
+            mutation = mutate(sent, loaded.policies, loaded.namespace, parsed=parsed, response_only=True)
+            mutations.append(mutation)
+            patch = mutation.response.get("patch")
+            if mutation.error or not mutation.allowed or not isinstance(patch, str):
+                return b""
+            return base64.b64decode(patch)
+
+        with self._limit():
+            answer = admission_policies.mutate(policies, raw, gatekeeper, self.settings.eval_deadline)
+        if not answer.allowed:
+            if self.log_denies:
+                log.info("denied (uid %s, %s): %s", uid, _describe(raw), answer.message.replace("\n", "; "))
+            return Answer(200, admission_policies.refusal(uid, answer)), "deny"
+        if mutations:
+            mutation = mutations[0]
+        else:  # the chain ended before the webhook (no object to send): Gatekeeper's answer as sent
+            with self._limit():
+                mutation = mutate(doc, loaded.policies, loaded.namespace, parsed=request, response_only=True)
+        body = admission_review_response(mutation)
+        if mutation.error or not mutation.allowed:
+            log.info("not mutated (uid %s, %s): %s", uid, _describe(raw), mutation.error)
+            return Answer(200, body), "error"
+        body = admission_policies.with_patch(body, raw.get("object"), answer.patched)
+        return Answer(200, body), ("mutated" if "patch" in body["response"] else "unchanged")
 
     def _decide(
         self, uid: str, raw: Mapping[str, JsonValue], doc: Any, request: AdmissionRequest

@@ -8,9 +8,12 @@ would evaluate the request the webhook is sent:
   status (code, reason and message: `ValidatingAdmissionPolicy 'p' with binding 'b' denied request: ...`)
   before any constraint is evaluated, as the API server calls its policies before its webhooks; otherwise
   their warnings and audit annotations join the constraints' answer;
-- POST /v1/mutate: what the MutatingAdmissionPolicies change is the first part of the JSONPatch, and
-  Gatekeeper's mutators then mutate the object as those policies left it (the API server also runs its
-  policies before the mutating webhooks).
+- POST /v1/mutate: the request goes through the API server's mutating chain as if celkeeper's mutation
+  webhook ran in it: the MutatingAdmissionPolicies first, Gatekeeper's mutators on the object as they
+  left it (the API server runs its policies before its mutating webhooks), then, when the mutators
+  changed the object, the policies with reinvocationPolicy IfNeeded once more (Kubernetes' reinvoker);
+  the JSONPatch turns the object sent into the object the chain left. A request a policy refuses is
+  refused with the API server's status.
 A request the policies cannot evaluate (an object Kubernetes would not decode) is an error answered by the
 webhook's failure mode, as any other internal error.
 """
@@ -18,8 +21,7 @@ webhook's failure mode, as any other internal error.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 import jsonpatch
 import orjson
@@ -65,27 +67,32 @@ def _extras(response: JsonObject, answer: Answer) -> JsonObject:
     return response
 
 
-def patched_review(doc: Any, answer: Answer) -> tuple[Any, list[JsonObject]]:
-    """When the policies changed the request's object: the AdmissionReview with the object they left
-    (what Gatekeeper's mutators then mutate) and the JSONPatch operations from the object sent to it;
-    else `doc` and no operations."""
-    request = doc.get("request") if isinstance(doc, dict) else None
-    if answer.patched is None or not isinstance(request, dict):
-        return doc, []
-    before = request.get("object")
-    operations = jsonpatch.make_patch(before, answer.patched).patch
-    if not operations:
-        return doc, []
-    return {**doc, "request": {**request, "object": answer.patched}}, operations
+def mutate(
+    policies: AdmissionPolicies,
+    raw: Mapping[str, JsonValue],
+    webhook: Callable[[JsonObject], bytes],
+    deadline: float,
+) -> Answer:
+    """The API server's answer to the AdmissionReview's request `raw` through its mutating chain, with
+    `webhook` (Gatekeeper's mutation: the object in, its JSONPatch out) as the mutating webhook after the
+    policies, registered with reinvocationPolicy Never as celkeeper's is; the policies with
+    reinvocationPolicy IfNeeded run again when it changed the object (AdmissionPolicies.mutate, Kubernetes'
+    own reinvocation). Within `deadline` seconds (0: none). Raises AdmissionPolicyError for a request
+    Kubernetes would not decode."""
+    return policies.mutate(raw, webhook, int(deadline * 1e9) if deadline > 0 else 0)
 
 
-def prepend_patch(body: JsonObject, operations: list[JsonObject]) -> JsonObject:
-    """The mutation webhook's answer `body` with `operations` applied before its own JSONPatch."""
+def with_patch(body: JsonObject, before: JsonValue, after: JsonValue | None) -> JsonObject:
+    """The mutation webhook's answer `body` with, as its JSONPatch, what turns the object sent (`before`)
+    into the object the chain left (`after`; None: unchanged): the policies' changes, the mutators' and
+    the policies' again, in one patch."""
     response = body.get("response")
-    if not operations or not isinstance(response, dict):
+    if not isinstance(response, dict):
         return body
-    patch = response.get("patch")
-    own = orjson.loads(base64.b64decode(patch)) if isinstance(patch, str) and patch else []
-    response["patch"] = base64.b64encode(orjson.dumps([*operations, *own])).decode()
-    response["patchType"] = "JSONPatch"
+    response.pop("patch", None)
+    response.pop("patchType", None)
+    operations = jsonpatch.make_patch(before, after).patch if after is not None else []
+    if operations:
+        response["patch"] = base64.b64encode(orjson.dumps(operations)).decode()
+        response["patchType"] = "JSONPatch"
     return body

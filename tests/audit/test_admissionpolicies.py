@@ -4,7 +4,9 @@ a namespaceSelector) and a MutatingAdmissionPolicy, created after the objects th
 one audit run (`--once`) answers each object as the API server answers a CREATE of it (Kubernetes' own code,
 celkeeper.audit.admissionpolicies) and says so in its log lines and OpenReports; the long-running audit's
 metrics count the violations per enforcement action. Without the option, the run has nothing to say of
-them.
+them. A binding whose parameter does not exist (parameterNotFoundAction Deny), bound to another namespace,
+refuses its one Deployment there: an error of that object, counted as the constraints' audit counts its
+errors (the run's error total, `celkeeper_audit_errors`, an `error` result in the namespace's Report).
 
 What is expected is worked out here from the objects created (which lacks the team label, which has too
 many replicas, which runs :latest, which lacks the owner label), never read back from celkeeper.
@@ -36,6 +38,9 @@ pytestmark = pytest.mark.kube
 GROUP = "admissionregistration.k8s.io/v1"
 NAMESPACE = "shop"
 PARAMS = "shop-params"
+#: the namespace of the one Deployment the binding without its parameter refuses
+ORPHANS = "orphans"
+ORPHAN = ("orphan", {"team": "a", "owner": "platform"}, 1, "registry.example/app:1")
 MAX_REPLICAS = 3
 DEPLOYMENTS = [  # name -> labels, replicas, image
     ("good", {"team": "a", "owner": "platform"}, 1, "registry.example/app:1"),
@@ -54,11 +59,13 @@ DEPLOYMENT_RULES = [
 ]
 
 
-def deployment(name: str, labels: dict[str, str], replicas: int, image: str) -> dict[str, Any]:
+def deployment(
+    name: str, labels: dict[str, str], replicas: int, image: str, namespace: str = NAMESPACE
+) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
@@ -121,6 +128,13 @@ POLICIES = [
         "'no :latest image'",
     ),
     binding("no-latest-audit", "no-latest", ["Audit"]),
+    binding(
+        "replica-limit-missing",
+        "replica-limit",
+        ["Deny"],
+        paramRef={"name": "absent", "namespace": PARAMS, "parameterNotFoundAction": "Deny"},
+        matchResources={"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ORPHANS}}},
+    ),
     {
         "apiVersion": GROUP,
         "kind": "MutatingAdmissionPolicy",
@@ -193,6 +207,7 @@ def world(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactory)
             },
         )
         apply(plane, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PARAMS}})
+        apply(plane, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ORPHANS}})
         apply(
             plane,
             {
@@ -205,6 +220,7 @@ def world(kube_binaries: KubeBinaries, tmp_path_factory: pytest.TempPathFactory)
         # the objects first: the API server enforces the policies on what is created after them
         for name, labels, replicas, image in DEPLOYMENTS:
             apply(plane, deployment(name, labels, replicas, image))
+        apply(plane, deployment(*ORPHAN, namespace=ORPHANS))
         for obj in POLICIES:
             apply(plane, obj)
         yield World(plane, kubeconfig, workdir)
@@ -240,7 +256,7 @@ def test_one_run_reports_what_the_api_server_would_say_of_each_object(world: Wor
     )
     assert change["msg"] == 'would change: {"metadata":{"labels":{"owner":"platform"}}}'
     [finished] = events_of(lines, "audit_finished")
-    assert finished["violations"] == len(EXPECTED) and finished["errors"] == 0
+    assert finished["violations"] == len(EXPECTED) and finished["errors"] == 1  # the orphan's: see below
     assert finished["reports_failed"] == 0
 
     # the Report of the namespace: one result per violation, the policy named, its binding the rule
@@ -275,6 +291,39 @@ def test_one_run_reports_what_the_api_server_would_say_of_each_object(world: Wor
         for kind, name, action, obj, message in EXPECTED
     }
     assert report["summary"]["fail"] == 1 and report["summary"]["warn"] == 2
+    assert report["summary"]["error"] == 0
+
+
+def test_an_object_a_binding_cannot_be_configured_for_is_an_error_of_the_run(world: World) -> None:
+    code, lines, raw = run_once(world.kubeconfig, "--audit-admission-policies")
+    assert code == 0, raw[-4000:]
+    [finished] = events_of(lines, "audit_finished")
+    assert finished["errors"] == 1, raw[-4000:]
+    # the object's error, naming it and the binding, in Kubernetes' words
+    key = "ValidatingAdmissionPolicy replica-limit/replica-limit-missing"
+    said = f"apps/v1/Deployment {ORPHANS}/{ORPHAN[0]} could not be evaluated for {key}: failed to configure"
+    assert any(said in line for line in raw.splitlines()), raw[-4000:]
+    # and the binding's, once, located at it
+    once = [
+        line
+        for line in raw.splitlines()
+        if "the API server refuses every request the binding matches" in line
+    ]
+    assert len(once) == 1 and "replica-limit-missing" in once[0] and "(1 object(s) here)" in once[0]
+    report = json.loads(
+        world.cluster.kubectl(
+            "get", "reports.openreports.io", "celkeeper-audit", "-n", ORPHANS, "-o", "json"
+        ).stdout
+    )
+    [result] = report["results"]
+    assert (result["policy"], result["rule"], result["result"]) == (
+        "ValidatingAdmissionPolicy/replica-limit",
+        "replica-limit-missing",
+        "error",
+    )
+    assert result["resources"][0]["name"] == ORPHAN[0]
+    assert "no params found for policy binding" in result["message"]
+    assert report["summary"]["error"] == 1
 
 
 def test_without_the_option_the_admission_policies_are_not_audited(world: World) -> None:
@@ -306,3 +355,9 @@ def test_the_metrics_count_the_violations_per_enforcement_action(world: World) -
     for kind, name, action, _, _ in EXPECTED:
         labels = f'constraint_kind="{kind}",constraint_name="{name}",enforcement_action="{action}"'
         assert samples[f"celkeeper_audit_constraint_violations{{{labels}}}"] == 1
+    # the object the binding without its parameter refuses: an error of that binding
+    errors = {k: v for k, v in samples.items() if k.startswith("celkeeper_audit_errors{")}
+    assert errors == {
+        'celkeeper_audit_errors{constraint_kind="ValidatingAdmissionPolicy",'
+        'constraint_name="replica-limit/replica-limit-missing"}': 1
+    }

@@ -80,6 +80,13 @@ def test_an_error_is_a_result_of_its_object_but_a_failed_list_is_not() -> None:
     )
 
 
+def test_an_error_of_an_admission_policy_binding_names_the_policy_and_the_binding() -> None:
+    ref = ObjectRef("apps", "v1", "Deployment", "team-a", "api")
+    found = error_row(("ValidatingAdmissionPolicy", "limit/missing"), ref, "failed to configure binding", "")
+    assert found is not None and found.result == "error"
+    assert (found.policy, found.rule) == ("ValidatingAdmissionPolicy/limit", "missing")
+
+
 def test_a_report_has_the_upstream_shape_and_counts_its_results() -> None:
     rows = [
         row("a"),

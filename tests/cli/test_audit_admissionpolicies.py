@@ -347,3 +347,37 @@ def test_policy_errors_are_reported_once_located_and_every_object_is_accounted_f
     # the refusals are the binding's error, not violations of each Deployment
     denied = [line.split()[2] for line in run.out.split("\n\n")[0].splitlines() if " deny " in line]
     assert denied == ["v1/Pod", "v1/Pod"]
+    # and the errors of each Deployment it refused, in the binding's status
+    found = json.loads(
+        cli(
+            "audit",
+            "--policy-dir",
+            str(policies),
+            "--policy-dir",
+            str(broken),
+            "--objects",
+            OBJECTS,
+            "-o",
+            "json",
+        ).out
+    )
+    [missing_status] = [
+        c["status"] for c in found["constraints"] if c.get("binding") == "replica-limit-missing"
+    ]
+    assert missing_status["totalAuditErrors"] == 2
+    assert {e["kind"] for e in missing_status["auditErrors"]} == {"Deployment"}
+    assert found["errors"] == 2
+
+
+def test_an_object_the_api_server_would_not_decode_is_an_error(cli, tmp_path: Path) -> None:
+    odd = tmp_path / "odd.yaml"
+    odd.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: odd, namespace: prod}\n"
+        "spec: {replicas: many}\n"
+    )
+    run = cli("audit", "--policy-dir", POLICIES, "--objects", str(odd))
+    assert run.code == 1, run.err
+    [error] = [line for line in run.err.splitlines() if "not reviewed" in line]
+    assert error.startswith(f"celkeeper audit: {odd}") and "apps/v1/Deployment prod/odd" in error
+    assert "cannot unmarshal string" in error
+    assert run.err.splitlines()[-1].endswith(", 1 errors")

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"celkeeper.local/native/admissionpolicy"
 	"github.com/go-logr/logr"
@@ -172,6 +173,72 @@ func admissionpolicy_review_batch(h C.longlong, in *C.char, n C.int, timeout C.l
 	close(work)
 	wg.Wait()
 	replyJSON(out, outn, replies)
+	return 0
+}
+
+// admissionpolicy_mutate begins a request (as admissionpolicy_review's) through the mutating chain with
+// a webhook after the policies (admissionpolicy.Mutation): when the chain waits at the webhook, the reply
+// is {"object": ...} (what the webhook is sent) and the result the Mutation's handle (give it the
+// webhook's JSONPatch with admissionpolicy_mutate_continue, then release it with native_release, which
+// also abandons it); when the chain ended before, the reply is {"response": ...} and the result 0; on
+// error, {"error": ..., "request": bool} and -1.
+//
+//export admissionpolicy_mutate
+func admissionpolicy_mutate(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.longlong) {
+	defer guard(out, outn, &result)
+	set, ok := setOf(h, out, outn)
+	if !ok {
+		return -1
+	}
+	var req admissionpolicy.Request
+	if err := json.Unmarshal(bytesOf(in, n), &req); err != nil {
+		replyJSON(out, outn, map[string]any{"error": "the request is not valid: " + err.Error(), "request": true})
+		return -1
+	}
+	m, err := set.BeginMutation(time.Duration(timeout), req)
+	if err != nil {
+		var reqErr *admissionpolicy.RequestError
+		replyJSON(out, outn, map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)})
+		return -1
+	}
+	if m.Object == nil {
+		resp, err := m.Continue(nil)
+		if err != nil {
+			replyJSON(out, outn, map[string]any{"error": err.Error(), "request": false})
+			return -1
+		}
+		replyJSON(out, outn, map[string]any{"response": resp})
+		return 0
+	}
+	replyJSON(out, outn, map[string]any{"object": json.RawMessage(m.Object)})
+	return C.longlong(register(m))
+}
+
+// admissionpolicy_mutate_continue gives the webhook's JSONPatch (a JSON array; empty input: no change) to
+// the Mutation of handle h and replies the API server's answer once its chain has ended: {"response":
+// ...}, or {"error": ...}. Returns 0, or -1 on error.
+//
+//export admissionpolicy_mutate_continue
+func admissionpolicy_mutate_continue(h C.longlong, in *C.char, n C.int, out **C.char, outn *C.int) (result C.int) {
+	var status C.longlong
+	defer func() { // a panic recovered by guard sets status; else the value returned stands
+		if status != 0 {
+			result = C.int(status)
+		}
+	}()
+	defer guard(out, outn, &status)
+	m, ok := lookup(int64(h)).(*admissionpolicy.Mutation)
+	if !ok {
+		replyJSON(out, outn, map[string]string{"error": fmt.Sprintf("no mutation with handle %d", h)})
+		return -1
+	}
+	patch := append([]byte(nil), bytesOf(in, n)...)
+	resp, err := m.Continue(patch)
+	if err != nil {
+		replyJSON(out, outn, map[string]any{"error": err.Error(), "request": false})
+		return -1
+	}
+	replyJSON(out, outn, map[string]any{"response": resp})
 	return 0
 }
 

@@ -154,7 +154,7 @@ func (s *Set) Explain(ctx context.Context, req Request) (*Explanation, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.answer(ctx, real)
+	resp, err := s.answerWith(ctx, real, true)
 	if err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ func (s *Set) Review(ctx context.Context, req Request) (*Response, error) {
 	if err != nil || p.attrs == nil {
 		return p.resp, err
 	}
-	return s.answer(ctx, p)
+	return s.answerWith(ctx, p, true)
 }
 
 // prepared is a request made ready for admission: its attributes as the API server's handler builds
@@ -214,14 +214,15 @@ func (s *Set) prepare(ctx context.Context, req Request) (prepared, error) {
 	return prepared{attrs: attrs, gvk: gvk, resp: resp}, nil
 }
 
-// answer runs the admission chain on a prepared request: the API server's answer.
-func (s *Set) answer(ctx context.Context, p prepared) (*Response, error) {
+// answerWith runs the admission chain on a prepared request: the API server's answer (with validate
+// false, the mutating chain's alone).
+func (s *Set) answerWith(ctx context.Context, p prepared, validate bool) (*Response, error) {
 	attrs, gvk, resp := p.attrs, p.gvk, p.resp
 	before, err := s.encode(attrs.GetObject(), gvk)
 	if err != nil {
 		return nil, err
 	}
-	admitErr, warnings, annotations, validated := s.run(ctx, attrs)
+	admitErr, warnings, annotations, validated := s.run(ctx, attrs, validate)
 	resp.validated = validated
 	resp.Warnings = append(resp.Warnings, warnings...)
 	for k, v := range annotations {
@@ -249,7 +250,7 @@ func (s *Set) answer(ctx context.Context, p prepared) (*Response, error) {
 // carries an activation cache for the request: the policies' `request` and `namespaceObject` variables
 // are converted to unstructured once per request, not once per policy (celkeeper's copy of the plugin's
 // activation.go, docs/known-issues.md).
-func (s *Set) run(parent context.Context, attrs admission.Attributes) (error, []string, map[string]string, bool) {
+func (s *Set) run(parent context.Context, attrs admission.Attributes, validate bool) (error, []string, map[string]string, bool) {
 	var admitErr error
 	validated := false
 	var annotations map[string]string
@@ -260,7 +261,7 @@ func (s *Set) run(parent context.Context, attrs admission.Attributes) (error, []
 		if m, ok := s.chain.(admission.MutationInterface); ok && m.Handles(attrs.GetOperation()) {
 			admitErr = m.Admit(ctx, attrs, s.objects)
 		}
-		if admitErr == nil {
+		if admitErr == nil && validate {
 			if v, ok := s.chain.(admission.ValidationInterface); ok && v.Handles(attrs.GetOperation()) {
 				validated = true
 				admitErr = v.Validate(ctx, attrs, s.resources.validatingObjectInterfaces())

@@ -324,8 +324,9 @@ func prepareNamespace(ns *corev1.Namespace) {
 }
 
 // the admission plugins in kube-apiserver's order (k8s.io/kubernetes/pkg/kubeapiserver/options/plugins.go
-// AllOrderedPlugins: MutatingAdmissionPolicy before ValidatingAdmissionPolicy)
-var pluginOrder = []string{mutating.PluginName, validating.PluginName}
+// AllOrderedPlugins: MutatingAdmissionPolicy, MutatingAdmissionWebhook, ValidatingAdmissionPolicy), the
+// webhook's place held by webhookPlugin (webhook.go: it acts only for a Mutation)
+var pluginOrder = []string{mutating.PluginName, webhookPluginName, validating.PluginName}
 
 func (s *Set) start(client *fake.Clientset, dynamicClient *dynamicfake.FakeDynamicClient) error {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -336,6 +337,7 @@ func (s *Set) start(client *fake.Clientset, dynamicClient *dynamicfake.FakeDynam
 	plugins := admission.NewPlugins()
 	validating.Register(plugins)
 	mutating.Register(plugins)
+	registerWebhook(plugins)
 	init := initializer.New(kube, dynamicClient, factory, offlineAuthorizer{}, utilfeature.DefaultFeatureGate, nil, ctx.Done(), s.resources.Mapper())
 	var handlers []*admission.Handler
 	keep := admission.DecoratorFunc(func(handler admission.Interface, name string) admission.Interface {

@@ -65,13 +65,25 @@ def apply(cluster: ControlPlane, objects: Iterable[Mapping[str, Any]], *args: st
 
 
 def install_constraint_crds(cluster: ControlPlane, templates: Iterable[Mapping[str, Any]]) -> None:
-    """The constraint CRD of every template (what celkeeper's informer makes in a cluster), established."""
+    """The constraint CRD of every template (what celkeeper's informer makes in a cluster), established
+    (one `kubectl get` of them all per poll, not a `kubectl wait` process per CRD)."""
     crds = [constraint_crd(dict(t)) for t in templates]
     apply(cluster, crds)
-    for crd in crds:
-        cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}"
+    names = [crd["metadata"]["name"] for crd in crds]
+
+    def established() -> bool:
+        found = json.loads(cluster.kubectl("get", "crd", *names, "-o", "json").stdout)
+        items = found.get("items", [found])
+        return len(items) == len(names) and all(
+            any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in (item.get("status") or {}).get("conditions") or ()
+            )
+            for item in items
         )
+
+    if names:
+        wait_for(established, timeout=60, interval=0.2, what="the constraint CRDs to be established")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 from celkeeper.crds import constraint_crd
 from celkeeper.documents import Document
 from celkeeper.gator.suite import parse_suite
+from tests.incluster.support import wait_all_established
 from tests.support.apiserver import ControlPlane
 from tests.support.binaries import KubeBinaries
 from tests.support.waiting import wait_for
@@ -69,21 +70,7 @@ def install_constraint_crds(cluster: ControlPlane, templates: Iterable[Mapping[s
     (one `kubectl get` of them all per poll, not a `kubectl wait` process per CRD)."""
     crds = [constraint_crd(dict(t)) for t in templates]
     apply(cluster, crds)
-    names = [crd["metadata"]["name"] for crd in crds]
-
-    def established() -> bool:
-        found = json.loads(cluster.kubectl("get", "crd", *names, "-o", "json").stdout)
-        items = found.get("items", [found])
-        return len(items) == len(names) and all(
-            any(
-                c.get("type") == "Established" and c.get("status") == "True"
-                for c in (item.get("status") or {}).get("conditions") or ()
-            )
-            for item in items
-        )
-
-    if names:
-        wait_for(established, timeout=60, interval=0.2, what="the constraint CRDs to be established")
+    wait_all_established(cluster, [crd["metadata"]["name"] for crd in crds])
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from celkeeper.documents import parse_documents
 from celkeeper.snapshot import Snapshot, SnapshotStore
 from tests.support.admission import NAMESPACE_LABEL, webhook_configuration
 from tests.support.apiserver import ControlPlane, KubectlError
-from tests.support.kubectl import wait_established
 from tests.support.serve import ROOT, ServeProcess
+from tests.support.waiting import wait_for
 
 CRDS_DIR = ROOT / "crds"
 INSTALL = ROOT / "deploy" / "celkeeper.yaml"
@@ -89,14 +89,37 @@ class KubeServe(ServeProcess):
 def install_crds(cluster: ControlPlane) -> None:
     """celkeeper's own CRDs, as a user installs them (kubectl apply -f crds/); idempotent."""
     cluster.kubectl("apply", "-f", str(CRDS_DIR))
-    for name in (
-        "constrainttemplates.templates.celkeeper.io",
-        "constrainttemplatepodstatuses.status.celkeeper.io",
-        "constraintpodstatuses.status.celkeeper.io",
-        "mutatorpodstatuses.status.celkeeper.io",
-        "admissionpolicypodstatuses.status.celkeeper.io",
-    ):
-        wait_established(cluster, name)
+    wait_all_established(
+        cluster,
+        [
+            "constrainttemplates.templates.celkeeper.io",
+            "constrainttemplatepodstatuses.status.celkeeper.io",
+            "constraintpodstatuses.status.celkeeper.io",
+            "mutatorpodstatuses.status.celkeeper.io",
+            "admissionpolicypodstatuses.status.celkeeper.io",
+        ],
+    )
+
+
+def wait_all_established(cluster: ControlPlane, names: Sequence[str], timeout: float = 60.0) -> None:
+    """Until every CRD of `names` has the condition Established: one `kubectl get` of them all per poll,
+    not a `kubectl wait` process per CRD."""
+
+    def established() -> bool:
+        found = json.loads(cluster.kubectl("get", "crd", *names, "-o", "json").stdout)
+        items = found.get("items", [found])
+        return len(items) == len(names) and all(
+            any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in (item.get("status") or {}).get("conditions") or ()
+            )
+            for item in items
+        )
+
+    if names:
+        wait_for(
+            established, timeout=timeout, interval=0.2, what=f"CRDs {', '.join(names)} to be established"
+        )
 
 
 def create_namespace(cluster: ControlPlane, prefix: str, labels: Mapping[str, str] | None = None) -> str:

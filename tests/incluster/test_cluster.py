@@ -25,7 +25,13 @@ import yaml
 
 from celkeeper.cli.main import main
 from celkeeper.crds import constraint_crd
-from tests.incluster.support import ROOT, create_namespace, install_crds, rbac_kubeconfig
+from tests.incluster.support import (
+    ROOT,
+    create_namespace,
+    install_crds,
+    rbac_kubeconfig,
+    wait_all_established,
+)
 from tests.support.apiserver import ControlPlane
 from tests.support.examples import example_template
 from tests.support.gatekeeper_src import gatekeeper_crd
@@ -67,11 +73,6 @@ def _gatekeeper_constraint_crd(template: dict[str, Any]) -> dict[str, Any]:
     return crd
 
 
-def _wait_established(cluster: ControlPlane, *names: str) -> None:
-    for name in names:
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
-
-
 @pytest.fixture(scope="module")
 def setting(kube_cluster: ControlPlane) -> Iterator[Setting]:
     install_crds(kube_cluster)
@@ -79,10 +80,9 @@ def setting(kube_cluster: ControlPlane) -> Iterator[Setting]:
         "apply", "-f", str(gatekeeper_crd("constrainttemplate-customresourcedefinition.yaml"))
     )
     kube_cluster.kubectl("apply", "-f", str(EXPANSION_CRD))
-    _wait_established(
+    wait_all_established(
         kube_cluster,
-        "constrainttemplates.templates.gatekeeper.sh",
-        "expansiontemplate.expansion.gatekeeper.sh",
+        ["constrainttemplates.templates.gatekeeper.sh", "expansiontemplate.expansion.gatekeeper.sh"],
     )
     suffix = secrets.token_hex(3)
     ck_kind, gk_kind = f"CKPriv{suffix}", f"GKOwner{suffix}"
@@ -94,7 +94,7 @@ def setting(kube_cluster: ControlPlane) -> Iterator[Setting]:
     apply(kube_cluster, ck_template)
     apply(kube_cluster, gk_template)
     kube_cluster.kubectl("apply", "-f", "-", input=[ck_crd, gk_crd])
-    _wait_established(kube_cluster, ck_crd["metadata"]["name"], gk_crd["metadata"]["name"])
+    wait_all_established(kube_cluster, [ck_crd["metadata"]["name"], gk_crd["metadata"]["name"]])
     expansion = f"expand-deployments-{suffix}"
     apply(
         kube_cluster,

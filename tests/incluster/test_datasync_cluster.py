@@ -37,6 +37,7 @@ from tests.incluster.support import (
     rbac_kubeconfig,
     remove_templates,
     status,
+    wait_all_established,
 )
 from tests.support.admission import NAMESPACE_LABEL
 from tests.support.apiserver import ControlPlane
@@ -229,8 +230,9 @@ def kube_cluster(
 def env(kube_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     require_celgo()  # the default engine, named: a missing library must not fall back to cel-python here
     install_crds(kube_cluster)
-    for crd in ("syncsets.syncset.celkeeper.io", "syncpodstatuses.status.celkeeper.io"):
-        kube_cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{crd}")
+    wait_all_established(
+        kube_cluster, ["syncsets.syncset.celkeeper.io", "syncpodstatuses.status.celkeeper.io"]
+    )
     apply(kube_cluster, syncset(f"ingresses-{SUFFIX}", "networking.k8s.io", "v1", "Ingress"))
     for obj in (
         template("unique-ingress-host", INGRESS_KIND),

@@ -2,7 +2,8 @@
 own by celkeeper/native/go/patched.py's go.mod, which celkeeper.native.locate's build hash covers;
 docs/known-issues.md): each was made from the file the module cache holds, the build uses them, and
 upstream still needs them. When one of the `upstream_..._still` tests fails, the module that go.mod
-requires behaves as its copy does: remove the copy (and its PATCHES entry)."""
+requires behaves as its copy does: remove the copy (and its PATCHES entry). Their `go test` runs reuse Go's
+cached result of an unchanged package (see tests/native/test_go_module.py)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,6 @@ def test_upstream_cel_go_still_needs_the_copy_of_runtimecost() -> None:
     refusing it. (The same tests, as the library is built, show the copy's behaviour: test_go_module.)"""
     out = run_go(
         "test",
-        "-count=1",
         "-run",
         "TestGrowthIsRefusedBeforeItIsMade|TestConcatenationCostsWhatItsOverloadCosts|"
         "TestObservingCostsAllocatesNothingPerOperator",
@@ -85,7 +85,7 @@ def test_upstream_gatekeeper_still_compares_passes_with_go_cmp() -> None:
 
 
 def test_gatekeepers_own_tests_of_the_mutation_system_pass_with_the_copy() -> None:
-    out = run_go("test", "-count=1", f"{GATEKEEPER}/pkg/mutation")
+    out = run_go("test", f"{GATEKEEPER}/pkg/mutation")
     assert "ok" in out
 
 

@@ -8,8 +8,10 @@ log (a binding's Audit action shows only there), never on the session's shared o
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
+import ssl
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 from celkeeper.crds import constraint_crd
 from celkeeper.documents import Document
 from celkeeper.gator.suite import parse_suite
+from tests.incluster.support import wait_all_established
 from tests.support.apiserver import ControlPlane
 from tests.support.binaries import KubeBinaries
 from tests.support.waiting import wait_for
@@ -32,6 +35,7 @@ _VAP_WARNING = re.compile(
     r"Validation failed for ValidatingAdmissionPolicy '([^']+)' with binding '([^']+)': (.*)"
 )
 _CONSTRAINT_LINE = re.compile(r"\[([^\]]+)\] (.*)")
+_WARNING_HEADER = re.compile(r'^\d{3} \S+ "((?:[^"\\]|\\.)*)"')
 
 
 def start_cluster(binaries: KubeBinaries, workdir: Path) -> ControlPlane:
@@ -62,13 +66,11 @@ def apply(cluster: ControlPlane, objects: Iterable[Mapping[str, Any]], *args: st
 
 
 def install_constraint_crds(cluster: ControlPlane, templates: Iterable[Mapping[str, Any]]) -> None:
-    """The constraint CRD of every template (what celkeeper's informer makes in a cluster), established."""
+    """The constraint CRD of every template (what celkeeper's informer makes in a cluster), established
+    (one `kubectl get` of them all per poll, not a `kubectl wait` process per CRD)."""
     crds = [constraint_crd(dict(t)) for t in templates]
     apply(cluster, crds)
-    for crd in crds:
-        cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}"
-        )
+    wait_all_established(cluster, [crd["metadata"]["name"] for crd in crds])
 
 
 @dataclass(frozen=True)
@@ -83,14 +85,72 @@ class Outcome:
     error: str = ""
 
 
-def dry_run_create(cluster: ControlPlane, obj: Mapping[str, Any], bindings: Mapping[str, str]) -> Outcome:
-    """`kubectl create --dry-run=server` of `obj`; `bindings` maps a binding's name to its constraint."""
-    proc = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=dict(obj), check=False)
+class DryRunClient:
+    """Server-side dry-run creates as `kubectl create --dry-run=server -f -` sends them (`dryRun=All`,
+    `fieldValidation=Strict`, field manager `kubectl-create`, a namespaced object without a namespace in
+    `default`), made over HTTPS by this process: the differential test replays every example case several
+    times, and a kubectl process per create cost most of its time. The kind's resource comes from the API
+    server's discovery of its group version (read once)."""
+
+    def __init__(self, cluster: ControlPlane) -> None:
+        self.cluster = cluster
+        self._context = ssl.create_default_context(cafile=str(cluster.ca_path))
+        self._context.load_cert_chain(str(cluster.pki_dir / "admin.crt"), str(cluster.pki_dir / "admin.key"))
+        self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    def _request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, Any, list[str]]:
+        """(status, decoded JSON body, the Warning headers) of one request."""
+        connection = http.client.HTTPSConnection(
+            self.cluster.address, self.cluster.secure_port, context=self._context, timeout=60
+        )
+        try:
+            headers = {"Accept": "application/json", "Content-Type": "application/json"}
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+            return response.status, json.loads(data or b"{}"), response.headers.get_all("Warning") or []
+        finally:
+            connection.close()
+
+    def _resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
+        """(path of the kind's collection without the namespace part, namespaced) or None if not served."""
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if api_version not in self._resources:
+            status, found, _ = self._request("GET", prefix)
+            served = found.get("resources", []) if status == 200 else []
+            self._resources[api_version] = {
+                r["kind"]: (f"{prefix}/{{}}{r['name']}", bool(r["namespaced"]))
+                for r in served
+                if "/" not in r["name"]
+            }
+        return self._resources[api_version].get(kind)
+
+    def create(self, obj: Mapping[str, Any]) -> tuple[int, str, list[str]]:
+        """(HTTP status, the Status message when refused, the warnings' texts as kubectl prints them)."""
+        api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+        resource = self._resource(api_version, kind)
+        if resource is None:
+            return 404, f'no matches for kind "{kind}" in version "{api_version}"', []
+        template, namespaced = resource
+        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+        path = template.format(f"namespaces/{namespace}/" if namespaced else "")
+        query = "?dryRun=All&fieldValidation=Strict&fieldManager=kubectl-create"
+        status, body, warnings = self._request("POST", path + query, json.dumps(dict(obj)).encode())
+        message = "" if status < 300 else str(body.get("message", body))
+        return status, message, [_warning_text(w) for w in warnings]
+
+
+def _warning_text(header: str) -> str:
+    """The text of a `Warning: 299 - "text"` header (RFC 7234 quoting), as kubectl prints it."""
+    found = _WARNING_HEADER.match(header)
+    return re.sub(r"\\(.)", r"\1", found.group(1)) if found else header
+
+
+def dry_run_create(client: DryRunClient, obj: Mapping[str, Any], bindings: Mapping[str, str]) -> Outcome:
+    """A server-side dry-run create of `obj`; `bindings` maps a binding's name to its constraint."""
+    status, message, texts = client.create(obj)
     warnings: set[tuple[str, str]] = set()
-    for line in proc.stderr.splitlines():
-        if not line.startswith("Warning: "):
-            continue
-        text = line.removeprefix("Warning: ")
+    for text in texts:
         found = _VAP_WARNING.match(text)
         if found:
             warnings.add((bindings.get(found.group(2), found.group(2)), found.group(3)))
@@ -98,17 +158,16 @@ def dry_run_create(cluster: ControlPlane, obj: Mapping[str, Any], bindings: Mapp
         found = _CONSTRAINT_LINE.match(text)
         if found:
             warnings.add((found.group(1), found.group(2)))
-    if proc.returncode == 0 or "AlreadyExists" in proc.stderr or "already exists" in proc.stderr:
+    if status < 300 or status == 409:  # 409 AlreadyExists: admission ran first
         return Outcome(True, warnings=frozenset(warnings))
-    errors = "\n".join(line for line in proc.stderr.splitlines() if not line.startswith("Warning: "))
-    found = _VAP_DENIAL.search(errors)
+    found = _VAP_DENIAL.search(message)
     if found:
         return Outcome(
             False,
             ((bindings.get(found.group(2), found.group(2)), found.group(3).strip()),),
             frozenset(warnings),
         )
-    found = _WEBHOOK_DENIAL.search(errors)
+    found = _WEBHOOK_DENIAL.search(message)
     if found:
         denials = tuple(
             (m.group(1), m.group(2).strip())
@@ -116,7 +175,7 @@ def dry_run_create(cluster: ControlPlane, obj: Mapping[str, Any], bindings: Mapp
             if m
         )
         return Outcome(False, denials, frozenset(warnings))
-    return Outcome(False, error=errors.strip())
+    return Outcome(False, error=message.strip())
 
 
 @dataclass(frozen=True)

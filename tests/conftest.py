@@ -17,6 +17,7 @@ pytest_plugins = [
 ]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its own hook of this name)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The groups pytest-xdist keeps on one worker (`./dev test` runs `-n 2 --dist loadgroup`): each
     test file is a group (its module-scoped fixtures, e.g. a control plane, are made once), and every

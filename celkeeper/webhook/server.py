@@ -225,6 +225,11 @@ class Sidecar:
         with contextlib.suppress(Exception):
             _process_gone(pid)
 
+    def retire(self) -> None:
+        """Do not restart it: the server is stopping (it runs on until terminate or stop). A sidecar
+        that exits meanwhile (e.g. a Ctrl-C reached the whole process group) is reported stopped."""
+        self.stopping = True
+
     def terminate(self) -> None:
         """Ask it to stop (SIGTERM) and do not restart it."""
         self.stopping = True
@@ -348,6 +353,8 @@ class _Arbiter(Arbiter):
                 sidecar.reap()
 
     def stop(self, graceful: bool = True) -> None:
+        for sidecar in self.sidecars:
+            sidecar.retire()
         if graceful and not self.drained:
             self._drain()
         for sidecar in self.sidecars:

@@ -22,7 +22,7 @@ import (
 // expressions (tests and goldens).
 
 func init() {
-	k8scel.SetGCPercent() // the library's GOGC (gc.go)
+	// the library's GOGC is set before its dependencies initialise (package gcpercent, imported by main.go)
 	go warmTemplateCompiler()
 }
 

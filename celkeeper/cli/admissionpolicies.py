@@ -22,6 +22,7 @@ from celkeeper.admissionpolicy import (
     AdmissionPolicies,
     Answer,
     Explained,
+    is_admission_input,
     is_admission_policy_document,
     is_crd_document,
     is_param,
@@ -48,7 +49,7 @@ _WARNING = re.compile(
 
 def wanted(document: Document) -> bool:
     """A document the admission policies are built from (a policy, a binding, a CRD)."""
-    return is_admission_policy_document(document) or is_crd_document(document)
+    return is_admission_input(document)
 
 
 @dataclass(frozen=True)

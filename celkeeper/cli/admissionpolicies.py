@@ -33,7 +33,7 @@ from celkeeper.admissionpolicy import (
 from celkeeper.documents import Document
 from celkeeper.errors import AdmissionPolicyError, AdmissionPolicyNote, CelkeeperError
 from celkeeper.gator.reviews import checked_request, is_admission_review
-from celkeeper.gator.suiteresults import Violation
+from celkeeper.gator.violation import Violation
 from celkeeper.model import JsonObject, JsonValue
 
 #: the names a file holding one of these documents has in its text (cli.inputs' first pass)

@@ -61,7 +61,7 @@ from celkeeper.gator.kinds import (
     is_template_document,
 )
 from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
-from celkeeper.gator.suiteresults import Violation
+from celkeeper.gator.violation import Violation
 from celkeeper.model import Action, JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from celkeeper.cel.api import Binding, Engine
 from celkeeper.constraints import Constraint, ParameterValidator, is_constraint, parse_constraint
@@ -39,16 +40,12 @@ from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError, ConstraintError, TemplateError
 from celkeeper.expansion import ExpansionError, Expansions, read_expansion_templates
 from celkeeper.match import Match, parse_match
-from celkeeper.mutation import (
-    MutationOptions,
-    MutationUnavailable,
-    MutatorError,
-    MutatorSet,
-    build_mutator_set,
-    is_mutator,
-)
+from celkeeper.mutation.kinds import is_mutator
 from celkeeper.templates import CompiledTemplate, TemplateCompiler
 from celkeeper.templates.spec import KIND as TEMPLATE_KIND
+
+if TYPE_CHECKING:
+    from celkeeper.mutation import MutationOptions, MutatorSet
 
 __all__ = ["Candidate", "PolicySet", "TemplateCompiler", "build_policy_set"]
 
@@ -78,7 +75,7 @@ class PolicySet:
     ) -> None:
         self._engine = engine
         self._expansions = expansions if expansions is not None else Expansions()
-        self._mutators = mutators if mutators is not None else MutatorSet()
+        self._mutators = mutators  # None: none, the empty set made when first asked for
         self._templates = MappingProxyType(dict(templates))
         ordered = sorted(candidates, key=lambda c: (c.constraint.kind, c.constraint.name))
         self._all = tuple(ordered)
@@ -112,6 +109,10 @@ class PolicySet:
 
     @property
     def mutators(self) -> MutatorSet:
+        if self._mutators is None:
+            from celkeeper.mutation import MutatorSet  # the mutation System: only when asked for
+
+            self._mutators = MutatorSet()
         return self._mutators
 
     @property
@@ -245,13 +246,20 @@ def build_policy_set(
                 )
             )
     mutators = _mutators(docs, mutation)
-    errors.extend(mutators.errors)
+    if mutators is not None:
+        errors.extend(mutators.errors)
     errors.sort(key=_error_order)
     return PolicySet(compiler.engine, templates, candidates, errors, expansions, mutators=mutators)
 
 
-def _mutators(docs: Sequence[Document], options: MutationOptions | None) -> MutatorSet:
-    """The mutators among `docs`; without the native library, none, each reported."""
+def _mutators(docs: Sequence[Document], options: MutationOptions | None) -> MutatorSet | None:
+    """The mutators among `docs`; without the native library, none, each reported. None when there are
+    no mutators and no options (PolicySet makes the empty set when asked for: the mutation System is
+    not imported for a policy set without mutators)."""
+    if options is None and not any(is_mutator(doc) for doc in docs):
+        return None
+    from celkeeper.mutation import MutationUnavailable, MutatorError, MutatorSet, build_mutator_set
+
     try:
         return build_mutator_set(docs, options)
     except MutationUnavailable as err:

@@ -40,6 +40,12 @@ def is_crd_document(document: Document) -> bool:
     return document.group == CRD_GROUP and document.kind == CRD_KIND
 
 
+def is_admission_input(document: Document) -> bool:
+    """A document the admission policies are built from (a policy, a binding, a CRD), as the offline
+    tools pick them among their inputs (their parameter objects and Namespaces: `select`)."""
+    return is_admission_policy_document(document) or is_crd_document(document)
+
+
 def param_kinds(policies: Iterable[Document]) -> frozenset[tuple[str, str]]:
     """The (apiVersion, kind) the policies take their parameters of (spec.paramKind)."""
     found: set[tuple[str, str]] = set()

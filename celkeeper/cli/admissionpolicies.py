@@ -22,6 +22,7 @@ from celkeeper.admissionpolicy import (
     AdmissionPolicies,
     Answer,
     Explained,
+    is_admission_input,
     is_admission_policy_document,
     is_crd_document,
     is_param,
@@ -32,7 +33,7 @@ from celkeeper.admissionpolicy import (
 from celkeeper.documents import Document
 from celkeeper.errors import AdmissionPolicyError, AdmissionPolicyNote, CelkeeperError
 from celkeeper.gator.reviews import checked_request, is_admission_review
-from celkeeper.gator.suiteresults import Violation
+from celkeeper.gator.violation import Violation
 from celkeeper.model import JsonObject, JsonValue
 
 #: the names a file holding one of these documents has in its text (cli.inputs' first pass)
@@ -48,7 +49,7 @@ _WARNING = re.compile(
 
 def wanted(document: Document) -> bool:
     """A document the admission policies are built from (a policy, a binding, a CRD)."""
-    return is_admission_policy_document(document) or is_crd_document(document)
+    return is_admission_input(document)
 
 
 @dataclass(frozen=True)

@@ -355,10 +355,10 @@ def formatted(
 def _is_policy(document: Any) -> bool:
     """A policy document: Gatekeeper's (gator.kinds), or Kubernetes' admission policies, bindings and the
     CRDs that define their objects' kinds (cli.admissionpolicies)."""
-    from celkeeper.cli.admissionpolicies import wanted
+    from celkeeper.admissionpolicy import is_admission_input  # not the policies' evaluation
     from celkeeper.gator.kinds import is_policy_document
 
-    return is_policy_document(document) or wanted(document)
+    return is_policy_document(document) or is_admission_input(document)
 
 
 def _auditable(obj: JsonObject) -> bool:

@@ -242,9 +242,9 @@ def run(args: argparse.Namespace) -> int:
 def _is_policy(document: Document) -> bool:
     """A policy document: Gatekeeper's (templates, constraints, ExpansionTemplates, mutators) or
     Kubernetes' admission policies, bindings and the CRDs they need (cli.admissionpolicies)."""
-    from celkeeper.cli.admissionpolicies import wanted
+    from celkeeper.admissionpolicy import is_admission_input
 
-    return is_policy_document(document) or wanted(document)
+    return is_policy_document(document) or is_admission_input(document)
 
 
 def _admission_reviewer(
@@ -254,10 +254,11 @@ def _admission_reviewer(
     Namespaces among the other documents (None without any); what the API server would refuse or note
     about them goes to `problems`."""
     from celkeeper.admissionpolicy import is_admission_policy_document
-    from celkeeper.cli.admissionpolicies import AdmissionReviewer
 
     if not any(is_admission_policy_document(d) for d in documents):
         return None
+    from celkeeper.cli.admissionpolicies import AdmissionReviewer  # the policies' evaluation: only now
+
     reviewer = AdmissionReviewer.build(documents, (d.data for d in others if isinstance(d.data, dict)))
     if reviewer is not None:
         problems += [str(e) for e in reviewer.errors()]

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from celkeeper.errors import CelkeeperError
+from celkeeper.settings import DEFAULT_ENGINE
 
 # sub-command modules, in the order `celkeeper --help` lists them
 COMMANDS: tuple[str, ...] = (
@@ -58,10 +59,40 @@ ONE_SHOT = frozenset({"verify", "testcmd", "lint", "mutate", "expand"})
 ONE_SHOT_GC_THRESHOLD = (200_000, 30, 30)
 
 
+#: sub-commands whose run starts by loading the engine (on a thread: cli.background): run as the process's
+#: command with the default engine (cel-go), the native library starts loading before their modules are
+#: imported (~90 ms sooner: the Go runtime's start no longer delays the first template's compilation)
+PRELOAD = frozenset({"verify", "testcmd"})
+
+
+def preloads(argv: Sequence[str]) -> bool:
+    """Whether a run of `argv` (the process's arguments) starts loading the native library at once: a
+    PRELOAD command with the default engine, not `--cluster` (its engine loads only when the cluster
+    has templates) nor help. Any option argparse could read as another engine (`--engine X`, or an
+    abbreviation of it) decides against: argparse reads the arguments afterwards."""
+    if requested_command(argv) not in PRELOAD:
+        return False
+    words = list(argv[: argv.index("--")] if "--" in argv else argv)
+    for i, word in enumerate(words):
+        if word in ("-h", "--help", "--cluster"):
+            return False
+        name, _, value = word.partition("=")
+        if len(name) >= 3 and "--engine".startswith(name):
+            if not value:
+                value = words[i + 1] if i + 1 < len(words) else ""
+            if value != DEFAULT_ENGINE:
+                return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     command = requested_command(sys.argv[1:] if argv is None else argv)
     if argv is None and command in ONE_SHOT:
         gc.set_threshold(*ONE_SHOT_GC_THRESHOLD)
+        if preloads(sys.argv[1:]):
+            from celkeeper.cli.background import preload_library
+
+            preload_library()
     parser = build_parser(command)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from celkeeper.documents import Document
-from celkeeper.gator.suiteresults import SuiteResult, Violation
+from celkeeper.gator.suiteresults import SuiteResult
+from celkeeper.gator.violation import Violation
 from celkeeper.model import JsonValue
 from celkeeper.policy import PolicySet
 

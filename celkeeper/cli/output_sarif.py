@@ -22,7 +22,8 @@ from celkeeper import __version__
 from celkeeper.cli.output_junit import Row, object_id, reviewed
 from celkeeper.documents import parse_documents
 from celkeeper.gator.suite import is_suite
-from celkeeper.gator.suiteresults import SuiteResult, Violation
+from celkeeper.gator.suiteresults import SuiteResult
+from celkeeper.gator.violation import Violation
 from celkeeper.model import JsonObject, JsonValue
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -61,7 +61,7 @@ from celkeeper.gator.kinds import (
     is_template_document,
 )
 from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
-from celkeeper.gator.suiteresults import Violation
+from celkeeper.gator.violation import Violation
 from celkeeper.model import Action, JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:
@@ -207,19 +207,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _is_policy(document: Document) -> bool:
-    from celkeeper.cli.admissionpolicies import wanted
+    from celkeeper.admissionpolicy import is_admission_input
 
-    return is_policy_document(document) or wanted(document)
+    return is_policy_document(document) or is_admission_input(document)
 
 
 def _admission_reviewer(inputs: Any, sources: Any, documents: list[Document]) -> AdmissionReviewer | None:
     """Kubernetes' admission policies among the files (cli.admissionpolicies), with the parameter objects
     and Namespaces among them (a pass of their own, only when there are such policies)."""
     from celkeeper.admissionpolicy import is_admission_policy_document
-    from celkeeper.cli.admissionpolicies import AdmissionReviewer
 
     if not any(is_admission_policy_document(d) for d in documents):
         return None
+    from celkeeper.cli.admissionpolicies import AdmissionReviewer  # the policies' evaluation: only now
+
     reviewer = AdmissionReviewer.build(documents, inputs.stream_data(sources))
     if reviewer is not None:
         for error in reviewer.errors():

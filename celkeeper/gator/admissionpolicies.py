@@ -52,7 +52,8 @@ from celkeeper.gator.filter import Filter, compile_regex
 from celkeeper.gator.reviews import checked_request, is_admission_review
 from celkeeper.gator.runner import CaseFailure, check_assertion
 from celkeeper.gator.suite import Assertion, Suite, SuiteError
-from celkeeper.gator.suiteresults import CaseResult, TestResult, Violation
+from celkeeper.gator.suiteresults import CaseResult, TestResult
+from celkeeper.gator.violation import Violation
 
 KEY = "admissionPolicyTests"
 Reader = Callable[[str], ParsedText]

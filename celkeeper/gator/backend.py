@@ -27,7 +27,7 @@ from celkeeper.errors import (
 from celkeeper.expansion import ExpansionError
 from celkeeper.gator.kinds import is_constraint_document, is_namespace, is_template_document
 from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
-from celkeeper.gator.suiteresults import Violation
+from celkeeper.gator.violation import Violation
 from celkeeper.model import Action, Decision, EnforcementPoint, JsonValue
 from celkeeper.policy import PolicySet, build_policy_set
 from celkeeper.review import (

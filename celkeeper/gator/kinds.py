@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celkeeper.documents import Document
 from celkeeper.expansion import is_expansion_template
-from celkeeper.mutation import is_mutator
+from celkeeper.mutation.kinds import is_mutator
 
 TEMPLATE_GROUPS = frozenset({"templates.gatekeeper.sh", "templates.celkeeper.io"})
 CONSTRAINT_GROUPS = frozenset({"constraints.gatekeeper.sh", "constraints.celkeeper.io"})

@@ -29,7 +29,8 @@ from celkeeper.errors import CelkeeperError
 from celkeeper.expansion import is_expansion_template
 from celkeeper.gator.filter import Filter, compile_regex
 from celkeeper.gator.suite import Assertion, Case, Suite, Test
-from celkeeper.gator.suiteresults import CaseResult, SuiteResult, TestResult, Violation
+from celkeeper.gator.suiteresults import CaseResult, SuiteResult, TestResult
+from celkeeper.gator.violation import Violation
 from celkeeper.model import JsonValue
 from celkeeper.mutation import MutatorSet, build_mutator_set, is_mutator
 

@@ -6,23 +6,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Violation:
-    """One result of a review, as Gatekeeper reports it: the message, the constraint's enforcement
-    action and, for a `scoped` one, the actions that apply at this enforcement point."""
-
-    message: str
-    enforcement_action: str
-    scoped_actions: tuple[str, ...] = ()
-    constraint: tuple[str, str] = ("", "")  # (kind, name) of the violated constraint
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "msg": self.message,
-            "enforcementAction": self.enforcement_action,
-            "scopedEnforcementActions": list(self.scoped_actions),
-        }
+from celkeeper.gator.violation import Violation
 
 
 @dataclass(frozen=True)

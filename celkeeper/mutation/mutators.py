@@ -28,10 +28,8 @@ import orjson
 from celkeeper.documents import Document
 from celkeeper.errors import CelkeeperError
 from celkeeper.model import JsonObject
+from celkeeper.mutation.kinds import is_mutator
 from celkeeper.native.ffi import Library, LibraryUnavailable, load
-
-GROUP = "mutations.gatekeeper.sh"
-KINDS = frozenset({"Assign", "AssignMetadata", "ModifySet", "AssignImage"})
 
 
 class MutatorError(CelkeeperError):
@@ -40,10 +38,6 @@ class MutatorError(CelkeeperError):
 
 class MutationUnavailable(CelkeeperError):
     """Mutators need celkeeper's native library, which cannot be loaded here."""
-
-
-def is_mutator(document: Document) -> bool:
-    return document.group == GROUP and document.kind in KINDS
 
 
 @dataclass(frozen=True)

@@ -65,14 +65,22 @@ def cached_library(go_dir: Path = GO_DIR) -> Path:
     return cache_root() / source_hash(go_dir) / LIBRARY_NAME
 
 
+#: a source checkout's build, as first found in this process (hashing the sources costs ~2 ms, and a
+#: command asks up to three times: whether the engine is available, its load, the compile facts' cache)
+_checkout_build: Path | None = None
+
+
 def find_library() -> tuple[Path | None, str]:
     """The library to load, or None and why there is none."""
+    global _checkout_build
     configured = os.environ.get("CELKEEPER_NATIVE_LIB")
     if configured:
         path = Path(configured)
         return (path, "") if path.is_file() else (None, f"CELKEEPER_NATIVE_LIB={configured} does not exist")
     if (GO_DIR / "go.mod").is_file():  # a source checkout: the build of these very sources
-        path = cached_library()
+        if _checkout_build is None:
+            _checkout_build = cached_library()
+        path = _checkout_build
         if path.is_file():
             return path, ""
         return None, (

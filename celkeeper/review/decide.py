@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from celkeeper.cel.api import Explained, Inventory, Outcome, RequestInput
 from celkeeper.cel.inventory import Gvk, describe, unmet
@@ -20,10 +20,12 @@ from celkeeper.expansion import (
 )
 from celkeeper.match import MatchError, targets_of
 from celkeeper.model import Action, Decision, EnforcementPoint, FailurePolicy, JsonObject, JsonValue, Result
-from celkeeper.mutation import MutatorSet
 from celkeeper.policy import Candidate, PolicySet
 from celkeeper.review.request import AdmissionRequest, request_for_object
 from celkeeper.templates import CompiledTemplate
+
+if TYPE_CHECKING:
+    from celkeeper.mutation import MutatorSet
 
 #: seconds one decision may take in the engine: below the API server's 10 s webhook timeout and at
 #: Gatekeeper's own registration timeout (3 s); constraints not reached in time fail under their

@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from celkeeper.cli import main
 from tests.cli.conftest import EXAMPLES, ROOT
 
 SUITE = str(EXAMPLES / "required-labels" / "suite.yaml")
@@ -35,3 +38,54 @@ def test_one_shot_commands_collect_cyclic_garbage_rarely_the_server_as_python_do
     assert run.returncode == 0, run.stderr
     marked = [line for line in run.stdout.splitlines() if line.startswith("# ")]
     assert marked == ["# True", "# True", "# False ['expand', 'lint', 'mutate', 'testcmd', 'verify']"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "loads"),
+    [
+        (["test", "-f", "policies/", "-f", "one.yaml"], True),
+        (["test", "--engine", "cel-go", "-f", "x"], True),
+        (["test", "--engine=cel-go", "-f", "x"], True),
+        (["verify", "suite.yaml"], True),
+        (["test", "--engine", "cel-python", "-f", "x"], False),
+        (["test", "--engine=cel-python", "-f", "x"], False),
+        (["test", "--eng", "cel-python", "-f", "x"], False),  # argparse's abbreviation of --engine
+        (["test", "--engine"], False),
+        (["test", "--cluster", "-f", "x"], False),
+        (["test", "-h"], False),
+        (["test", "--", "--engine=cel-python"], True),  # a path, after --
+        (["lint", "policies/"], False),
+        (["serve"], False),
+        ([], False),
+    ],
+)
+def test_which_runs_start_loading_the_native_library_at_once(argv: list[str], loads: bool) -> None:
+    assert main.preloads(argv) is loads
+
+
+def test_a_run_that_loads_the_library_at_once_prints_what_a_program_calling_main_gets() -> None:
+    # the console script's run of `test` (the library loading from the start, cli.background) and
+    # main(argv) called by a program (loading it when the command asks) print the same
+    script = (
+        "import sys\n"
+        "from celkeeper.cli import main\n"
+        "if sys.argv[1] == 'program':\n"
+        "    raise SystemExit(main.main(sys.argv[2:]))\n"
+        "sys.argv = ['celkeeper', *sys.argv[2:]]\n"
+        "raise SystemExit(main.main())\n"
+    )
+    argv = ["test", "-f", str(EXAMPLES / "required-labels")]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script, how, *argv],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        for how in ("program", "process")
+    ]
+    assert runs[0].returncode == runs[1].returncode == 1, runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.count("Message:") >= 3
+    assert runs[0].stderr == runs[1].stderr

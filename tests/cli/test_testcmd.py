@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.cli.conftest import EXAMPLES, run_unprivileged, write_dedented
@@ -217,3 +219,37 @@ def test_a_folder_that_cannot_be_read_is_an_error(shared_tmp: Path) -> None:
     errors = run.err.splitlines()
     assert errors[0] == f"celkeeper test: {hidden}: cannot list: Permission denied", errors
     assert errors[-1].endswith(", 1 errors")
+
+
+_IMPORTS = (
+    "import sys\n"
+    "from celkeeper.cli.main import main\n"
+    "code = main(sys.argv[1:])\n"
+    "imported = 'celkeeper.admissionpolicy.policies' in sys.modules\n"
+    "print('admission policies imported:', imported, file=sys.stderr)\n"
+    "raise SystemExit(code)\n"
+)
+
+
+def test_kubernetes_admission_policies_are_imported_only_for_files_holding_some(tmp_path: Path) -> None:
+    """A `test -f` run over Gatekeeper's policies alone does not import the admission policies' evaluation
+    (start-up per file, as pre-commit runs it); one whose files hold an admission policy does, and answers."""
+    without = subprocess.run(
+        [sys.executable, "-c", _IMPORTS, "test", "-f", str(EXAMPLES / "required-labels")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert "admission policies imported: False" in without.stderr, without.stderr
+    assert "objects read" in without.stderr and without.returncode == 1
+    suite = Path(__file__).resolve().parents[1] / "admissionpolicy" / "suite"
+    with_policies = subprocess.run(
+        [sys.executable, "-c", _IMPORTS, "test", "-f", str(suite)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert "admission policies imported: True" in with_policies.stderr, with_policies.stderr
+    assert "ValidatingAdmissionPolicy 'replica-limit'" in with_policies.stdout, with_policies.stdout

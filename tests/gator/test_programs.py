@@ -4,17 +4,19 @@ runs; the decisions, the problems and the refusals those runs report are the sam
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 from celkeeper.cel import get_engine
-from celkeeper.cel.api import TemplateRefused, TemplateSource, ValidationSource
+from celkeeper.cel.api import NamedSource, TemplateRefused, TemplateSource, ValidationSource
+from celkeeper.cel.inventory import Gvk
 from celkeeper.cli.files import read_all
 from celkeeper.documents import Document
 from celkeeper.errors import CompileWarning
 from celkeeper.gator.backend import PolicyBackend
-from celkeeper.gator.programs import DiskPrograms, LazyEngine
+from celkeeper.gator.programs import DiskPrograms, LazyEngine, source_key
 from celkeeper.review import inventory_lookup
 from tests.cli.conftest import EXAMPLES
 from tests.support.native import require_celgo
@@ -157,3 +159,24 @@ def test_the_store_is_the_cel_go_engines_and_off_with_the_cache(
     assert DiskPrograms.default("cel-python") is None
     monkeypatch.setenv("CELKEEPER_CACHE_DIR", "")
     assert DiskPrograms.default("cel-go") is None
+
+
+def test_a_sources_key_is_its_content() -> None:
+    raw = {"validations": [{"expression": "true"}], "variables": [{"name": "a", "expression": "1"}]}
+    source = TemplateSource(raw, (ValidationSource("true"),), (NamedSource("a", "1"),))
+    same = TemplateSource(
+        MappingProxyType(dict(reversed(list(raw.items())))),
+        (ValidationSource("true"),),
+        (NamedSource("a", "1"),),
+    )
+    assert source_key(source) == source_key(same)
+    others = [
+        TemplateSource(raw, (ValidationSource("false"),), (NamedSource("a", "1"),)),
+        TemplateSource(raw, (ValidationSource("true"),), (NamedSource("b", "1"),)),
+        TemplateSource(raw, (ValidationSource("true"),), (NamedSource("a", "1"),), failure_policy="Ignore"),
+        TemplateSource(
+            raw, (ValidationSource("true"),), (NamedSource("a", "1"),), data_kinds=(Gvk("", "v1", "Pod"),)
+        ),
+        TemplateSource({**raw, "matchConditions": []}, (ValidationSource("true"),), (NamedSource("a", "1"),)),
+    ]
+    assert len({source_key(source), *(source_key(o) for o in others)}) == 1 + len(others)

@@ -3,6 +3,11 @@ Go runtime's memory."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 from celkeeper.native.ffi import load
 from tests.support.native import require_celgo
 
@@ -24,3 +29,35 @@ def test_info_reports_the_go_runtime_memory() -> None:
     require_celgo()
     info = load().info()
     assert info["runtimeMemory"] >= info["heapObjects"] > 0
+
+
+def _load_in_child(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A fresh process that loads the library and prints its info (the Go runtime's traces on stderr)."""
+    program = "import json; from celkeeper.native.ffi import load; print(json.dumps(load().info()))"
+    clean = {k: v for k, v in os.environ.items() if k not in ("GOGC", "GODEBUG")}
+    return subprocess.run(
+        [sys.executable, "-c", program],
+        env=clean | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+
+
+def test_the_library_sets_its_gogc_unless_the_environment_does() -> None:
+    require_celgo()
+    assert json.loads(_load_in_child({}).stdout)["gcPercent"] == 400
+    assert json.loads(_load_in_child({"GOGC": "150"}).stdout)["gcPercent"] == 150
+
+
+def test_no_collection_runs_while_the_library_initialises() -> None:
+    """Its GOGC is set before the packages it imports initialise (their ~12 MB of allocations would
+    cost three collections at Go's default): the runtime's trace shows no collection before the last
+    package's init."""
+    require_celgo()
+    trace = _load_in_child({"GODEBUG": "inittrace=1,gctrace=1"}).stderr.splitlines()
+    inits = [i for i, line in enumerate(trace) if line.startswith("init ")]
+    collections = [i for i, line in enumerate(trace) if line.startswith("gc ")]
+    assert any("celkeeper.local/native/gcpercent" in trace[i] for i in inits), trace[:20]
+    assert inits and all(i > inits[-1] for i in collections), [trace[i] for i in collections]

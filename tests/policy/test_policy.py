@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from celkeeper.cel.api import Engine
 from celkeeper.documents import Document
 from celkeeper.policy import PolicySet, TemplateCompiler, build_policy_set
@@ -168,3 +171,27 @@ def test_library_samples_build(default_engine: Engine) -> None:
     assert policies.errors == (), [str(e) for e in policies.errors]
     assert len(policies.templates) == len([p for p in files if p.name == "template.yaml"])
     assert len(policies.constraints) == len([p for p in files if p.name == "constraint.yaml"])
+
+
+def test_a_policy_set_without_mutators_has_an_empty_mutator_set(default_engine: Engine) -> None:
+    """Built without importing the mutation System (it is made when asked for): the same empty set."""
+    policies = build(default_engine, [template_doc("K8sA", ALWAYS), constraint_doc("K8sA", "a")])
+    assert len(policies.mutators) == 0
+    assert policies.mutators.errors == ()
+    assert policies.mutators is policies.mutators
+
+
+def test_building_a_policy_set_without_mutators_does_not_import_the_mutation_system() -> None:
+    program = (
+        "import sys\n"
+        "from celkeeper.cel import get_engine\n"
+        "from celkeeper.documents import Document\n"
+        "from celkeeper.policy import TemplateCompiler, build_policy_set\n"
+        "pod = Document.from_object({'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'p'}})\n"
+        "build_policy_set([pod], TemplateCompiler(get_engine('cel-python')))\n"
+        "print('celkeeper.mutation.mutators' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["False"]

@@ -19,7 +19,7 @@ from celkeeper.documents import Document, parse_documents
 from celkeeper.gator import Filter, Runner
 from celkeeper.gator.backend import PolicyBackend, verify_namespace
 from celkeeper.gator.kinds import is_namespace, is_policy_document
-from celkeeper.gator.suiteresults import Violation
+from celkeeper.gator.violation import Violation
 from celkeeper.model import EnforcementPoint
 from celkeeper.policy import PolicySet, build_policy_set
 from celkeeper.review import SyncedData, admission_review_for, decide, parse_admission_review

@@ -29,6 +29,8 @@ import (
 	"time"
 	"unsafe"
 
+	// the library's GOGC, set before the packages below initialise (see the package)
+	_ "celkeeper.local/native/gcpercent"
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
@@ -37,7 +39,7 @@ func main() {}
 
 // memoryLimitRatio is the share of the memory limit of the process's cgroup (a container's limit, as
 // Kubernetes sets it, cgroup v1 or v2) this Go runtime takes as its soft memory limit (GOMEMLIMIT):
-// past it the collector runs whatever GOGC says, so that the garbage GOGC lets accumulate (k8scel/gc.go)
+// past it the collector runs whatever GOGC says, so that the garbage GOGC lets accumulate (gcpercent/gcpercent.go)
 // never takes a container over its limit. A webhook pod holds two Go runtimes (the worker's, the
 // informer's; three while a worker is replaced) beside Python's heaps. GOMEMLIMIT or AUTOMEMLIMIT (a
 // ratio, or "off") in the environment decide instead; without a cgroup limit there is none.

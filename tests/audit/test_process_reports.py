@@ -1,5 +1,6 @@
-"""The audit's OpenReports on a real kube-apiserver: 20,000 Pods in 20 namespaces (the count issue 28 names), the real `celkeeper audit`
-process under the audit's RBAC of deploy/celkeeper.yaml, with the vendored OpenReports CRDs.
+"""The audit's OpenReports on a real kube-apiserver: 20,000 Pods in 20 namespaces (the count issue 28
+names), the real `celkeeper audit` process under the audit's RBAC of deploy/celkeeper.yaml, with the
+vendored OpenReports CRDs.
 
 What is expected is worked out here from the objects created (which Pod lacks which label), never read back
 from celkeeper: each report's results and summary add up to the audit's totals per constraint and per

@@ -22,6 +22,7 @@ CHART = ROOT / "charts" / "celkeeper"
 class Helm:
     def __init__(self, binary: Path) -> None:
         self.binary = binary
+        self._renderings: dict[tuple[str, ...], str] = {}
 
     def run(
         self, *args: str, check: bool = True, kubeconfig: Path | None = None
@@ -42,10 +43,15 @@ class Helm:
         return proc
 
     def template(self, *sets: str, namespace: str = "celkeeper-system") -> str:
+        """`helm template` of the chart with `sets`; rendered once per session (the chart does not change
+        while the tests run)."""
         args = ["template", "celkeeper", str(CHART), "--namespace", namespace, "--include-crds"]
         for value in sets:
             args += ["--set", value]
-        return self.run(*args).stdout
+        key = tuple(args)
+        if key not in self._renderings:
+            self._renderings[key] = self.run(*args).stdout
+        return self._renderings[key]
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from celkeeper.cli.main import main as celkeeper_main
 from tests.e2e.gator.verify_output import CaseOutcome, SuiteOutcome, TestOutcome, parse
-from tests.support.gator import run_gator
+from tests.support.gator import run_gator_over
 
 CaseId = str  # "<suite relative to the root>::<test>[#n]::<case>[#n]"; "::-" for a test without cases
 
@@ -43,8 +43,9 @@ class Run:
 
 
 def gator_verify(gator: Path, root: Path, extra: tuple[str, ...] = ()) -> Outcomes:
-    """`gator verify -v --trace ROOT/...` (plus `extra` arguments, e.g. a --run filter)."""
-    run = run_gator(gator, ["verify", "-v", "--trace", *extra, f"{root}/..."])
+    """`gator verify -v --trace ROOT/...` (plus `extra` arguments, e.g. a --run filter); its answer is
+    kept for the same files under ROOT (every Suite here reads only files under its root)."""
+    run = run_gator_over(gator, ["verify", "-v", "--trace", *extra, f"{root}/..."], root)
     if run.code not in (0, 1) or ("PASS" not in run.out and "FAIL" not in run.out):
         raise AssertionError(f"gator verify did not run: exit {run.code}\n{run.out}\n{run.err}")
     return Outcomes(index(parse(run.out), root), run.out + run.err)

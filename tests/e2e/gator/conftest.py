@@ -2,9 +2,9 @@
 
 `gator` (session): the binary; skips with the reason when it cannot run here, fails instead under
 CELKEEPER_REQUIRE_GATOR=1. Each comparison runs gator once per session over a whole folder of Suites
-(a handful of gator invocations in all) and celkeeper once per engine (`ENGINES`: cel-go, the
-default, and the pure-Python cel-python, cross-checked on the same cases); the tests look up their
-cases.
+(a handful of gator invocations in all, their answers kept for unchanged files: tests/support/gator.py)
+and celkeeper once per engine (`ENGINES`: cel-go, the default, and the pure-Python cel-python,
+cross-checked on the same cases); the tests look up their cases.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ import ssl
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +73,13 @@ def webhook_bundles(cluster: ControlPlane) -> list[bytes]:
 
 
 class Installation:
-    """deploy/celkeeper.yaml applied and its webhook pods running."""
+    """deploy/celkeeper.yaml applied and its webhook pods running (with `extra_args` after the
+    Deployment's own)."""
 
-    def __init__(self, cluster: ControlPlane, workdir: Path) -> None:
+    def __init__(self, cluster: ControlPlane, workdir: Path, extra_args: Sequence[str] = ()) -> None:
         self.cluster = cluster
         self.workdir = workdir
+        self.extra_args = tuple(extra_args)
         self.docs = install_documents()
         self.deployment = find(self.docs, "Deployment", "celkeeper-webhook")
         self.audit_deployment = find(self.docs, "Deployment", AUDIT)
@@ -116,6 +120,7 @@ class Installation:
             self.workdir / name,
             [str(Path(sys.executable).parent / "celkeeper")],
             token=self.token(),
+            extra_args=self.extra_args,
         )
         self.pods.append(pod)
         pod.start()
@@ -157,8 +162,11 @@ class Installation:
             return 0
 
     def stop(self) -> None:
-        for pod in [*self.pods, *([self.audit] if self.audit else [])]:
-            pod.stop()
+        """Every pod stopped at once (each drains for seconds after SIGTERM, as its Deployment says)."""
+        pods = [*self.pods, *([self.audit] if self.audit else [])]
+        with ThreadPoolExecutor(max_workers=max(1, len(pods))) as pool:
+            for done in [pool.submit(pod.stop) for pod in pods]:
+                done.result()
 
     # -- what the kubelet and the EndpointSlice controller would do ------------------------------------
     def ca_bundle(self) -> bytes:

@@ -1,9 +1,9 @@
 """The install end to end on a real kube-apiserver: deploy/celkeeper.yaml applied with kubectl, its webhook
 pods run as sandboxed processes with exactly the Deployment's args, env, user, volumes and service
-account (tests/e2e/install/support.py). The pods make the certificate Secret, inject the CA bundle, and the
-API server calls them through the Service the manifests name: a violating object is denied as kubectl
-shows it; a broken template is refused at apply time; certificates rotate while requests flow and not
-one of them is lost."""
+account (tests/e2e/install/support.py), plus a CA overlap of `CA_OVERLAP` seconds instead of the default
+minute. The pods make the certificate Secret, inject the CA bundle, and the API server calls them through
+the Service the manifests name: a violating object is denied as kubectl shows it; a broken template is
+refused at apply time; certificates rotate while requests flow and not one of them is lost."""
 
 from __future__ import annotations
 
@@ -41,6 +41,10 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.kube
 DAY = datetime.timedelta(days=1)
 ADMISSION_WEBHOOK = "validation.celkeeper.io"
+# the webhook pods' --ca-overlap: how long a staged CA is trusted before it signs what they serve. One API
+# server picks a new caBundle up within a second or two; the CA rotation test checks the two steps (staged
+# and trusted while the pods serve the old CA, then promoted) under load, not the default's length
+CA_OVERLAP = 15
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +56,9 @@ def installed(kube_binaries: object, tmp_path_factory: pytest.TempPathFactory) -
         NODE.unavailable("the install's sandboxed pods", exc)
     require_celgo()  # the pods run the cel-go engine, as the image does
     cluster = ControlPlane(tmp_path_factory.mktemp("install-kube"), apiserver_args=APISERVER_ARGS)
-    install = Installation(cluster, tmp_path_factory.mktemp("pods"))
+    install = Installation(
+        cluster, tmp_path_factory.mktemp("pods"), extra_args=[f"--ca-overlap={CA_OVERLAP}"]
+    )
     try:
         cluster.start()
         t0 = time.monotonic()
@@ -541,8 +547,8 @@ def test_a_ca_near_expiry_is_rotated_in_two_steps_under_load_without_losing_a_re
         new_ca_pem = secret_data(cluster)["next-ca.crt"]
         bundle = webhook_bundles(cluster)
 
-        # step 2, after --ca-overlap (60 s by default): the new CA signs what every pod serves; the
-        # caBundle stays as it is (the API servers keep their clients)
+        # step 2, after --ca-overlap (CA_OVERLAP): the new CA signs what every pod serves; the caBundle
+        # stays as it is (the API servers keep their clients)
         def promoted() -> bool:
             stored = secret_data(cluster)
             return stored["ca.crt"] == new_ca_pem and _all_serve(installed, stored["tls.crt"])

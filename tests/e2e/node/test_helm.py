@@ -65,7 +65,20 @@ def helm_release(node_cluster: NodeCluster) -> Iterator[Helm]:
         yield helm
     finally:
         node_cluster.kubectl("delete", "constrainttemplates.templates.celkeeper.io", "--all", check=False)
-        helm("uninstall", RELEASE, "--namespace", install.NAMESPACE, "--wait", check=False)
+        helm("uninstall", RELEASE, "--namespace", install.NAMESPACE, check=False)
+        # the release's pods stopped at once (a test's teardown needs no preStop sleep nor drain), then
+        # their namespace gone
+        node_cluster.kubectl(
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            install.NAMESPACE,
+            "--force",
+            "--grace-period=0",
+            "--wait=false",
+            check=False,
+        )
         node_cluster.kubectl(
             "delete", "namespace", install.NAMESPACE, "--ignore-not-found", check=False, timeout=180
         )

@@ -56,8 +56,10 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     }
     for tool in ("go", "gcc", "cc", "clang"):
         assert shutil.which(tool, path=env["PATH"]) is None, tool
+    # --no-compile: no bytecode written ahead for the dependencies' thousands of modules (half the install's
+    # time); the commands below compile what they import, as Python does
     install = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--only-binary", ":all:", str(wheel)],
+        [str(venv / "bin" / "pip"), "install", "--only-binary", ":all:", "--no-compile", str(wheel)],
         env=env,
         capture_output=True,
         text=True,

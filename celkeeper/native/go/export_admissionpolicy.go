@@ -102,25 +102,46 @@ func admissionpolicy_explain(h C.longlong, in *C.char, n C.int, timeout C.longlo
 // "request": true when the API server would not decode the request). Returns 0, or -1 on error.
 func answerRequest[A any](h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int, key string,
 	answer func(*admissionpolicy.Set, context.Context, admissionpolicy.Request) (A, error)) C.longlong {
-	set, ok := setOf(h, out, outn)
+	set, req, ok := requestFor(h, in, n, out, outn)
 	if !ok {
-		return -1
-	}
-	var req admissionpolicy.Request
-	if err := json.Unmarshal(bytesOf(in, n), &req); err != nil {
-		replyJSON(out, outn, map[string]any{"error": "the request is not valid: " + err.Error(), "request": true})
 		return -1
 	}
 	ctx, cancel := deadline(timeout)
 	defer cancel()
 	found, err := answer(set, ctx, req)
 	if err != nil {
-		var reqErr *admissionpolicy.RequestError
-		replyJSON(out, outn, map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)})
+		replyError(out, outn, err)
 		return -1
 	}
 	replyJSON(out, outn, map[string]any{key: found})
 	return 0
+}
+
+// requestFor is the admission policy set of handle h and the request read from in, or false with the
+// error replied ("request": true when the request is not valid JSON of one).
+func requestFor(h C.longlong, in *C.char, n C.int, out **C.char, outn *C.int) (*admissionpolicy.Set, admissionpolicy.Request, bool) {
+	var req admissionpolicy.Request
+	set, ok := setOf(h, out, outn)
+	if !ok {
+		return nil, req, false
+	}
+	if err := json.Unmarshal(bytesOf(in, n), &req); err != nil {
+		replyJSON(out, outn, map[string]any{"error": "the request is not valid: " + err.Error(), "request": true})
+		return nil, req, false
+	}
+	return set, req, true
+}
+
+// replyError replies an error answering a request (errorReply).
+func replyError(out **C.char, outn *C.int, err error) {
+	replyJSON(out, outn, errorReply(err))
+}
+
+// errorReply is the reply of an error answering a request: "request" says whether the API server would
+// have refused to decode the request (an admissionpolicy.RequestError).
+func errorReply(err error) map[string]any {
+	var reqErr *admissionpolicy.RequestError
+	return map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)}
 }
 
 // setOf is the admission policy set of handle h, or false with the error replied.
@@ -186,19 +207,13 @@ func admissionpolicy_review_batch(h C.longlong, in *C.char, n C.int, timeout C.l
 //export admissionpolicy_mutate
 func admissionpolicy_mutate(h C.longlong, in *C.char, n C.int, timeout C.longlong, out **C.char, outn *C.int) (result C.longlong) {
 	defer guard(out, outn, &result)
-	set, ok := setOf(h, out, outn)
+	set, req, ok := requestFor(h, in, n, out, outn)
 	if !ok {
-		return -1
-	}
-	var req admissionpolicy.Request
-	if err := json.Unmarshal(bytesOf(in, n), &req); err != nil {
-		replyJSON(out, outn, map[string]any{"error": "the request is not valid: " + err.Error(), "request": true})
 		return -1
 	}
 	m, err := set.BeginMutation(time.Duration(timeout), req)
 	if err != nil {
-		var reqErr *admissionpolicy.RequestError
-		replyJSON(out, outn, map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)})
+		replyError(out, outn, err)
 		return -1
 	}
 	if m.Object == nil {
@@ -254,8 +269,7 @@ func reviewOne(ctx context.Context, set *admissionpolicy.Set, raw json.RawMessag
 	}
 	resp, err := set.Review(ctx, req)
 	if err != nil {
-		var reqErr *admissionpolicy.RequestError
-		return map[string]any{"error": err.Error(), "request": errors.As(err, &reqErr)}
+		return errorReply(err)
 	}
 	return map[string]any{"response": resp}
 }

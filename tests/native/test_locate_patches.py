@@ -104,3 +104,19 @@ def test_upstream_apiserver_still_converts_the_request_for_every_activation() ->
     assert "ActivationCache" not in upstream
     copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
     assert "func WithActivationCache(ctx context.Context) context.Context" in copy
+
+
+def test_upstream_apiserver_still_lists_the_policy_hooks_in_map_order() -> None:
+    """k8s.io/apiserver's policy source, as go.mod requires it, builds the admission-policy hooks by
+    ranging over a Go map of policies (random order on every refresh) with each policy's bindings in the
+    informer's order; the dispatchers answer with the first denial, so a request two policies deny gets
+    either answer. The copy lists both in name order (admissionpolicy/set_test.go's
+    TestTheFirstDenialIsThatOfThePolicyAndBindingFirstByName fails without it). When upstream orders
+    them, drop the copy."""
+    build = patched()
+    path = Path("pkg") / "admission" / "plugin" / "policy" / "generic" / "policy_source.go"
+    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    assert "for policyKey, bindingSpecs := range policiesToBindings {" in upstream
+    assert "sort." not in upstream and "slices.Sort" not in upstream
+    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
+    assert "for _, policyKey := range policyKeys {" in copy

@@ -166,3 +166,42 @@ func TestMutatingPolicyAppliesConfiguration(t *testing.T) {
 		t.Fatalf("containers: %s", resp.Object)
 	}
 }
+
+func limitPolicy(name string, most int) string {
+	return strings.ReplaceAll(strings.ReplaceAll(denyPolicy, "{name: replicas}", "{name: "+name+"}"),
+		"object.spec.replicas <= 5", "object.spec.replicas <= "+string(rune('0'+most)))
+}
+
+func limitBinding(name, policy string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(denyBinding, "{name: replicas-binding}", "{name: "+name+"}"),
+		"policyName: replicas", "policyName: "+policy)
+}
+
+// Two policies and two bindings of one policy deny the Deployment: the API server answers with the first
+// denial of its hooks, which upstream lists in a Go map's order (random on every build of the hooks); the
+// copy of policy_source.go lists them in name order, so every set answers with the same one.
+func TestTheFirstDenialIsThatOfThePolicyAndBindingFirstByName(t *testing.T) {
+	documents := docs(t,
+		limitPolicy("z-limit", 4), limitBinding("z-binding", "z-limit"),
+		limitPolicy("a-limit", 5), limitBinding("a-two", "a-limit"), limitBinding("a-one", "a-limit"),
+	)
+	for round := 0; round < 12; round++ {
+		set, problems, err := NewSet(Input{Policies: documents})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(problems) > 0 {
+			set.Close()
+			t.Fatalf("problems: %+v", problems)
+		}
+		resp, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: jsonOf(t, deployment)})
+		set.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "ValidatingAdmissionPolicy 'a-limit' with binding 'a-one' denied request"
+		if resp.Allowed || resp.Status == nil || !strings.Contains(resp.Status.Message, want) {
+			t.Fatalf("round %d: %+v, want a message with %q", round, resp.Status, want)
+		}
+	}
+}

@@ -120,3 +120,42 @@ def test_upstream_apiserver_still_lists_the_policy_hooks_in_map_order() -> None:
     assert "sort." not in upstream and "slices.Sort" not in upstream
     copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
     assert "for _, policyKey := range policyKeys {" in copy
+
+
+def test_upstream_apiserver_still_builds_every_environment_of_a_compiler() -> None:
+    """k8s.io/apiserver's CEL admission compiler, as go.mod requires it, builds the environments of all
+    eight variable declarations when it is made (the copy builds each when first compiled with: a policy
+    uses two; every policy with variables makes a compiler, in the API server's validation and in the
+    plugin). When upstream builds them lazily, drop the copy."""
+    build = patched()
+    path = Path("pkg") / "admission" / "plugin" / "cel" / "compile.go"
+    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    assert "return &compiler{varEnvs: mustBuildEnvs(env)}" in upstream
+    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
+    assert "return &compiler{varEnvs: newLazyVariableDeclEnvs(env)}" in copy
+
+
+def test_upstream_apiserver_still_makes_a_composited_compiler_per_policy() -> None:
+    """The validating admission policy plugin, as go.mod requires it, makes a CompositedCompiler (a CEL
+    environment extended with `variables`, the variables compiled in it) for every policy it compiles (the
+    copy shares one between the policies with the same variables and paramKind presence). When upstream
+    shares them, drop the copy."""
+    build = patched()
+    path = Path("pkg") / "admission" / "plugin" / "policy" / "validating" / "plugin.go"
+    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    assert "filterCompiler, err := cel.NewCompositedCompiler(compositionEnvTemplate)" in upstream
+    assert "\t\t\t\t\tcompilePolicy,\n" in upstream
+    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
+    assert "newPolicyCompiler().compile, // celkeeper: upstream compilePolicy" in copy
+
+
+def test_upstream_apiserver_still_polls_readiness_every_100_ms() -> None:
+    """k8s.io/apiserver's admission Handler, as go.mod requires it, checks whether a plugin is ready every
+    100 ms (the copy every 2 ms: a policy set is ready ~40 ms after its plugins start, and each `celkeeper
+    test` on admission policies waited up to 100 ms more). When upstream polls as often, drop the copy."""
+    build = patched()
+    path = Path("pkg") / "admission" / "handler.go"
+    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    assert "case <-time.After(100 * time.Millisecond):" in upstream
+    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
+    assert "readyPollPeriod = 2 * time.Millisecond" in copy

@@ -338,6 +338,15 @@ func (s *Set) start(client *fake.Clientset, dynamicClient *dynamicfake.FakeDynam
 	validating.Register(plugins)
 	mutating.Register(plugins)
 	registerWebhook(plugins)
+	// The informers the plugins' policy sources and matchers read (the factory shares one per type), listed
+	// before the plugins start: a source that finds them unsynced waits 100 ms before it compiles.
+	factory.Admissionregistration().V1().ValidatingAdmissionPolicies().Informer()
+	factory.Admissionregistration().V1().ValidatingAdmissionPolicyBindings().Informer()
+	factory.Admissionregistration().V1().MutatingAdmissionPolicies().Informer()
+	factory.Admissionregistration().V1().MutatingAdmissionPolicyBindings().Informer()
+	factory.Core().V1().Namespaces().Informer()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
 	init := initializer.New(kube, dynamicClient, factory, offlineAuthorizer{}, utilfeature.DefaultFeatureGate, nil, ctx.Done(), s.resources.Mapper())
 	var handlers []*admission.Handler
 	keep := admission.DecoratorFunc(func(handler admission.Interface, name string) admission.Interface {

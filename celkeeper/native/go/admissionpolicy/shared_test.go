@@ -1,0 +1,110 @@
+package admissionpolicy
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Policies whose variables are the same share their compiled variables in the plugin (celkeeper's copy of
+// the plugin's compilePolicy), and compilers build their CEL environments when first used (celkeeper's
+// copy of the plugin's compile.go): each policy still answers with its own validations, its own variables
+// and the request's own object and oldObject.
+
+func warnPolicy(name, variable, validation string) string {
+	return fmt.Sprintf(`
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [apps]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [deployments]
+  variables:
+  - name: replicas
+    expression: %[2]q
+  validations:
+  - expression: %[3]q
+    messageExpression: "'%[1]s: ' + string(variables.replicas)"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  validationActions: [Warn]
+`, name, variable, validation)
+}
+
+func setOf(t *testing.T, yamls ...string) *Set {
+	t.Helper()
+	var split []string
+	for _, y := range yamls {
+		split = append(split, strings.Split(y, "\n---\n")...)
+	}
+	set, problems, err := NewSet(Input{Policies: docs(t, split...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	if len(problems) > 0 {
+		t.Fatalf("problems: %+v", problems)
+	}
+	return set
+}
+
+func warningsOf(t *testing.T, set *Set, req Request) []string {
+	t.Helper()
+	resp, err := set.Review(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Allowed {
+		t.Fatalf("denied: %+v", resp.Status)
+	}
+	var out []string
+	for _, w := range resp.Warnings { // "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'p': <message>"
+		_, message, _ := strings.Cut(w, "': ")
+		out = append(out, message)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestPoliciesWithTheSameVariablesKeepTheirOwnValidations(t *testing.T) {
+	set := setOf(t,
+		warnPolicy("a", "object.spec.replicas", "variables.replicas <= 5"),
+		warnPolicy("b", "object.spec.replicas", "variables.replicas <= 10"),
+		warnPolicy("c", "object.spec.replicas * 2", "variables.replicas <= 10"),
+		warnPolicy("d", "object.spec.replicas", "variables.replicas <= 6"),
+	)
+	got := strings.Join(warningsOf(t, set, Request{Operation: "CREATE", Object: jsonOf(t, deployment)}), " | ")
+	// replicas 7: a (<= 5) and d (<= 6) warn with 7, c with its own variable (14); b allows
+	if want := "a: 7 | c: 14 | d: 7"; got != want {
+		t.Fatalf("warnings %q, want %q", got, want)
+	}
+}
+
+func TestValidatingPoliciesSeeTheirRequestsOwnObjects(t *testing.T) {
+	grow := warnPolicy("grow", "object.spec.replicas - oldObject.spec.replicas", "variables.replicas <= 0")
+	shrink := warnPolicy("shrink", "oldObject.spec.replicas - object.spec.replicas", "variables.replicas <= 0")
+	set := setOf(t, grow, shrink)
+	old := strings.Replace(deployment, "replicas: 7", "replicas: 3", 1)
+	for _, c := range []struct {
+		req  Request
+		want string
+	}{
+		{Request{Operation: "UPDATE", Object: jsonOf(t, deployment), OldObject: jsonOf(t, old)}, "grow: 4"},
+		{Request{Operation: "UPDATE", Object: jsonOf(t, old), OldObject: jsonOf(t, deployment)}, "shrink: 4"},
+		{Request{Operation: "UPDATE", Object: jsonOf(t, deployment), OldObject: jsonOf(t, deployment)}, ""},
+	} {
+		if got := strings.Join(warningsOf(t, set, c.req), " | "); got != c.want {
+			t.Fatalf("warnings %q, want %q", got, c.want)
+		}
+	}
+}

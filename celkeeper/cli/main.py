@@ -101,10 +101,10 @@ def process_main() -> NoReturn:
 def end_now(code: int) -> None:
     """End the process with `code` as its exit would, without the interpreter's teardown: the atexit
     handlers run and the standard streams are flushed, then os._exit. The teardown frees every module
-    and object one by one (~200 modules, the policies, the native library's bindings), which the exit
-    returns at once: ~18 ms of the ~0.25 s of CPU of a `test -f` run of one manifest (bench/test_startup.py,
-    12-06). Returns (the caller exits as usual) when a thread other than daemons is still running (an
-    exit waits for it) or a stream cannot be flushed (an exit reports it, exit code 120)."""
+    and object one by one (~200 modules and what they hold), memory the exit returns at once: ~18 ms
+    of the ~0.26 s of CPU of a `test -f` run of one manifest (12-06, installed from the wheel). Returns
+    (the caller exits as usual) when a thread other than daemons is still running (an exit waits for
+    it) or a stream cannot be flushed (an exit reports that, exit code 120)."""
     if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
         return
     atexit._run_exitfuncs()

@@ -13,11 +13,12 @@ a developer's second commit has them); with --cold, each celkeeper run starts fr
 (CELKEEPER_CACHE_DIR in a new folder: a CI job without a cache).
 
 With --baseline DIR (another checkout, e.g. `git archive main | tar -x -C DIR`), its celkeeper runs too
-(PYTHONPATH=DIR), a third run in each round, rotated with the others: before/after in one run. With
+(PYTHONPATH=DIR), a third run in each round, rotated with the others: before/after in one run; --baseline
+PROGRAM (a file: e.g. `bin/celkeeper` of a venv main's wheel was installed in) runs that program instead. With
 --celkeeper PROGRAM, that program is timed as celkeeper (e.g. `bin/celkeeper` of a venv the wheel was
 installed in: an installation as users have it, without the editable install's import hook).
 
-    .venv/bin/python bench/test_startup.py [--rounds 1] [--generated 0] [--cold] [--baseline DIR]
+    .venv/bin/python bench/test_startup.py [--rounds 1] [--generated 0] [--cold] [--baseline DIR|PROGRAM]
                                            [--limit N] [--celkeeper PROGRAM]
 """
 
@@ -111,7 +112,11 @@ def main() -> int:
     parser.add_argument("--generated", type=int, default=0, help="generated Pods added to the manifests")
     parser.add_argument("--limit", type=int, default=0, help="at most N manifests (evenly picked)")
     parser.add_argument("--cold", action="store_true", help="celkeeper without its disk cache")
-    parser.add_argument("--baseline", metavar="DIR", help="another checkout's celkeeper, run the same way")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR|PROGRAM",
+        help="another checkout's celkeeper, run the same way, or another celkeeper program (a file)",
+    )
     parser.add_argument(
         "--celkeeper",
         metavar="PROGRAM",
@@ -138,7 +143,12 @@ def main() -> int:
             ),
             "gator": ([str(gator), "test"], dict(_ENV)),
         }
-        if args.baseline:
+        if args.baseline and Path(args.baseline).is_file():
+            tools["baseline"] = (
+                [args.baseline, "test"],
+                dict(_ENV, CELKEEPER_CACHE_DIR=str(cache / "baseline")),
+            )
+        elif args.baseline:
             tools["baseline"] = (
                 [sys.executable, "-m", "celkeeper", "test"],
                 dict(
@@ -192,6 +202,12 @@ def main() -> int:
                 f"(medians x{median(walls[name]) / median(walls['gator']):.2f}), "
                 f"CPU x{mean(cpus[name]) / mean(cpus['gator']):.2f}"
             )
+    if "baseline" in walls:
+        print(
+            f"  celkeeper / baseline: wall x{mean(walls['celkeeper']) / mean(walls['baseline']):.2f} "
+            f"(medians x{median(walls['celkeeper']) / median(walls['baseline']):.2f}), "
+            f"CPU x{mean(cpus['celkeeper']) / mean(cpus['baseline']):.2f}"
+        )
     print(
         f"  manifests where celkeeper's and gator's output differ: {len(differ)} {differ[:10]} (and "
         f"{len(reviews)} AdmissionReviews, reviewed as their request on purpose)"

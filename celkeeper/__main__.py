@@ -1,3 +1,3 @@
-from celkeeper.cli.main import main
+from celkeeper.cli.main import process_main
 
-raise SystemExit(main())
+process_main()

@@ -7,10 +7,14 @@ Each sub-command lives in its own module of celkeeper.cli and provides
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import importlib
+import os
 import sys
+import threading
 from collections.abc import Sequence
+from typing import NoReturn
 
 from celkeeper.errors import CelkeeperError
 from celkeeper.settings import DEFAULT_ENGINE
@@ -83,6 +87,35 @@ def preloads(argv: Sequence[str]) -> bool:
             if value != DEFAULT_ENGINE:
                 return False
     return True
+
+
+def process_main() -> NoReturn:
+    """The process's command (the console script, `python -m celkeeper`): `main()` on sys.argv, then the
+    process exits with its code, a ONE_SHOT command's as `end_now` ends it."""
+    code = main()
+    if requested_command(sys.argv[1:]) in ONE_SHOT:
+        end_now(code)
+    raise SystemExit(code)
+
+
+def end_now(code: int) -> None:
+    """End the process with `code` as its exit would, without the interpreter's teardown: the atexit
+    handlers run and the standard streams are flushed, then os._exit. The teardown frees every module
+    and object one by one (~200 modules and what they hold), memory the exit returns at once: ~18 ms
+    of the ~0.26 s of CPU of a `test -f` run of one manifest (12-06, installed from the wheel). Returns
+    (the caller exits as usual) when a thread other than daemons is still running (an exit waits for
+    it) or a stream cannot be flushed (an exit reports that, exit code 120)."""
+    if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            return
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

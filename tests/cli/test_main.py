@@ -72,7 +72,7 @@ def test_a_run_that_loads_the_library_at_once_prints_what_a_program_calling_main
         "if sys.argv[1] == 'program':\n"
         "    raise SystemExit(main.main(sys.argv[2:]))\n"
         "sys.argv = ['celkeeper', *sys.argv[2:]]\n"
-        "raise SystemExit(main.main())\n"
+        "main.process_main()\n"
     )
     argv = ["test", "-f", str(EXAMPLES / "required-labels")]
     runs = [
@@ -89,3 +89,61 @@ def test_a_run_that_loads_the_library_at_once_prints_what_a_program_calling_main
     assert runs[0].returncode == runs[1].returncode == 1, runs[0].stderr
     assert runs[0].stdout == runs[1].stdout and runs[0].stdout.count("Message:") >= 3
     assert runs[0].stderr == runs[1].stderr
+
+
+_ENDING = (
+    "import atexit, os, sys, threading, time\n"
+    "from celkeeper.cli import main\n"
+    "class Torn:\n"  # freed by the interpreter's teardown, which has closed sys.stdout by then
+    "    def __del__(self, write=os.write):\n"
+    "        write(1, b'#! torn down\\n')\n"
+    "torn = Torn()\n"
+    "atexit.register(print, '#! atexit ran')\n"  # buffered: flushed by the end
+    "if sys.argv[1] == 'thread':\n"
+    "    def late():\n"
+    "        time.sleep(0.3)\n"
+    "        print('#! thread ended')\n"
+    "    threading.Thread(target=late).start()\n"
+    "sys.argv = ['celkeeper', *sys.argv[2:]]\n"
+    "main.process_main()\n"
+)
+
+
+def _ending(how: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _ENDING, how, *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_a_one_shot_command_ends_without_teardown_after_its_output_and_atexit_handlers() -> None:
+    run = _ending("plain", "test", "-f", str(EXAMPLES / "required-labels"))
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.count("Message:") >= 3
+    assert run.stdout.endswith("#! atexit ran\n")  # the handler ran, its output flushed; no teardown
+    assert "summary:" in run.stderr
+
+
+def test_a_one_shot_command_waits_for_a_running_thread_as_an_exit_does() -> None:
+    run = _ending("thread", "test", "-f", str(EXAMPLES / "required-labels"))
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.count("Message:") >= 3
+    # the exit waited for the thread (the teardown's finalizers are not certain to run with one)
+    assert [line for line in run.stdout.splitlines() if line.startswith("#! ")][:2] == [
+        "#! thread ended",
+        "#! atexit ran",
+    ]
+
+
+def test_other_commands_exit_as_python_does() -> None:
+    run = _ending("plain", "crds")
+    assert run.returncode == 0, run.stderr
+    assert "CustomResourceDefinition" in run.stdout
+    assert [line for line in run.stdout.splitlines() if line.startswith("#! ")] == [
+        "#! atexit ran",
+        "#! torn down",
+    ]

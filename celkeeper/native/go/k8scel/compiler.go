@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common"
 	"github.com/google/cel-go/common/types/traits"
 	"k8s.io/apimachinery/pkg/util/version"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -90,7 +91,12 @@ func (c *templateCompiler) end() {
 // compileAndStoreVariable is CompositedCompiler.CompileAndStoreVariable: the variable compiles in
 // the environment declaring the variables before it, then is declared with its output type.
 func (c *templateCompiler) compileAndStoreVariable(variable plugincel.NamedExpressionAccessor, options plugincel.OptionalVariableDeclarations) plugincel.CompilationResult {
-	result := c.compile(variable, options, environment.StoredExpressions)
+	result, _ := c.compileReading(variable, options, environment.StoredExpressions)
+	return c.storeVariable(variable, result)
+}
+
+// storeVariable declares a compiled variable with its output type (compileAndStoreVariable's second half).
+func (c *templateCompiler) storeVariable(variable plugincel.NamedExpressionAccessor, result plugincel.CompilationResult) plugincel.CompilationResult {
 	// compositionState.AddField (a new map: see the type's comment)
 	fields := maps.Clone(c.mapType.Fields)
 	fields[variable.GetName()] = apiservercel.NewDeclField(variable.GetName(), convertCelTypeToDeclType(result.OutputType), true, nil, nil)
@@ -122,8 +128,23 @@ func (c *templateCompiler) env(options plugincel.OptionalVariableDeclarations) (
 	return env, nil
 }
 
-// compile is compiler.CompileCELExpression (compile.go), line for line.
+// compile is compiler.CompileCELExpression (compile.go), line for line but for env.Compile, done as
+// its two steps (cel-go's Env.CompileSource: ParseSource, then Check unless parsing failed) so that
+// compileReading can read the parsed expression.
 func (c *templateCompiler) compile(expressionAccessor plugincel.ExpressionAccessor, options plugincel.OptionalVariableDeclarations, envType environment.Type) plugincel.CompilationResult {
+	result, _ := c.compileReading(expressionAccessor, options, envType)
+	return result
+}
+
+// compileReading is compile, and the facts of the expression (memo.go: what its syntax reads), read
+// from the parsed expression before it is checked (zero facts when it does not parse).
+func (c *templateCompiler) compileReading(expressionAccessor plugincel.ExpressionAccessor, options plugincel.OptionalVariableDeclarations, envType environment.Type) (plugincel.CompilationResult, facts) {
+	var read facts
+	result := c.compileWith(expressionAccessor, options, envType, func(parsed *cel.Ast) { read = factsOfParsed(parsed) })
+	return result, read
+}
+
+func (c *templateCompiler) compileWith(expressionAccessor plugincel.ExpressionAccessor, options plugincel.OptionalVariableDeclarations, envType environment.Type, parsed func(*cel.Ast)) plugincel.CompilationResult {
 	resultError := func(errorString string, errType apiservercel.ErrorType, cause error) plugincel.CompilationResult {
 		return plugincel.CompilationResult{
 			Error: &apiservercel.Error{
@@ -144,7 +165,12 @@ func (c *templateCompiler) compile(expressionAccessor plugincel.ExpressionAccess
 		return resultError(fmt.Sprintf("unexpected error loading CEL environment: %v", err), apiservercel.ErrorTypeInternal, nil)
 	}
 
-	ast, issues := env.Compile(expressionAccessor.GetExpression())
+	// env.Compile(expression): CompileSource(common.NewTextSource(expression))
+	ast, issues := env.ParseSource(common.NewTextSource(expressionAccessor.GetExpression()))
+	if issues.Err() == nil {
+		parsed(ast)
+		ast, issues = env.Check(ast)
+	}
 	if issues != nil {
 		return resultError("compilation failed: "+issues.String(), apiservercel.ErrorTypeInvalid, apiservercel.NewCompilationError(issues))
 	}

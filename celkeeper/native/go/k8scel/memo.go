@@ -134,11 +134,9 @@ type facts struct {
 	variables      []string // the variables it selects, each once, in order
 }
 
-func factsOf(parseEnv *cel.Env, source string) facts {
-	ast, iss := parseEnv.Parse(source)
-	if iss.Err() != nil {
-		return facts{}
-	}
+// factsOfParsed reads the facts of a parsed expression (the compiler's parse, before it is checked:
+// templateCompiler.compileReading); an expression that does not parse has zero facts.
+func factsOfParsed(ast *cel.Ast) facts {
 	f := facts{parsed: true}
 	visit(ast.NativeRep().Expr(), func(e celast.Expr, parent celast.Expr) {
 		if e.Kind() != celast.IdentKind {
@@ -164,20 +162,13 @@ func factsOf(parseEnv *cel.Env, source string) facts {
 
 var templateIDs atomic.Int64
 
-// dependencies analyses every part (see the top of the file): which may read the constraint, which
-// variables read nothing of the request, the parts' identities, which results requests may share.
-func (t *Template) dependencies(parseEnv *cel.Env, variables, conditions, validations, messages []string) {
-	sources := [parts][]string{variables, conditions, validations, messages}
+// dependencies analyses every part (see the top of the file) from its source and the facts of its
+// expression (variables, conditions, validations, messages; an empty source has zero facts): which
+// may read the constraint, which variables read nothing of the request, the parts' identities, which
+// results requests may share.
+func (t *Template) dependencies(sources [parts][]string, all [parts][]facts) {
 	results := [parts][]plugincel.CompilationResult{t.variables, t.conditions, t.validations, t.messages}
-	all := [parts][]facts{}
-	for p := range parts {
-		all[p] = make([]facts, len(sources[p]))
-		for i, source := range sources[p] {
-			if source != "" {
-				all[p][i] = factsOf(parseEnv, source)
-			}
-		}
-	}
+	variables := sources[partVariable]
 	// a part reads the constraint if it names params, uses variables as a whole, or selects a
 	// variable that reads it (a variable names only those before it: one pass in order)
 	readsVariable := map[string]bool{}

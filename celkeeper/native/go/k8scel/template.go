@@ -113,12 +113,16 @@ func CompileTemplateReading(source map[string]any, dataKinds []DataKind) (*Templ
 	// one variable at a time to keep each result (CompileAndStoreVariables is exactly this loop).
 	builtins := len(vapVars) - len(vapVarsSuffix)
 	var variableSources []string
+	var variableFacts []facts
 	for i, v := range vapVars {
-		result := compiler.compileAndStoreVariable(v, celVarsWithParameters)
+		result, read := compiler.compileReading(v, celVarsWithParameters, environment.StoredExpressions)
+		result = compiler.storeVariable(v, result)
 		if at := t.storeVariable(v.GetName(), result); at == len(variableSources) {
 			variableSources = append(variableSources, v.GetExpression())
+			variableFacts = append(variableFacts, read)
 		} else {
 			variableSources[at] = v.GetExpression()
+			variableFacts[at] = read
 		}
 		if i >= builtins {
 			t.diagnose("variable", i-builtins, v.GetName(), result)
@@ -131,17 +135,20 @@ func CompileTemplateReading(source map[string]any, dataKinds []DataKind) (*Templ
 	if err != nil {
 		return nil, err
 	}
-	t.conditions = compileCondition(compiler, matchAccessors, celVars)
+	var conditionsFacts []facts
+	t.conditions, conditionsFacts = compileCondition(compiler, matchAccessors, celVars)
 	validationAccessors, err := src.GetValidations()
 	if err != nil {
 		return nil, err
 	}
-	t.validations = compileCondition(compiler, validationAccessors, celVars)
+	var validationsFacts []facts
+	t.validations, validationsFacts = compileCondition(compiler, validationAccessors, celVars)
 	messageAccessors, err := src.GetMessageExpressions()
 	if err != nil {
 		return nil, err
 	}
-	t.messages = compileCondition(compiler, messageAccessors, celVars)
+	var messagesFacts []facts
+	t.messages, messagesFacts = compileCondition(compiler, messageAccessors, celVars)
 	for i, r := range t.conditions {
 		t.conditionNames = append(t.conditionNames, src.MatchConditions[i].Name)
 		t.diagnose("matchCondition", i, src.MatchConditions[i].Name, r)
@@ -150,11 +157,10 @@ func CompileTemplateReading(source map[string]any, dataKinds []DataKind) (*Templ
 		t.diagnose("validation", i, "", t.validations[i])
 		t.diagnose("messageExpression", i, "", t.messages[i])
 	}
-	parseEnv, err := compiler.base.Env(environment.StoredExpressions)
-	if err != nil {
-		return nil, err
-	}
-	t.dependencies(parseEnv, variableSources, sources(matchAccessors), sources(validationAccessors), sources(messageAccessors))
+	t.dependencies(
+		[parts][]string{variableSources, sources(matchAccessors), sources(validationAccessors), sources(messageAccessors)},
+		[parts][]facts{variableFacts, conditionsFacts, validationsFacts, messagesFacts},
+	)
 	return t, nil
 }
 
@@ -194,16 +200,18 @@ func sources(accessors []plugincel.ExpressionAccessor) []string {
 }
 
 // compileCondition is conditionCompiler.CompileCondition (k8s.io/apiserver
-// pkg/admission/plugin/cel/condition.go) keeping the results: nil accessors stay zero results.
-func compileCondition(compiler *templateCompiler, accessors []plugincel.ExpressionAccessor, options plugincel.OptionalVariableDeclarations) []plugincel.CompilationResult {
+// pkg/admission/plugin/cel/condition.go) keeping the results, with each expression's facts (memo.go):
+// nil accessors stay zero results and zero facts.
+func compileCondition(compiler *templateCompiler, accessors []plugincel.ExpressionAccessor, options plugincel.OptionalVariableDeclarations) ([]plugincel.CompilationResult, []facts) {
 	results := make([]plugincel.CompilationResult, len(accessors))
+	read := make([]facts, len(accessors))
 	for i, accessor := range accessors {
 		if accessor == nil {
 			continue
 		}
-		results[i] = compiler.compile(accessor, options, environment.StoredExpressions)
+		results[i], read[i] = compiler.compileReading(accessor, options, environment.StoredExpressions)
 	}
-	return results
+	return results, read
 }
 
 // DataKinds are the kinds of synced data the template reads.

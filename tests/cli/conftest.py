@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from unittest import mock
 
 import pytest
 
 from celkeeper.cli.main import main
+from celkeeper.gator.verdicts import CACHE_ENV
 from celkeeper.settings import ENGINES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,14 +106,17 @@ def run_unprivileged(*argv: str) -> Run:
     """`celkeeper ARGV` as a user who is not root (uid and gid 65534), for what fails only without root's
     rights (root reads a folder of mode 000). The command runs in a child forked from this process, after
     a first run here imported what it needs (the child cannot read root's Python installation); its
-    engine should be cel-python (the cel-go library refuses a process forked after loading it). Without
-    root the command runs here, as the user the tests run as."""
+    engine should be cel-python (the cel-go library refuses a process forked after loading it). Both runs
+    go without the disk cache of verdicts (root's, which the child could not read: it would then compute
+    what the first run read from the cache, with modules the first run did not import). Without root the
+    command runs here, as the user the tests run as."""
     if os.geteuid() != 0:
         return _in_process(argv)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        main(list(argv))  # imports what the command needs, as root
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        return _forked(argv, out, err)
+    with mock.patch.dict(os.environ, {CACHE_ENV: ""}):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            main(list(argv))  # imports what the command needs, as root
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            return _forked(argv, out, err)
 
 
 def _forked(argv: tuple[str, ...], out: IO[bytes], err: IO[bytes]) -> Run:

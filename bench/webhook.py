@@ -30,7 +30,7 @@ Python client (threads, keep-alive connections), which on 2 cores is itself the 
 
     .venv/bin/python bench/webhook.py [--duration 10] [--connections 8] [--threads 1] [--repeat N]
                                       [--open-rate R] [--workers 1 2] [--engine NAME] [--ceiling-only]
-                                      [--baseline DIR [--rounds N]] [--client-cpus LIST]
+                                      [--baseline DIR [--rounds N]] [--client-cpus LIST] [--loops N]
 
 `--client-cpus 1` runs wrk on CPU 1 only (taskset): with the run-queue wait, what the load generator's
 share of the 2 cores does to the tail.
@@ -42,6 +42,9 @@ CPU per review of each mode (this / baseline): before/after figures from one run
 the same kind of place (e.g. both `git archive` copies under /tmp, running this script from one of
 them): on the shared machine a worktree under /work measured ~1.2x a copy under /tmp of nearly the
 same code, the serving stack alone included.
+
+`--loops 1` serves with one event loop (thread) per worker instead of the server's default two: with
+`--workers 1`, what the second loop costs per review.
 
 `--engine cel-python --ceiling-only` against the default measures the serving stack without and with
 the Go runtime in the workers (no constraint matches: nothing is evaluated either way).
@@ -303,6 +306,13 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts (default 1 2)")
     parser.add_argument(
+        "--loops",
+        type=int,
+        default=None,
+        metavar="N",
+        help="event loops (threads) per worker: the server's --threads (default: the server's default)",
+    )
+    parser.add_argument(
         "--max-requests",
         type=int,
         default=0,
@@ -422,6 +432,7 @@ def main() -> int:
                     *engine,
                 ],
                 root=tree,
+                threads=args.loops,
             )
             server.start()
             try:

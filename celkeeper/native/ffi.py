@@ -131,7 +131,7 @@ class Library:
         fn.argtypes = argtypes
 
     def check(self) -> None:
-        if os.getpid() != self.pid:
+        if _process_id != self.pid:
             raise ForkedLibraryError(
                 f"celkeeper's native library was loaded by process {self.pid} before it forked; the Go "
                 "runtime does not survive fork: load it in the child (celkeeper loads engines lazily)"
@@ -359,6 +359,17 @@ class Library:
 
 _lock = threading.Lock()
 _loaded: Library | None = None
+#: this process's id, kept by a fork hook: `Library.check` runs before every call, and os.getpid() is a
+#: system call (glibc does not cache it)
+_process_id = os.getpid()
+
+
+def _forked() -> None:
+    global _process_id
+    _process_id = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def load() -> Library:

@@ -21,7 +21,7 @@ from celkeeper.expansion import (
 from celkeeper.match import MatchError, targets_of
 from celkeeper.model import Action, Decision, EnforcementPoint, FailurePolicy, JsonObject, JsonValue, Result
 from celkeeper.policy import Candidate, PolicySet
-from celkeeper.review.request import AdmissionRequest, request_for_object
+from celkeeper.review.request import MAPPING, AdmissionRequest, request_for_object
 from celkeeper.templates import CompiledTemplate
 
 if TYPE_CHECKING:
@@ -412,5 +412,5 @@ class _Namespace:
             self._looked_up = True
             # asked for "" too: gator test knows an (empty) Namespace for cluster-scoped objects
             found = self._lookup(self._request.namespace)
-            self._found = found if isinstance(found, Mapping) else None
+            self._found = found if isinstance(found, MAPPING) else None
         return self._found

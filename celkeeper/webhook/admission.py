@@ -49,6 +49,7 @@ from celkeeper.review import AdmissionRequest, decide, parse_admission_review
 from celkeeper.review.explain import explain
 from celkeeper.review.explain_text import render_text
 from celkeeper.review.mutate import Mutation, admission_review_response, mutate
+from celkeeper.review.request import MAPPING
 from celkeeper.settings import Settings
 from celkeeper.webhook import admissionpolicies as admission_policies
 from celkeeper.webhook.deadline import DeadlineExceeded, Watchdog
@@ -136,7 +137,7 @@ def _namespace_matches(patterns: frozenset[str], namespace: str) -> bool:
 
 def _is_namespace(request: Mapping[str, JsonValue]) -> bool:
     kind = request.get("kind") or {}
-    return isinstance(kind, Mapping) and not kind.get("group") and kind.get("kind") == "Namespace"
+    return isinstance(kind, MAPPING) and not kind.get("group") and kind.get("kind") == "Namespace"
 
 
 def may_carry_ignore_label(settings: Settings, namespace: str) -> bool:
@@ -153,19 +154,19 @@ def exemption(request: Mapping[str, JsonValue], loaded: Loaded | None, settings:
     labels: Any = None
     if is_namespace:
         obj = request.get("object") or request.get("oldObject") or {}
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-        meta = meta if isinstance(meta, Mapping) else {}
+        meta = obj.get("metadata") if isinstance(obj, MAPPING) else None
+        meta = meta if isinstance(meta, MAPPING) else {}
         namespace = request.get("name") or meta.get("name") or namespace
         labels = meta.get("labels")
     elif namespace and loaded is not None:
         ns = loaded.namespace(namespace)
-        meta = ns.get("metadata") if isinstance(ns, Mapping) else None
-        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        meta = ns.get("metadata") if isinstance(ns, MAPPING) else None
+        labels = meta.get("labels") if isinstance(meta, MAPPING) else None
     if not isinstance(namespace, str) or not namespace:
         return None
     if _namespace_matches(settings.exempt_namespaces, namespace):
         return f"namespace {namespace} is exempt"
-    labelled = isinstance(labels, Mapping) and settings.ignore_label in labels
+    labelled = isinstance(labels, MAPPING) and settings.ignore_label in labels
     if labelled and may_carry_ignore_label(settings, namespace):
         return f"namespace {namespace} is labelled {settings.ignore_label}"
     return None

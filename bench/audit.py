@@ -7,8 +7,11 @@ violate two constraints):
   - listing them in pages of 500 through the API server and parsing them, in process: objects/s;
   - a whole run of the real `celkeeper audit --source kubernetes --once` process: the run's own duration
     (its audit_finished line), the process's wall time (start-up and template compilation included),
-    and its peak RSS; the same run without OpenReports (`--reports none`) and with them once they are
-    written (an unchanged run writes none), alternated;
+    and its peak RSS;
+  - what the OpenReports cost: runs without them (`--reports none`), writing all of them (the reports
+    deleted before the run) and finding them unchanged (it writes none), alternated `--report-rounds`
+    times: each run's duration, CPU, peak RSS (VmHWM), peak anonymous memory and peak PSS (sampled), and
+    the differences with the run without reports of the same round;
   - with --large N (e.g. 50000): the same run after growing the cluster to N Pods, and the peak RSS
     growth of the process over a run that lists no Pods (`--excluded-resource pods`): memory must not
     grow with the cluster.
@@ -20,13 +23,14 @@ measured in the same run on the same Pods, interleaved with this one's: the eval
 process of its own, on the same listed Pods) and the whole `celkeeper audit --once` run.
 
     .venv/bin/python bench/audit.py [--pods 10000] [--large 50000] [--engine cel-go|cel-python]
-                                    [--baseline DIR]
+                                    [--baseline DIR] [--report-rounds 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -179,19 +183,35 @@ class Run:
     wall: float  # the process, start-up and template compilation included
     cpu: float  # the audit process's CPU seconds
     apiserver_cpu: float  # kube-apiserver's CPU seconds meanwhile
-    peak_mib: float
+    peak_mib: float  # peak RSS (VmHWM: exact)
     objects: int
     violations: int
     report_writes: int = 0  # OpenReports created, updated or deleted by the run
+    peak_anon_mib: float = 0.0  # peak of its anonymous (private) memory, sampled
+    peak_pss_mib: float = 0.0  # peak PSS (shared pages charged in part), sampled
 
 
-def high_water_kib(pid: int) -> int:
+def memory_kib(pid: int) -> tuple[int, int]:
+    """The process's peak RSS so far (VmHWM) and its anonymous memory now (RssAnon), in KiB."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
-        return 0
+        return 0, 0
+    found = {}
     for line in status.splitlines():
-        if line.startswith("VmHWM:"):
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "RssAnon"):
+            found[key] = int(value.split()[0])
+    return found.get("VmHWM", 0), found.get("RssAnon", 0)
+
+
+def pss_kib(pid: int) -> int:
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    for line in rollup.splitlines():
+        if line.startswith("Pss:"):
             return int(line.split()[1])
     return 0
 
@@ -217,13 +237,19 @@ def audit_process(cluster: Any, work: Path, *extra: str, celkeeper: Path = CELKE
     api_before = cpu_seconds(apiserver)
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    peak_kib = 0
+    peak_kib = peak_anon_kib = peak_pss_kib = 0
     with log_path.open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         # the peak RSS of the process's own address space (VmHWM starts afresh at exec; ru_maxrss would
-        # count the pages of this big process it was forked from)
+        # count the pages of this big process it was forked from); its anonymous memory every 20 ms and its
+        # PSS every 100 ms (smaps_rollup walks the page tables), the peaks of those samples
+        samples = 0
         while proc.poll() is None:
-            peak_kib = max(peak_kib, high_water_kib(proc.pid))
+            hwm, anon = memory_kib(proc.pid)
+            peak_kib, peak_anon_kib = max(peak_kib, hwm), max(peak_anon_kib, anon)
+            if samples % 5 == 0:
+                peak_pss_kib = max(peak_pss_kib, pss_kib(proc.pid))
+            samples += 1
             time.sleep(0.02)
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter() - began
@@ -244,7 +270,15 @@ def audit_process(cluster: Any, work: Path, *extra: str, celkeeper: Path = CELKE
         finished["objects"],
         finished["violations"],
         sum(finished.get(f"reports_{op}", 0) for op in ("created", "updated", "deleted")),
+        peak_anon_kib / 1024,
+        peak_pss_kib / 1024,
     )
+
+
+def delete_reports(cluster: Any) -> None:
+    """Every report the audit wrote (its next run writes them all again)."""
+    for kind in ("reports.openreports.io", "clusterreports.openreports.io"):
+        cluster.kubectl("delete", kind, "--all", "--all-namespaces", "--wait=true", timeout=300)
 
 
 def describe(run: Run, baseline: Run) -> str:
@@ -272,6 +306,12 @@ def main() -> int:
     parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=ENGINES)
     parser.add_argument(
         "--baseline", metavar="DIR", help="also measure this checkout (its .venv built), interleaved"
+    )
+    parser.add_argument(
+        "--report-rounds",
+        type=int,
+        default=2,
+        help="rounds of runs without, writing and keeping the OpenReports (default 2)",
     )
     args = parser.parse_args()
     baseline = Path(args.baseline).resolve() if args.baseline else None
@@ -318,14 +358,41 @@ def main() -> int:
                 f"  peak RSS {run.peak_mib:.0f} MiB; a run listing no Pods {baseline_run.peak_mib:.0f} MiB; "
                 f"growth {run.peak_mib - baseline_run.peak_mib:.0f} MiB"
             )
-            # the OpenReports: the run above wrote them; an unchanged run writes none; against runs without
-            # them (--reports none), alternated
+            # the OpenReports: the run above wrote them; an unchanged run writes none. Their memory: runs
+            # without them (--reports none), writing every one of them (deleted before the run) and unchanged,
+            # alternated
             print(f"  OpenReports: that run wrote {run.report_writes}")
-            for reports in ("none", "openreports", "none", "openreports"):
-                again = audit_process(cluster, work, "--reports", reports)
+            print(
+                f"  OpenReports' cost, {args.report_rounds} rounds (peak RSS exact; anonymous memory and PSS "
+                "sampled):"
+            )
+            modes = {"none": [], "writing": [], "unchanged": []}
+            for round_ in range(args.report_rounds):
+                order = list(modes) if round_ % 2 == 0 else list(reversed(modes))
+                for mode in order:
+                    if mode == "writing":
+                        delete_reports(cluster)
+                    again = audit_process(
+                        cluster, work, "--reports", "none" if mode == "none" else "openreports"
+                    )
+                    modes[mode].append(again)
+                    print(
+                        f"    {mode:<9}: run {again.seconds:.2f} s, CPU {again.cpu:.2f} s, peak RSS "
+                        f"{again.peak_mib:.1f} MiB, anonymous {again.peak_anon_mib:.1f} MiB, PSS "
+                        f"{again.peak_pss_mib:.1f} MiB, {again.report_writes} report writes "
+                        f"(load {os.getloadavg()[0]:.2f})"
+                    )
+            for mode in ("writing", "unchanged"):
+                pairs = list(zip(modes[mode], modes["none"], strict=True))
                 print(
-                    f"  --reports {reports:<11}: run {again.seconds:.2f} s, CPU {again.cpu:.2f} s, peak RSS "
-                    f"{again.peak_mib:.0f} MiB, {again.report_writes} report writes"
+                    f"  {mode} / none, per round: peak RSS "
+                    + ", ".join(f"{r.peak_mib - o.peak_mib:+.1f}" for r, o in pairs)
+                    + " MiB; anonymous "
+                    + ", ".join(f"{r.peak_anon_mib - o.peak_anon_mib:+.1f}" for r, o in pairs)
+                    + " MiB; PSS "
+                    + ", ".join(f"{r.peak_pss_mib - o.peak_pss_mib:+.1f}" for r, o in pairs)
+                    + " MiB; CPU x"
+                    + ", ".join(f"{r.cpu / o.cpu:.3f}" for r, o in pairs)
                 )
             if baseline is not None:
                 theirs = baseline / ".venv" / "bin" / "celkeeper"

@@ -60,6 +60,7 @@ FLUSH_INTERVAL = 0.1  # seconds: a line is written at most this late (when the o
 FILE_CHUNK = 256 * 1024  # bytes per write to a regular file
 PIPE_CHUNK = select.PIPE_BUF  # bytes per write to a pipe: what the kernel writes whole
 FAILURE_LOG_INTERVAL = 60.0
+CLOSE_WAIT = 5.0  # seconds close() waits for the writer thread (a worker's graceful stop allows 10)
 
 
 class ExportCounter(Protocol):
@@ -144,6 +145,9 @@ class DecisionExport:
         self._writer: threading.Thread | None = None
         self._constraints = _Constraints()
         self._last_failure_log = 0.0
+        self._unsettled = 0  # lines of the flush in progress (the writer thread's)
+        self._settled = (0, 0)  # ... of them written, and refused, so far
+        self._abandoned = False
         self.written = self.dropped = self.failed = 0
 
     @staticmethod
@@ -263,6 +267,7 @@ class DecisionExport:
             self._bytes = 0
         if not entries:
             return
+        self._unsettled, self._settled = sum(entry.count(b"\n") + 1 for entry in entries), (0, 0)
         written = failed = 0
         chunk: list[bytes] = []
         size = 0
@@ -273,6 +278,7 @@ class DecisionExport:
                     written += data.count(b"\n")
                 else:
                     failed += data.count(b"\n")
+                self._settled = (written, failed)
                 chunk, size = [], 0
             chunk.append(piece)
             size += len(piece) + 1
@@ -282,6 +288,10 @@ class DecisionExport:
                 written += data.count(b"\n")
             else:
                 failed += data.count(b"\n")
+        with self._lock:
+            if self._abandoned:  # close() gave up on this flush and counted its lines
+                return
+            self._unsettled, self._settled = 0, (0, 0)
         self.written += written
         self.failed += failed
         if self.counter is not None:
@@ -289,6 +299,23 @@ class DecisionExport:
                 self.counter.count_export("written", written)
             if failed:
                 self.counter.count_export("failed", failed)
+
+    def _abandon(self) -> None:
+        """The writer thread is stuck in a write: the lines its flush wrote so far are counted, every line
+        not written yet (waiting, or in that flush) is counted as dropped."""
+        with self._lock:
+            self._abandoned = True
+            entries, self._lines = self._lines, collections.deque()
+            self._bytes = 0
+            written, failed = self._settled
+            count = sum(entry.count(b"\n") + 1 for entry in entries) + self._unsettled - written - failed
+            self.dropped += count
+        self.written += written
+        self.failed += failed
+        if self.counter is not None:
+            for result, lines in (("written", written), ("failed", failed), ("dropped", count)):
+                if lines:
+                    self.counter.count_export(result, lines)
 
     def _write(self, data: bytes) -> bool:
         view = memoryview(data)
@@ -309,12 +336,17 @@ class DecisionExport:
         return True
 
     def close(self) -> None:
-        """Write what is waiting and stop the thread (the file is closed; stdout is left open)."""
+        """Write what is waiting and stop the thread (the file is closed; stdout is left open). An output
+        still blocked after CLOSE_WAIT (the writer thread stuck in a write) does not hold the process: the
+        lines waiting are dropped and counted, and the file is left to the process's exit."""
         self._stop.set()
         self._wake.set()
         writer = self._writer
         if writer is not None and writer is not threading.current_thread():
-            writer.join(timeout=5)
+            writer.join(timeout=CLOSE_WAIT)
+            if writer.is_alive():
+                self._abandon()
+                return
         self.flush()
         if self._owned and self._fd >= 0:
             os.close(self._fd)

@@ -1,6 +1,7 @@
 """The decision export (celkeeper.webhook.export) in process: one line per violation with the documented
 keys, allowed requests only when asked, a full buffer dropping and counting lines while the request path
-goes on (the output blocked: a FIFO nobody reads), a write refused (a full disk) counted as failed."""
+goes on (the output blocked: a FIFO nobody reads), closing with the output blocked neither waiting for it
+nor losing count of a line, a write refused (a full disk) counted as failed."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from celkeeper.model import Action, Result
+from celkeeper.webhook import export as export_module
 from celkeeper.webhook.export import DecisionExport
 from tests.support.serve import pod, review
 
@@ -168,6 +170,33 @@ def test_a_blocked_output_drops_and_counts_lines_and_never_holds_the_request_pat
     total = sent // len(RESULTS) * len(RESULTS)
     assert len(lines) == export.written == counted.counts["written"]
     assert export.written + export.dropped == total and export.failed == 0
+
+
+def test_closing_with_the_output_blocked_does_not_wait_for_it_and_counts_every_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(export_module, "CLOSE_WAIT", 0.5)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, never read: the pipe fills
+    counted = Counted()
+    export = DecisionExport(str(fifo), counter=counted)
+    decisions = 2000  # 6,000 lines, ~3 MB: far more than the pipe holds, less than the buffer
+    for i in range(decisions):
+        export.decision(raw(f"pod-{i}"), RESULTS, allowed=False, policies=None)
+    closer = threading.Thread(target=export.close)
+    closer.start()
+    closer.join(30)
+    try:
+        assert not closer.is_alive(), "close() waited for the blocked output"
+        total = decisions * len(RESULTS)
+        # the lines written before the pipe filled are counted as written, the rest as dropped: none is lost
+        assert export.dropped > 0 and export.written + export.dropped == total and export.failed == 0
+        assert (counted.counts["dropped"], counted.counts["written"]) == (export.dropped, export.written)
+        assert set(counted.counts) <= {"dropped", "written"}
+    finally:
+        os.close(reader)  # the writer thread's write fails (EPIPE), it sees it was given up and ends
+        closer.join()
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")

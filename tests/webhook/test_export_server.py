@@ -1,10 +1,13 @@
 """The decision export in a real `celkeeper serve` (two Gunicorn workers over TLS): every violation answered
 is one whole line in the file the workers append to (or on stdout), allowed requests too when asked,
-each line naming the request it belongs to; /metrics counts the lines written."""
+each line naming the request it belongs to; /metrics counts the lines written. With the output blocked (a
+FIFO nobody reads) every review is still answered, /metrics counts the lines dropped, and the server stops
+without waiting for the output."""
 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -14,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from celkeeper.webhook.export import BUFFER_BYTES
 from tests.support.serve import POLICIES, ServeProcess, pod, review
 from tests.support.waiting import wait_for
 
@@ -119,3 +123,66 @@ def test_stdout_takes_whole_lines(tmp_path: Path) -> None:
         assert found == dict.fromkeys(violating, len(ACTIONS))
     finally:
         server.stop()
+
+
+def metric_lines(server: ServeProcess) -> dict[str, float]:
+    found = {}
+    for line in server.get("/metrics").text.splitlines():
+        if line.startswith("celkeeper_decision_export_lines_total{"):
+            found[line.split('result="', 1)[1].split('"', 1)[0]] = float(line.split()[-1])
+    return found
+
+
+def test_a_blocked_output_drops_and_counts_lines_and_every_review_is_answered(tmp_path: Path) -> None:
+    fifo = tmp_path / "decisions.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, never read: the pipe fills, writes block
+    server = ServeProcess(
+        tmp_path,
+        POLICIES,
+        workers=2,
+        # a graceful stop longer than the test's 10 s: a worker waiting for the output would be killed
+        args=["--export-decisions", str(fifo), "--drain-seconds", "0", "--graceful-timeout", "60"],
+    ).start()
+    # each violating review exports 3 lines, each carrying the Pod's labels (~50 KB here): a worker's 8 MiB
+    # buffer holds the lines of ~55 such reviews, the pipe of less than one
+    noise = {f"note-{i:04d}": "x" * 40 for i in range(1000)}
+
+    def reviews(first: int, count: int) -> list[dict[str, Any]]:
+        return [
+            review(pod(f"pod-{i}", "team-a", labels=noise), uid=str(uuid.uuid4()))
+            for i in range(first, first + count)
+        ]
+
+    def answered(sent: list[dict[str, Any]]) -> None:
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(server.admit, sent))
+        for (status, answer), asked in zip(answers, sent, strict=True):
+            assert status == 200
+            assert answer["response"]["uid"] == asked["request"]["uid"]
+            assert answer["response"]["allowed"] is False
+            assert "[pods-need-owner]" in answer["response"]["status"]["message"]
+
+    try:
+        first = reviews(0, 300)
+        answered(first)
+
+        def dropping() -> dict[str, float] | None:
+            found = metric_lines(server)
+            return found if found.get("dropped", 0) > 0 else None
+
+        counts = wait_for(dropping, timeout=10, interval=0.2, what="dropped lines counted")
+        assert counts is not None
+        # the reviews sent while lines are being dropped are answered as any other
+        answered(reviews(300, 100))
+        counts = metric_lines(server)
+        lines = 400 * len(ACTIONS)
+        assert counts.get("written", 0) + counts["dropped"] <= lines and counts.get("failed", 0) == 0
+        # a worker keeps at most its buffer, the batch its writer thread is stuck on (as large) and the pipe
+        kept = 2 * (2 * BUFFER_BYTES + 2**16) // len(json.dumps(noise, separators=(",", ":")))
+        assert counts["dropped"] >= lines - kept
+        server.stop()
+        assert server.process is not None and server.process.returncode() == 0, server.log()
+    finally:
+        server.stop()
+        os.close(reader)

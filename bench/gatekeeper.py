@@ -314,12 +314,14 @@ def main() -> int:
                 generator.stop()  # the CRDs are made: the webhook pod is measured alone
                 gk_url = f"https://localhost:{gk_port}/v1/admit"
                 gk_ca = work / "gk-certs-webhook" / "ca.crt"
-                # (name, tree, --workers, --threads): a baseline runs with its own defaults (main: 2 workers)
+                # (name, tree, --workers, --threads): a baseline runs with the same process model
                 trees: list[tuple[str, Path, int, int | None]] = [
                     ("celkeeper", ROOT, args.workers, args.threads)
                 ]
                 if args.baseline:
-                    trees.append(("celkeeper (baseline)", Path(args.baseline).resolve(), 2, None))
+                    trees.append(
+                        ("celkeeper (baseline)", Path(args.baseline).resolve(), args.workers, args.threads)
+                    )
                 celkeepers = []
                 for i, (name, tree_root, workers, threads) in enumerate(trees):
                     pod_namespace, kubeconfig = deployment_setting(cluster, f"ck{i}")

@@ -50,7 +50,7 @@ from celkeeper.errors import (
     Location,
 )
 from celkeeper.informer.source import Listing, PublicationListener, Source
-from celkeeper.native.ffi import trim
+from celkeeper.native.ffi import release_file_pages, trim
 from celkeeper.settings import Settings
 from celkeeper.snapshot import (
     InformerRecord,
@@ -170,13 +170,15 @@ class Informer:
 
     def _release_programs(self) -> None:
         """Give back what compiling the policies took once a round has checked them: the compiled
-        programs (the workers compile their own; the next change is compiled afresh) and the memory
-        the Go runtime no longer uses. The informer evaluates nothing."""
+        programs (the workers compile their own; the next change is compiled afresh), the memory
+        the Go runtime no longer uses and the library's code pages mapped for the round. The informer
+        evaluates nothing."""
         if self._compiler is None:
             return
         self._compiler = None
         gc.collect()  # a policy set may sit in reference cycles: its programs' handles go now
         trim()
+        release_file_pages()
 
     # -- fail-static (see the module docstring) -----------------------------------------------------
     def _fail_static(self, listing: Listing, generation: int) -> tuple[Snapshot, Checked]:

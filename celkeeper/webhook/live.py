@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from celkeeper.model import JsonValue
+from celkeeper.native.ffi import release_file_pages
 from celkeeper.review import NamespaceLookup, inventory_lookup
 from celkeeper.settings import Settings
 from celkeeper.snapshot import Snapshot, SnapshotReadError, SnapshotStore, StateDir, WorkerBoard, WorkerStatus
@@ -200,6 +201,9 @@ class LivePolicies:
             del previous, policies, parsed, admission
             gc.collect()
             gc.freeze()
+        # the native library's code and data that loading ran (its initialisation, the compiler) are
+        # unmapped; what evaluating uses comes back at its first use (ffi.release_file_pages)
+        release_file_pages()
         self.write_status()
         if self.on_load is not None:
             self.on_load(True)

@@ -1,7 +1,7 @@
 """The informer gives back what checking the policies took (issue 29): a round that compiled them releases
-the compiled programs (in Go too) and the Go runtime's free memory, a round whose listing is the last
-one's compiles nothing, and fail-static holds as before: a template that breaks after the release is
-held back, a good one is published."""
+the compiled programs (in Go too), the Go runtime's free memory and the library's code pages, a round
+whose listing is the last one's compiles nothing, and fail-static holds as before: a template that
+breaks after the release is held back, a good one is published."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from celkeeper.native import ffi
 from celkeeper.policy import PolicySet
 from celkeeper.settings import Settings
 from celkeeper.snapshot import Snapshot, StateDir
-from tests.support.native import require_celgo
+from tests.support.native import library_file_bytes, require_celgo
 from tests.support.policyfiles import OWNER_CONSTRAINT, OWNER_TEMPLATE
 
 NOT_COMPILING = OWNER_TEMPLATE.replace(
@@ -35,12 +35,14 @@ class Listening(FolderSource):
     def __init__(self, directory: Path) -> None:
         super().__init__(directory, deletion_grace=0.0)
         self.programs: list[weakref.ref[Any]] = []
+        self.library_bytes = 0  # the library's file pages resident when told (compiling done)
 
     def published(
         self, snapshot: Snapshot, policies: PolicySet | None, errors: Sequence[CelkeeperError]
     ) -> None:
         assert policies is not None
         self.programs = [weakref.ref(t.program) for t in policies.templates.values()]
+        self.library_bytes = library_file_bytes()
 
 
 @pytest.fixture
@@ -67,6 +69,14 @@ def test_a_round_releases_the_programs_it_compiled(tmp_path: Path, policies: Pat
     assert source.programs, "the policy set had a compiled template"
     assert all(ref() is None for ref in source.programs)
     assert ffi.load().info()["handles"] == handles  # nothing the round compiled is left in the library
+
+
+def test_a_round_unmaps_the_library_code_it_ran(tmp_path: Path, policies: Path) -> None:
+    require_celgo()
+    source = Listening(policies)
+    assert informer(tmp_path, source).step() is not None
+    assert source.library_bytes > 8 << 20  # the library's initialisation and the compiler ran
+    assert library_file_bytes() < source.library_bytes // 4
 
 
 def test_an_unchanged_listing_is_not_compiled_again(

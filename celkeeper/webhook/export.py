@@ -267,7 +267,7 @@ class DecisionExport:
             self._bytes = 0
         if not entries:
             return
-        self._unsettled, self._settled = sum(entry.count(b"\n") + 1 for entry in entries), (0, 0)
+        self._unsettled, self._settled = _lines_in(entries), (0, 0)
         written = failed = 0
         chunk: list[bytes] = []
         size = 0
@@ -308,7 +308,7 @@ class DecisionExport:
             entries, self._lines = self._lines, collections.deque()
             self._bytes = 0
             written, failed = self._settled
-            count = sum(entry.count(b"\n") + 1 for entry in entries) + self._unsettled - written - failed
+            count = _lines_in(entries) + self._unsettled - written - failed
             self.dropped += count
         self.written += written
         self.failed += failed
@@ -386,3 +386,8 @@ def _close_at_exit(ref: Callable[[], DecisionExport | None]) -> None:
     export = ref()
     if export is not None:
         export.close()
+
+
+def _lines_in(entries: Iterable[bytes]) -> int:
+    """The lines the waiting entries hold (an entry is one line or several joined by newlines)."""
+    return sum(entry.count(b"\n") + 1 for entry in entries)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/cel-go/common/types"
@@ -265,7 +267,7 @@ func TestRememberedResultsAreGatekeepers(t *testing.T) {
 		for p := range parts {
 			for _, info := range b.tmpl.parts[p] {
 				if info.values != nil {
-					hits += info.values.hits
+					hits += int(info.values.hits.Load())
 				}
 			}
 		}
@@ -369,5 +371,81 @@ func TestReadsAreRecordedOnce(t *testing.T) {
 		if cost != costs[0] || cost == 0 {
 			t.Fatalf("costs evaluated and replayed: %v", costs)
 		}
+	}
+}
+
+// Requests decided at once on several threads (a worker's event loops) share each part's remembered
+// results: every decision is the one the same request gets alone (run with -race to see the locking).
+func TestRememberedResultsAreSharedSafelyByConcurrentRequests(t *testing.T) {
+	source := `{"variables": [
+		{"name": "names", "expression": "object.spec.containers.map(c, c.name)"},
+		{"name": "bad", "expression": "variables.names.filter(n, n.startsWith('bad'))"},
+		{"name": "n", "expression": "size(variables.names)"}],
+	  "validations": [
+		{"expression": "size(variables.bad) == 0", "messageExpression": "'bad: ' + variables.bad.join(', ')"},
+		{"expression": "variables.n <= 2", "messageExpression": "'at most 2, not ' + string(variables.n)"}]}`
+	requests := make([][]byte, 0, 40)
+	for i := 0; i < cap(requests); i++ {
+		var containers []any
+		for c := 0; c <= i%4; c++ {
+			name := fmt.Sprintf("c%d", c)
+			if (i+c)%3 == 0 {
+				name = fmt.Sprintf("bad%d", c%2)
+			}
+			containers = append(containers, map[string]any{"name": name, "image": "x"})
+		}
+		requests = append(requests, mustJSON(map[string]any{"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": "p", "namespace": "prod"}, "spec": map[string]any{"containers": containers}}))
+	}
+	decide := func(tmpl *Template, constraint *Constraint, object []byte) string {
+		r, err := NewRequest(benchHeader, object, nil, nil)
+		if err != nil {
+			return err.Error()
+		}
+		defer r.Done()
+		var messages []string
+		for _, d := range tmpl.Validate(context.Background(), r, constraint, PerCallLimit) {
+			messages = append(messages, d.Action+": "+d.Message)
+		}
+		return strings.Join(messages, "\n")
+	}
+	bind := func(tmpl *Template) *Constraint {
+		c, err := tmpl.Bind([]byte(`{"kind": "K", "metadata": {"name": "c"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alone := compile(t, source)
+	aloneConstraint := bind(alone)
+	want := make([]string, len(requests))
+	for i, r := range requests {
+		want[i] = decide(alone, aloneConstraint, r)
+	}
+	shared := compile(t, source)
+	sharedConstraint := bind(shared)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8*len(requests))
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for round := 0; round < 5; round++ {
+				for k := range requests {
+					i := (k + g*7) % len(requests)
+					if got := decide(shared, sharedConstraint, requests[i]); got != want[i] {
+						errs <- fmt.Sprintf("request %d: %q, alone %q", i, got, want[i])
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if hits := shared.parts[partValidation][0].values; hits == nil || hits.hits.Load() == 0 {
+		t.Error("the validations' results were not remembered across requests")
 	}
 }

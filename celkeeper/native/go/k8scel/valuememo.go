@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -32,10 +33,12 @@ import (
 // that is empty, a flag, a count): their validations and messages are then not evaluated again.
 type valueMemo struct {
 	variable bool // the part is a variable (variableResult), else an expression (exprResult)
-	mu       sync.Mutex
-	roots    map[int64]*valueNode // per constraint class
-	size     int                  // results remembered
-	hits     int                  // results found (for tests)
+	// mu guards the tree: lookups (every request, from every calling thread at once) share it,
+	// remember (a result not seen before: at most maxRemembered per part) holds it alone
+	mu    sync.RWMutex
+	roots map[int64]*valueNode // per constraint class
+	size  int                  // results remembered
+	hits  atomic.Int64         // results found (for tests)
 }
 
 // maxRemembered bounds the results one part remembers.
@@ -216,33 +219,31 @@ func newValueMemo(variable bool) *valueMemo {
 // the remembered result, or nil when this evaluation has not been seen (the variables read so far
 // stay read, as the evaluation will read them first too).
 func (m *valueMemo) lookup(comp *composition, class int64) any {
-	m.mu.Lock()
+	m.mu.RLock()
 	node := m.roots[class]
-	m.mu.Unlock()
+	m.mu.RUnlock()
 	for node != nil {
-		m.mu.Lock()
+		m.mu.RLock()
 		next, fixed, leaf := node.next, node.fixed, node.leaf
-		m.mu.Unlock()
+		m.mu.RUnlock()
 		if leaf != nil {
-			m.mu.Lock()
-			m.hits++
-			m.mu.Unlock()
+			m.hits.Add(1)
 			return leaf
 		}
 		value, _ := comp.vars.Find(types.String(next))
 		if fixed {
-			m.mu.Lock()
+			m.mu.RLock()
 			node = node.branches[valueKey{}]
-			m.mu.Unlock()
+			m.mu.RUnlock()
 			continue
 		}
 		key, ok := keyOf(value)
 		if !ok {
 			return nil
 		}
-		m.mu.Lock()
+		m.mu.RLock()
 		node = node.branches[key]
-		m.mu.Unlock()
+		m.mu.RUnlock()
 	}
 	return nil
 }

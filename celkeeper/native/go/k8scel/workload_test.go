@@ -114,3 +114,17 @@ func BenchmarkWorkload(b *testing.B) {
 	l := loadWorkload(b)
 	loopCPU(b, func() { l.decide(b) })
 }
+
+// BenchmarkWorkloadParallel decides the workload's request on every P at once, as a worker's event
+// loops do: what the threads sharing the templates (their remembered results) cost each other.
+func BenchmarkWorkloadParallel(b *testing.B) {
+	l := loadWorkload(b)
+	b.ReportAllocs()
+	started := processCPU()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l.decide(b)
+		}
+	})
+	b.ReportMetric(float64(processCPU()-started)/float64(b.N), "cpu-ns/op")
+}

@@ -245,10 +245,11 @@ class AdmissionReviewer:
 
     def _send(self, batch: _Batch) -> None:
         """Send a batch on its thread, once at most IN_FLIGHT others are under way (so that what is held
-        stays a few batches, however many objects there are)."""
+        stays a few batches, however many objects there are); its call follows the previous batch's (one
+        call at a time uses every core)."""
         while len(self._in_flight) >= IN_FLIGHT:
             self._in_flight.pop(0).wait()
-        batch.send()
+        batch.send(after=self._in_flight[-1] if self._in_flight else None)
         self._in_flight.append(batch)
 
     def answer(self, request: Mapping[str, JsonValue], before: JsonObject | None) -> Reviewed:
@@ -306,9 +307,17 @@ class _Batch:
         self.befores.append(before)
         return len(self.requests) - 1
 
-    def send(self) -> None:
+    def send(self, after: _Batch | None = None) -> None:
+        """Answer the batch on a thread of its own, once the call of `after` (a batch sent before) ended."""
         self.sent = True
-        self._call = Background(lambda: self.reviewer.policies.review_many(self.requests))
+
+        def call() -> list[Answer | AdmissionPolicyError]:
+            previous = after._call if after is not None else None  # None: taken, so ended
+            if previous is not None:
+                previous.join()
+            return self.reviewer.policies.review_many(self.requests)
+
+        self._call = Background(call)
 
     def wait(self) -> list[Reviewed | CelkeeperError]:
         if self._answers is None:

@@ -15,6 +15,10 @@ each, how many objects each denies (they must agree), and how many times faster 
 server (skips without it).
 
     .venv/bin/python bench/admission_policies.py [--objects N] [--shape spread|dense|both]
+
+`--dump DIR` only writes each shape's files (DIR/<shape>/policies.json, namespaces.json, objects.json), for
+`celkeeper test -f` by hand or the Go benchmark that replays them (celkeeper/native/go/admissionpolicy/
+workload_test.go: `ADMISSIONPOLICY_WORKLOAD=DIR/dense go test -run XXX -bench Workload ./admissionpolicy/`).
 """
 
 from __future__ import annotations
@@ -323,7 +327,13 @@ def main() -> int:
     )
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--shape", choices=("spread", "dense", "both"), default="both")
+    parser.add_argument("--dump", metavar="DIR", help="only write each shape's files under DIR")
     args = parser.parse_args()
+    shapes = ("spread", "dense") if args.shape == "both" else (args.shape,)
+    if args.dump:
+        for shape in shapes:
+            print(*generate(shape, args.objects, Path(args.dump)))
+        return 0
     from tests.admissionpolicy.differential import native_binaries
     from tests.support.apiserver import ControlPlane
 
@@ -332,7 +342,6 @@ def main() -> int:
     except BinariesUnavailable as exc:
         print(f"skipped: {exc}")
         return 0
-    shapes = ("spread", "dense") if args.shape == "both" else (args.shape,)
     print(f"100 bindings x {args.objects} objects, kube-apiserver v{binaries.kube_version}")
     with (
         tempfile.TemporaryDirectory(prefix="celkeeper-bench-") as tmp,

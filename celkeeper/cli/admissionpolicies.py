@@ -12,11 +12,11 @@ MutatingAdmissionPolicy changed the object, what changed (a JSON merge patch; th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from celkeeper.admissionpolicy import (
     AdmissionPolicies,
@@ -30,6 +30,7 @@ from celkeeper.admissionpolicy import (
     param_kinds,
     trace_lines,
 )
+from celkeeper.cli.background import Background
 from celkeeper.documents import Document
 from celkeeper.errors import AdmissionPolicyError, AdmissionPolicyNote, CelkeeperError
 from celkeeper.gator.reviews import checked_request, is_admission_review
@@ -149,22 +150,41 @@ class AdmissionExplained:
 class AdmissionReviewer:
     """The admission policies among the inputs, and the requests the offline tools make of them."""
 
-    def __init__(self, policies: AdmissionPolicies) -> None:
-        self.policies = policies
-        self.problems: list[AdmissionPolicyError] = list(policies.problems)
+    def __init__(self, policies: AdmissionPolicies | Background[AdmissionPolicies]) -> None:
+        """`policies`: the set, or its build under way (on a thread of its own: `policies` waits for it)."""
+        self._built = policies if isinstance(policies, AdmissionPolicies) else None
+        self._building = policies if isinstance(policies, Background) else None
+        self._reported = False
         self._noted: set[str] = set()
-        self._answers: dict[Place, Reviewed | CelkeeperError | object] = {}
-        #: the notes of the answers `prepare` made (take_notes'), for the tool to print
-        self.early_notes: list[str] = []
+        #: the batch `submit` fills, and those sent and not yet waited for (oldest first)
+        self._filling: _Batch | None = None
+        self._in_flight: list[_Batch] = []
+
+    @property
+    def policies(self) -> AdmissionPolicies:
+        """The set (waiting for its build; raises AdmissionPolicyError when the native library cannot run)."""
+        if self._built is None:
+            assert self._building is not None
+            self._built = self._building.result()
+        return self._built
+
+    @property
+    def problems(self) -> list[AdmissionPolicyError]:
+        return self.policies.problems
 
     @classmethod
     def build(
-        cls, documents: Sequence[Document], objects: Iterable[Mapping[str, JsonValue]] = ()
+        cls,
+        documents: Sequence[Document],
+        objects: Iterable[Mapping[str, JsonValue]] = (),
+        *,
+        background: bool = False,
     ) -> AdmissionReviewer | None:
         """The reviewer of the admission policy documents among `documents`, with the parameter objects and
         Namespaces among `objects` (read only when a policy takes parameters or there are policies); None
         when there is no admission policy or binding. Raises AdmissionPolicyError when the native library
-        cannot run."""
+        cannot run (with `background`, the set is built on a thread of its own while the caller goes on:
+        `policies` and `problems` wait for it, and raise it)."""
         policies = [d for d in documents if is_admission_policy_document(d)]
         if not policies:
             return None
@@ -180,58 +200,57 @@ class AdmissionReviewer:
                 name = meta.get("name") if isinstance(meta, Mapping) else None
                 if isinstance(name, str) and name:
                     namespaces[name] = Document.from_object(dict(obj))  # the last of a name wins
-        return cls(
-            AdmissionPolicies.build(policies, params=params, namespaces=list(namespaces.values()), crds=crds)
-        )
 
-    def prepare(self, pieces: Iterable[Any], batch: int = 256) -> None:
-        """Answer the objects among `pieces` (cli.inputs' pieces) ahead, in batches the native library
-        answers on every core; `review` then takes each object's answer by its place (file, document,
-        item). Only what is printed is kept (an object the policies have nothing to say about: its place)."""
-        from celkeeper.cli.inputs import document_of
-        from celkeeper.documents.stream import Streamed
+        def make() -> AdmissionPolicies:
+            return AdmissionPolicies.build(
+                policies, params=params, namespaces=list(namespaces.values()), crds=crds
+            )
 
-        pending: list[tuple[Place, Mapping[str, JsonValue], JsonObject | None]] = []
-        for piece in pieces:
-            if not isinstance(piece, Streamed):
-                continue
-            place = (piece.file, piece.document, piece.item)
-            try:
-                request, before = _request(document_of(piece))
-            except CelkeeperError as err:
-                self._answers[place] = err
-                continue
-            pending.append((place, request, before))
-            if len(pending) >= batch:
-                self._answer(pending)
-                pending = []
-        self._answer(pending)
+        return cls(Background(make) if background else make())
 
-    def _answer(self, pending: Sequence[tuple[Place, Mapping[str, JsonValue], JsonObject | None]]) -> None:
-        answers = self.policies.review_many([request for _, request, _ in pending])
-        for (place, _, before), answer in zip(pending, answers, strict=True):
-            if isinstance(answer, CelkeeperError):
-                self._answers[place] = answer
-                continue
-            reviewed = Reviewed(answer, before)
-            self.early_notes += self.take_notes(reviewed)
-            self._answers[place] = QUIET if reviewed.quiet else reviewed
+    def take_problems(self) -> list[AdmissionPolicyError]:
+        """The set's problems, the first time they are asked for (then none): for a tool that reports them
+        once its set is built, whenever that is."""
+        if self._reported:
+            return []
+        self._reported = True
+        return self.problems
 
-    def review(self, document: Document, place: Place | None = None) -> Reviewed:
-        """The API server's answer to a document as a request (answered ahead by `prepare` when `place` is
-        its place there); raises CelkeeperError (located) for one it cannot take."""
+    def submit(self, document: Document) -> Ticket:
+        """Ask for the API server's answer to a document as a request. Requests are answered in batches of
+        BATCH, each on a thread beside the caller's (the native library answers a batch on every core)
+        while the caller reads on; `answer_to(ticket)` takes the answer. Raises CelkeeperError (located)
+        for a document it cannot take."""
         try:
-            found = self._answers.pop(place, None) if place is not None else None
-            if isinstance(found, CelkeeperError):
-                raise found
-            if found is QUIET:
-                return Reviewed(_ALLOWED, None)
-            if isinstance(found, Reviewed):
-                return found
             request, before = _request(document)
-            return Reviewed(self.policies.review(request), before)
         except CelkeeperError as err:
             raise err.at(file=document.file, document=document.index) from err.__cause__
+        batch = self._filling
+        if batch is None or batch.sent:
+            batch = self._filling = _Batch(self)
+        index = batch.add(request, before)
+        if len(batch) >= BATCH:
+            self._send(batch)
+        return Ticket(batch, index, document.file, document.index)
+
+    def answer_to(self, ticket: Ticket) -> Reviewed:
+        """The answer a ticket of `submit` asked for; raises CelkeeperError (located) for a request the API
+        server would not decode."""
+        if not ticket.batch.sent:
+            self._send(ticket.batch)
+        found = ticket.batch.answer(ticket.index)
+        if isinstance(found, CelkeeperError):
+            raise found.at(file=ticket.file, document=ticket.document) from found.__cause__
+        return found
+
+    def _send(self, batch: _Batch) -> None:
+        """Send a batch on its thread, once at most IN_FLIGHT others are under way (so that what is held
+        stays a few batches, however many objects there are); its call follows the previous batch's (one
+        call at a time uses every core)."""
+        while len(self._in_flight) >= IN_FLIGHT:
+            self._in_flight.pop(0).wait()
+        batch.send(after=self._in_flight[-1] if self._in_flight else None)
+        self._in_flight.append(batch)
 
     def answer(self, request: Mapping[str, JsonValue], before: JsonObject | None) -> Reviewed:
         """The API server's answer to a request made elsewhere (`test --cluster`'s, for a manifest as the
@@ -251,14 +270,86 @@ class AdmissionReviewer:
         return [p for p in self.problems if not isinstance(p, AdmissionPolicyNote)]
 
     def close(self) -> None:
-        self.policies.close()
+        """Release the native set, once the batches under way are answered (an error of theirs was the
+        caller's to take)."""
+        for batch in self._in_flight:
+            with contextlib.suppress(Exception):
+                batch.wait()
+        self._in_flight = []
+        with contextlib.suppress(AdmissionPolicyError):  # a set never built: nothing to release
+            self.policies.close()
 
 
-#: where an object is among the inputs: file, document, item of a List (None for a whole document)
-Place = tuple[str, int, int | None]
-#: an answer with nothing to print (allowed, no warning, no annotation, unchanged)
-QUIET = object()
-_ALLOWED = Answer(allowed=True, status=None, warnings=(), audit_annotations={}, patched=None)
+#: requests answered in one call of the native library (on every core), and batches under way at once
+BATCH = 256
+IN_FLIGHT = 2
+_ALLOWED = Reviewed(Answer(allowed=True, status=None, warnings=(), audit_annotations={}, patched=None), None)
+
+
+class _Batch:
+    """Requests answered together by the native library, on a thread of their own once sent (which waits
+    for the reviewer's set, when it is still being built)."""
+
+    def __init__(self, reviewer: AdmissionReviewer) -> None:
+        self.reviewer = reviewer
+        self.requests: list[Mapping[str, JsonValue]] = []
+        self.befores: list[JsonObject | None] = []
+        self.sent = False
+        self._call: Background[list[Answer | AdmissionPolicyError]] | None = None
+        #: the answers once taken: those with nothing to print or note shared (_ALLOWED)
+        self._answers: list[Reviewed | CelkeeperError] | None = None
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    def add(self, request: Mapping[str, JsonValue], before: JsonObject | None) -> int:
+        self.requests.append(request)
+        self.befores.append(before)
+        return len(self.requests) - 1
+
+    def send(self, after: _Batch | None = None) -> None:
+        """Answer the batch on a thread of its own, once the call of `after` (a batch sent before) ended."""
+        self.sent = True
+
+        def call() -> list[Answer | AdmissionPolicyError]:
+            previous = after._call if after is not None else None  # None: taken, so ended
+            if previous is not None:
+                previous.join()
+            return self.reviewer.policies.review_many(self.requests)
+
+        self._call = Background(call)
+
+    def wait(self) -> list[Reviewed | CelkeeperError]:
+        if self._answers is None:
+            assert self._call is not None
+            answers = self._call.result()
+            self._answers = [
+                a if isinstance(a, CelkeeperError) else _reviewed(a, before)
+                for a, before in zip(answers, self.befores, strict=True)
+            ]
+            self.requests, self.befores, self._call = [], [], None
+        return self._answers
+
+    def answer(self, index: int) -> Reviewed | CelkeeperError:
+        return self.wait()[index]
+
+
+def _reviewed(answer: Answer, before: JsonObject | None) -> Reviewed:
+    """An answer as kept until it is taken: one with nothing to print (quiet) nor to note shared, the
+    object given kept only to show what a mutation changed."""
+    if answer.quiet and not answer.assumed_namespace and not answer.guessed_resource:
+        return _ALLOWED
+    return Reviewed(answer, before if answer.patched is not None else None)
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A request `submit` took: its batch and place there, and where its document is."""
+
+    batch: _Batch
+    index: int
+    file: str
+    document: int
 
 
 def _request(document: Document) -> tuple[Mapping[str, JsonValue], JsonObject | None]:

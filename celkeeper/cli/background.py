@@ -28,6 +28,10 @@ class Background(Generic[_T]):
         except BaseException as err:  # handed to result(), in the caller's thread
             self._error = err
 
+    def join(self) -> None:
+        """Wait for the call to end (what it raised stays for `result()`)."""
+        self._thread.join()
+
     def result(self) -> _T:
         self._thread.join()
         if self._error is not None:

@@ -231,6 +231,13 @@ class Inputs(Generic[_R]):
             found.extend(self._find(source, is_policy, reporting))
         return found
 
+    def holding(self, sources: Iterable[Source], names: tuple[bytes, ...]) -> list[Source]:
+        """The sources whose text may hold one of `names` (a kind: an object of it names it in its text,
+        unless spelled with escapes or in another encoding, DISGUISES, which are kept too), for a pass
+        that looks for objects of those kinds only. A source that cannot be read is reported and left out
+        (the objects' pass tries it again: said once)."""
+        return [source for source in sources if self._may_hold(source, names)]
+
     def _may_hold(self, source: Source, names: tuple[bytes, ...]) -> bool:
         handle = self._open(source)
         if handle is None:
@@ -250,12 +257,14 @@ class Inputs(Generic[_R]):
 
     def _find(self, source: Source, is_policy: Callable[[Document], bool], reporting: bool) -> list[Document]:
         located: dict[int, Document] | None = None
-        if not reporting:
+        if not reporting and not self._may_hold(source, (b"List",)):
             located = self._located(source)
             if located is not None and not any(_holds_items(d) for d in located.values()):
                 # a small file without Lists: the policy reader's documents are its policies (its
                 # problems are reported by the objects' pass, which reads it again)
                 return [d for d in located.values() if is_policy(d)]
+        # a file that may hold a List (its kind names one) is streamed: the policy reader reads it only
+        # for a policy document that is not a List's item (kubectl's `get -o json` of policies is one List)
         handle = self._open(source)
         if handle is None:
             return []

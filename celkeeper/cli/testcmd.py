@@ -39,6 +39,7 @@ import copy
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from celkeeper.cel.k8slib.gostrings import go_quote
@@ -53,7 +54,7 @@ from celkeeper.cli.cluster import (
 from celkeeper.cli.options import add_cache_option, add_engine_option, add_filename_option, engine_name
 from celkeeper.cli.output import redirected
 from celkeeper.documents import Document
-from celkeeper.errors import CelkeeperError, is_compile_problem, is_warning
+from celkeeper.errors import AdmissionPolicyNote, CelkeeperError, is_compile_problem, is_warning
 from celkeeper.gator.kinds import (
     is_constraint_document,
     is_namespace,
@@ -65,7 +66,7 @@ from celkeeper.gator.violation import Violation
 from celkeeper.model import Action, JsonObject, JsonValue, Result
 
 if TYPE_CHECKING:
-    from celkeeper.cli.admissionpolicies import AdmissionReviewer, Reviewed
+    from celkeeper.cli.admissionpolicies import AdmissionReviewer, Reviewed, Ticket
     from celkeeper.incluster.cluster import ClusterReader
     from celkeeper.policy import PolicySet
     from celkeeper.review import AdmissionRequest, NamespaceLookup
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     # the engine loads while the files are read (as verify's)
     name = engine_name(args)
     engine = Background(get_engine, name)
-    inputs: Inputs[_Reviewed] = Inputs("test", "reviewed")
+    inputs: Inputs[_Reviewed | _Asked] = Inputs("test", "reviewed")
     admission: AdmissionReviewer | None = None
     try:
         sources = inputs.sources(args.filenames or [files.STDIN])
@@ -182,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
             )
             engine.result()  # loaded by now (an engine that cannot load fails the run, not each object)
             inputs.consume(sources, sink)
+            if admission is not None:
+                _report(inputs, admission)
     finally:
         inputs.close()
         if admission is not None:
@@ -214,23 +217,31 @@ def _is_policy(document: Document) -> bool:
 
 def _admission_reviewer(inputs: Any, sources: Any, documents: list[Document]) -> AdmissionReviewer | None:
     """Kubernetes' admission policies among the files (cli.admissionpolicies), with the parameter objects
-    and Namespaces among them (a pass of their own, only when there are such policies)."""
-    from celkeeper.admissionpolicy import is_admission_policy_document
+    and Namespaces among them (a pass of their own over the files whose text may hold one, only when there
+    are such policies). The objects' requests are answered as they are read (_TestSink)."""
+    from celkeeper.admissionpolicy import is_admission_policy_document, param_kinds
 
-    if not any(is_admission_policy_document(d) for d in documents):
+    policies = [d for d in documents if is_admission_policy_document(d)]
+    if not policies:
         return None
     from celkeeper.cli.admissionpolicies import AdmissionReviewer  # the policies' evaluation: only now
 
-    reviewer = AdmissionReviewer.build(documents, inputs.stream_data(sources))
-    if reviewer is not None:
-        for error in reviewer.errors():
+    names = (b"Namespace", *sorted({kind.encode() for _, kind in param_kinds(policies)}))
+    objects = inputs.stream_data(inputs.holding(sources, names))
+    # built beside the objects' reading (its problems are reported when it is first used: _report)
+    return AdmissionReviewer.build(documents, objects, background=True)
+
+
+def _report(inputs: Any, admission: AdmissionReviewer) -> None:
+    """The problems of the admission policies' set, errors then notes (once: when first used, or at the
+    end)."""
+    problems = admission.take_problems()
+    for error in problems:
+        if not isinstance(error, AdmissionPolicyNote):
             inputs.error(error)
-        for problem in reviewer.notes():
-            inputs.note(str(problem))
-        reviewer.prepare(inputs.objects(sources))  # answered ahead, on every core
-        for note in reviewer.early_notes:
-            inputs.note(note)
-    return reviewer
+    for note in problems:
+        if isinstance(note, AdmissionPolicyNote):
+            inputs.note(str(note))
 
 
 def _is_policy_object(obj: JsonObject) -> bool:
@@ -243,6 +254,18 @@ def _is_policy_object(obj: JsonObject) -> bool:
 # reason, error)
 _Reviewed = tuple[Any, ...]
 _CLEAN: _Reviewed = ((), False, None)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """An object reviewed whose admission policies' answer was asked for (AdmissionReviewer.submit):
+    its result without that answer, the ticket, its identity (_identity) and where it was read (file,
+    document, path, line, column: an error's location; the object itself is not kept)."""
+
+    reviewed: _Reviewed
+    ticket: Ticket
+    identity: Document
+    place: tuple[str, int, str | None, int, int]
 
 
 class _TestSink:
@@ -272,7 +295,7 @@ class _TestSink:
         self.documents: list[tuple[tuple[str, int, int], Document]] = []
         self.denied = False
 
-    def evaluate(self, piece: Any) -> _Reviewed:
+    def evaluate(self, piece: Any) -> _Reviewed | _Asked:
         from celkeeper.cli.inputs import NOT_REVIEWED, document_of, located
 
         document = document_of(piece)
@@ -288,16 +311,14 @@ class _TestSink:
             found = self.backend.violations(self.policies, decision)
         except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
             return ("skip", NOT_REVIEWED, located(err, piece))
-        admitted = None
-        if self.admission is not None:
+        light = _identity(piece, document) if self.output in ("junit", "sarif") else None
+        asked = None
+        if self.admission is not None:  # answered beside the reading (cli.admissionpolicies), taken in record
             try:
-                admitted = self.admission.review(document, (piece.file, piece.document, piece.item))
+                asked = self.admission.submit(document)
             except CelkeeperError as err:
                 return ("skip", NOT_REVIEWED, located(err, piece))
-            for note in self.admission.take_notes(admitted):
-                self.inputs.note(note)
-        light = _identity(piece, document) if self.output in ("junit", "sarif") else None
-        if not found and self.output != "junit" and (admitted is None or admitted.quiet):
+        if not found and self.output != "junit" and asked is None:
             return _CLEAN
         rows = []
         denied = False
@@ -315,14 +336,37 @@ class _TestSink:
                 message = go_quote(violation.message)
                 shown = f"{_object_id(manifest_object(document))}: [{go_quote(name)}] Message: {message}"
             rows.append((violation.enforcement_action, violation.message, shown))
-        if admitted is not None and not admitted.quiet:
-            denied = denied or admitted.denied
-            rows += self._admission_rows(document, admitted, light)
         where = (piece.file, piece.document, -1 if piece.item is None else piece.item)
-        return (tuple(rows), denied, (where, light) if self.output == "junit" else None)
+        reviewed = (tuple(rows), denied, (where, light) if self.output == "junit" else None)
+        if asked is None:
+            return reviewed
+        place = (piece.file, piece.document, piece.path, piece.line, piece.column)
+        return _Asked(reviewed, asked, light or _identity(piece, document), place)
+
+    def _answered(self, asked: _Asked) -> _Reviewed:
+        """An object's result with the admission policies' answer (cli.admissionpolicies) taken."""
+        from celkeeper.cli.inputs import NOT_REVIEWED
+
+        assert self.admission is not None
+        _report(self.inputs, self.admission)
+        try:
+            admitted = self.admission.answer_to(asked.ticket)
+        except CelkeeperError as err:
+            file, document, path, line, column = asked.place
+            where = err.at(file=file, document=document, path=path, line=line, column=column)
+            return ("skip", NOT_REVIEWED, where)
+        for note in self.admission.take_notes(admitted):
+            self.inputs.note(note)
+        if admitted.quiet:
+            return asked.reviewed
+        rows, denied, reviewed = asked.reviewed
+        light = asked.identity if self.output in ("junit", "sarif") else None
+        rows = (*rows, *self._admission_rows(asked.identity, admitted, light))
+        return (rows, denied or admitted.denied, reviewed)
 
     def _admission_rows(self, document: Document, admitted: Reviewed, light: Document | None) -> list[Any]:
-        """What Kubernetes' admission policies answer about an object, as rows (cli.admissionpolicies)."""
+        """What Kubernetes' admission policies answer about an object (`document`: its identity, _identity),
+        as rows (cli.admissionpolicies)."""
         if light is not None:
             return [(v.enforcement_action, v.message, (light, None, v)) for v in admitted.violations()]
         lines = [(a, t) for a, t in admitted.lines() if not self.deny_only or a == "deny"]
@@ -330,7 +374,7 @@ class _TestSink:
             if not lines:
                 return []
             row = {
-                "object": _identity(document, document).data,
+                "object": document.data,
                 "file": document.file,
                 "document": document.index,
                 "admissionPolicies": admitted.to_json(),
@@ -339,7 +383,9 @@ class _TestSink:
         head = _object_id(manifest_object(document))
         return [(action, text, f"{head}: {text}") for action, text in lines]
 
-    def record(self, result: _Reviewed) -> None:
+    def record(self, result: _Reviewed | _Asked) -> None:
+        if isinstance(result, _Asked):
+            result = self._answered(result)
         if result[0] == "skip":
             self.inputs.not_evaluated(result[1], result[2])
             return

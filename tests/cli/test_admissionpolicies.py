@@ -110,3 +110,86 @@ def test_without_the_namespace_the_binding_does_not_apply(cli) -> None:
         "celkeeper test: note: Namespace shop is not among the inputs: the admission policies see it as the "
         "API server creates a Namespace without labels"
     ) in run.err.splitlines()
+
+
+def test_each_object_gets_its_own_answer_across_batches(cli, tmp_path: Path) -> None:
+    # more objects than one batch answers (cli.admissionpolicies.BATCH), several batches under way at once
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "few-keys"},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["configmaps"],
+                    }
+                ]
+            },
+            "validations": [
+                {
+                    "expression": "object.data.size() <= 3",
+                    "messageExpression": "object.metadata.name + ' has ' + string(object.data.size())",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "few-keys"},
+        "spec": {"policyName": "few-keys", "validationActions": ["Deny"]},
+    }
+    sizes = {f"cm-{i}": 1 + (i * 7) % 5 for i in range(700)}
+    items = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"},
+            "data": {f"k{k}": "v" for k in range(size)},
+        }
+        for name, size in sizes.items()
+    ]
+    (tmp_path / "policy.json").write_text(
+        json.dumps({"kind": "List", "apiVersion": "v1", "items": [policy, binding]})
+    )
+    (tmp_path / "objects.json").write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    run = cli("test", "-f", str(tmp_path / "policy.json"), "-f", str(tmp_path / "objects.json"))
+    assert run.code == 1, run.err
+    denied = {}
+    for line in run.out.splitlines():
+        head, _, message = line.partition(" denied request: ")
+        denied[head.split(": ", 1)[0]] = message
+    assert denied == {f"v1/ConfigMap default/{n}": f"{n} has {s}" for n, s in sizes.items() if s > 3}
+    assert (
+        run.err.splitlines()[-1]
+        == "celkeeper test: summary: 702 objects read, 702 reviewed, 0 not reviewed, 0 errors"
+    )
+
+
+def test_a_namespace_spelled_with_escapes_is_found(cli, tmp_path: Path) -> None:
+    # the pass that looks for Namespaces and parameters reads only files whose text may hold one: a kind
+    # spelled with JSON escapes is such a text
+    namespace = tmp_path / "namespace.json"
+    namespace.write_text(
+        '{"apiVersion": "v1", "kind": "Name\\u0073pace", '
+        '"metadata": {"name": "shop", "labels": {"env": "prod", "team": "payments"}}}'
+    )
+    run = cli(
+        "test",
+        "-f",
+        str(SUITE / "policies.yaml"),
+        "-f",
+        str(namespace),
+        "-f",
+        str(SUITE / "deployment-8.yaml"),
+    )
+    assert run.code == 1, run.err
+    assert (
+        'apps/v1/Deployment shop/web: denied (422 Invalid): deployments.apps "web" is forbidden: '
+        "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: "
+        "replicas must be at most 5, not 8"
+    ) in run.out.splitlines()

@@ -218,9 +218,16 @@ func (s *Set) prepare(ctx context.Context, req Request) (prepared, error) {
 // false, the mutating chain's alone).
 func (s *Set) answerWith(ctx context.Context, p prepared, validate bool) (*Response, error) {
 	attrs, gvk, resp := p.attrs, p.gvk, p.resp
-	before, err := s.encode(attrs.GetObject(), gvk)
-	if err != nil {
-		return nil, err
+	// Only a mutating policy (or the webhook, when not validating) can change the object: without one in
+	// the set the mutating plugin has no hook to call, and validation may not change it, so it is not
+	// encoded to be compared.
+	mayChange := s.mutating || !validate
+	var before []byte
+	if mayChange {
+		var err error
+		if before, err = s.encode(attrs.GetObject(), gvk); err != nil {
+			return nil, err
+		}
 	}
 	admitErr, warnings, annotations, validated := s.run(ctx, attrs, validate)
 	resp.validated = validated
@@ -233,6 +240,9 @@ func (s *Set) answerWith(ctx context.Context, p prepared, validate bool) (*Respo
 		return resp, nil
 	}
 	resp.Allowed = true
+	if !mayChange {
+		return resp, nil
+	}
 	after, err := s.encode(attrs.GetObject(), gvk)
 	if err != nil {
 		return nil, err

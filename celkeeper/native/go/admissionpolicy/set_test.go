@@ -205,3 +205,51 @@ func TestTheFirstDenialIsThatOfThePolicyAndBindingFirstByName(t *testing.T) {
 		}
 	}
 }
+
+// namespacePolicy's validation and audit annotation each say whether the request's Namespace has
+// managedFields (not a field of namespaceObject's type: read through dyn): an audit annotation is given
+// the Namespace itself, a validation (and a message) the copy without them (cel.CreateNamespaceObject).
+const namespacePolicy = `
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: namespace-fields}
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [apps]
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [deployments]
+  validations:
+  - expression: "false"
+    messageExpression: "'validation sees managedFields: ' + string(has(dyn(namespaceObject.metadata).managedFields))"
+  auditAnnotations:
+  - key: managed
+    valueExpression: "string(has(dyn(namespaceObject.metadata).managedFields))"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: namespace-fields}
+spec:
+  policyName: namespace-fields
+  validationActions: [Warn]
+`
+
+// A Namespace the inputs do not hold is created as the API server would create it, with the managedFields
+// of its creation, which an audit annotation sees (the set keeps the field-managed clientset for them).
+func TestAnAssumedNamespaceHasTheManagedFieldsAnAuditAnnotationSees(t *testing.T) {
+	set := setOf(t, namespacePolicy)
+	resp, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: jsonOf(t, deployment)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.AssumedNamespace != "demo" {
+		t.Fatalf("assumed namespace: %q", resp.AssumedNamespace)
+	}
+	if got := resp.AuditAnnotations["namespace-fields/managed"]; got != "true" {
+		t.Fatalf("audit annotations: %v", resp.AuditAnnotations)
+	}
+	if len(resp.Warnings) != 1 || !strings.HasSuffix(resp.Warnings[0], "validation sees managedFields: false") {
+		t.Fatalf("warnings: %q", resp.Warnings)
+	}
+}

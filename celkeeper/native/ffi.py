@@ -160,6 +160,7 @@ class Library:
         self._sig(dll.native_info, None, [out, outn])
         self._sig(dll.native_trim, None, [])
         self._sig(dll.k8scel_template, ll, [p, i, p, i, out, outn])
+        self._sig(dll.k8scel_compilers, None, [i])
         self._sig(dll.k8scel_store_open, ll, [p, i, i, out, outn])
         self._sig(dll.k8scel_store_close, None, [ll])
         self._sig(dll.k8scel_constraint, ll, [ll, p, i, out, outn])
@@ -224,6 +225,12 @@ class Library:
             source, len(source), options, len(options), ctypes.byref(out), ctypes.byref(n)
         )
         return int(handle), orjson.loads(self._take(out, n))
+
+    def compilers(self, n: int) -> None:
+        """Let up to n templates compile at once (`template` from n threads): the library makes and warms
+        the compilers this needs in the background (each ~1 MB; a process keeps one otherwise)."""
+        self.check()
+        self._dll.k8scel_compilers(n)
 
     def store_open(self, path: bytes, max_conns: int) -> tuple[int, dict[str, Any]]:
         self.check()

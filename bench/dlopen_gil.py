@@ -49,14 +49,15 @@ def main() -> None:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     pauses: dict[str, list[float]] = {"ctypes.CDLL": [], "ffi": []}
     for _ in range(args.runs):  # alternated, so that load from elsewhere hits both alike
-        for way in pauses:
+        for way, found in pauses.items():
             done = subprocess.run(
                 [sys.executable, "-c", CHILD, way], capture_output=True, text=True, check=True, env=env
             )
-            pauses[way].append(float(done.stdout))
+            found.append(float(done.stdout))
     print(f"main thread's longest pause while another thread opens the library, median of {args.runs}:")
     for way, found in pauses.items():
-        print(f"  {way:12} {statistics.median(found):6.1f} ms  (runs: {', '.join(f'{p:.1f}' for p in found)})")
+        runs = ", ".join(f"{p:.1f}" for p in found)
+        print(f"  {way:12} {statistics.median(found):6.1f} ms  (runs: {runs})")
     print(f"load average {os.getloadavg()[0]:.1f}")
 
 

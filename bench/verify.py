@@ -89,7 +89,10 @@ def main() -> None:
         }
         if args.baseline:
             baseline = str(Path(args.baseline).resolve())
-            tools[f"celkeeper verify at {baseline}"] = (ours, _ENV | {"PYTHONPATH": baseline})
+            # a cache of its own: each version's run would prune the other's (gator/verdicts.py)
+            where = _ENV | {"PYTHONPATH": baseline, "CELKEEPER_CACHE_DIR": str(Path(tmp) / "cache-baseline")}
+            tools["baseline verify --no-cache"] = ([*ours, "--no-cache"], where)
+            tools["baseline verify"] = (ours, where)
         tools["celkeeper verify --no-cache"] = ([*ours, "--no-cache"], _ENV)
         tools["celkeeper verify"] = (ours, _ENV)  # its disk cache filled by the warm-up run
         outputs = [_timed(*tool)[2] for tool in tools.values()]  # warm the page and bytecode caches
@@ -106,6 +109,8 @@ def main() -> None:
     for name, (wall, cpu) in medians.items():
         ratios = f"{gator_wall / wall:.2f}x, {gator_cpu / cpu:.2f}x"
         print(f"{name:{_WIDTH}} {wall * 1000:7.0f} ms {cpu * 1000:7.0f} ms   {ratios}")
+    if args.baseline:
+        print(f"baseline: the celkeeper package at {baseline}")
     print("(gator / this above 1: faster than gator)")
 
 

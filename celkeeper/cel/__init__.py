@@ -81,8 +81,12 @@ def engine_available(name: EngineName) -> tuple[bool, str]:
     return name in ENGINES, "" if name in ENGINES else f"unknown CEL engine {name!r}"
 
 
-def get_engine(name: EngineName = DEFAULT_ENGINE, limits: CelLimits | None = None) -> Engine:
-    """A new engine by name ('cel-go' or 'cel-python'); EngineUnavailable when it cannot run here."""
+def get_engine(
+    name: EngineName = DEFAULT_ENGINE, limits: CelLimits | None = None, compile_threads: int = 1
+) -> Engine:
+    """A new engine by name ('cel-go' or 'cel-python'); EngineUnavailable when it cannot run here.
+    `compile_threads`: how many threads will compile templates at once (cel-go: the library makes and
+    warms the compilers they need, in the background; one otherwise)."""
     if name == "cel-go":
         from celkeeper.native.ffi import LibraryUnavailable, load
 
@@ -90,6 +94,8 @@ def get_engine(name: EngineName = DEFAULT_ENGINE, limits: CelLimits | None = Non
             library = load()
         except LibraryUnavailable as err:
             raise EngineUnavailable(str(err)) from err
+        if compile_threads > 1:
+            library.compilers(compile_threads)
         from celkeeper.cel.celgo.engine import CelGoEngine
 
         return CelGoEngine(library)

@@ -35,6 +35,12 @@ EXAMPLES = """examples:
 """
 
 
+#: threads compiling the suites' templates ahead of the tests (cel-go: without the GIL, each on a compiler of
+#: its own), one per core up to two: one keeps ahead of the tests on the examples and library samples; a
+#: second shortens the start, where the first tests wait for their templates
+COMPILE_THREADS = min(2, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "verify",
@@ -79,20 +85,25 @@ def run(args: argparse.Namespace) -> int:
     name = engine_name(args)
     # the engine loads while the suites are read (the cel-go library's Go runtime initialises on a
     # thread of its own, and builds Kubernetes' CEL environments: see go/main.go's init)
-    engine = Background(get_engine, name)
+    threads = COMPILE_THREADS if name == "cel-go" else 1
+    engine = Background(get_engine, name, None, threads)
     suites, errors = discover(args.paths)
     for error in errors:
         print(f"celkeeper verify: {error}", file=sys.stderr)
     if not suites and not errors:
         print(f"celkeeper verify: no Suite files found in {' '.join(args.paths)}", file=sys.stderr)
     from celkeeper.gator.backend import PolicyBackend
-    from celkeeper.gator.verdicts import DiskVerdicts
+    from celkeeper.gator.verdicts import DiskVerdicts, MemoryVerdicts
 
-    verdicts = None if args.no_cache else DiskVerdicts.default()
+    # without the disk cache (--no-cache, or turned off), each check is made once in the run (a template
+    # that several tests load, and read again once compiled ahead)
+    verdicts = (None if args.no_cache else DiskVerdicts.default()) or MemoryVerdicts()
     backend = PolicyBackend(name, loaded=engine.result(), verdicts=verdicts)
     # a file several tests name (a template, an inventory) is read and parsed once per run
     read = functools.cache(files.read)
     runner = Runner(read, backend, extensions=[AdmissionRunner(read)])
+    if name == "cel-go":  # compiles without the GIL: the templates compile while the tests run
+        runner.compile_ahead((s for s in suites if isinstance(s, Suite)), flt, threads)
     results: list[SuiteResult] = []
     for suite in suites:
         if isinstance(suite, SuiteResult):  # a Suite file that could not be parsed

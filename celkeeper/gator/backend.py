@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ from celkeeper.review import (
 )
 from celkeeper.review.decide import BASE_MUTATION, ExpansionNamespace, Tracer
 from celkeeper.settings import EngineName
-from celkeeper.templates import TemplateCompiler, Verdicts
+from celkeeper.templates import TemplateCompiler, TemplateSpec, Verdicts
 
 #: seconds a review may spend in the engine: none, as gator has none (the webhook's deadline is for
 #: the API server's timeout; each evaluation is still bounded by the engine's runtime cost budget)
@@ -93,6 +94,34 @@ class PolicyBackend:
         if not errors and not loaded.policies.constraints:
             errors.append(constraint.error(ConstraintError, "the constraint was not loaded", ""))
         return loaded.policies, errors
+
+    def compile_ahead(self, templates: Iterable[Document], threads: int = 1) -> list[threading.Thread]:
+        """Start compiling these templates' CEL on `threads` threads of their own, in their order, while
+        the caller goes on (reading files, checking parameters, reviewing with the templates compiled so
+        far): the cel-go engine compiles without holding the GIL (on as many compilers as the engine was
+        given `compile_threads`). `load` then finds each compiled, or waits for the compilation under way
+        (TemplateCompiler.prepare); what compiling found is reported by `load`, as without this.
+        Templates with structural errors are left to `load`. Returns the threads (started)."""
+        specs: list[TemplateSpec] = []
+        for document in templates:
+            if is_template_document(document):
+                spec = self.compiler.parse(document)
+                if spec is not None:
+                    specs.append(spec)
+        queue = iter(specs)  # shared by the threads: next() on a list iterator is atomic under the GIL
+        started = []
+        for _ in range(min(threads, len(specs))):
+            thread = threading.Thread(
+                target=self._compile, args=(queue,), name="celkeeper-compile", daemon=True
+            )
+            thread.start()
+            started.append(thread)
+        return started
+
+    def _compile(self, specs: Iterator[TemplateSpec]) -> None:
+        for spec in specs:
+            with contextlib.suppress(Exception):  # `load` compiles it again and reports what it raises
+                self.compiler.prepare(spec)
 
     @staticmethod
     def is_expected_invalid(errors: Sequence[CelkeeperError]) -> bool:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import re2
@@ -56,6 +57,10 @@ class Backend(Protocol):
     def is_expected_invalid(self, errors: Sequence[CelkeeperError]) -> bool:
         """Whether these load errors are what `invalid: true` expects (a rejected constraint/template)."""
 
+    def compile_ahead(self, templates: Iterable[Document], threads: int = 1) -> Sequence[threading.Thread]:
+        """Start compiling these template documents (in the background) that the tests will load; the
+        threads compiling them."""
+
 
 class CaseFailure(Exception):
     """Why a case failed: its text is printed under the case."""
@@ -77,6 +82,30 @@ class Runner:
         self.backend = backend
         self.clock = clock
         self.extensions = tuple(extensions)
+
+    def compile_ahead(
+        self, suites: Iterable[Suite], flt: Filter, threads: int = 1
+    ) -> Sequence[threading.Thread]:
+        """Have the backend start compiling the templates the suites' tests will load (those `run` will
+        run, in that order, each file once), while the tests run: a file that cannot be read here is
+        left to the test, which reports it. Returns the threads compiling them."""
+        paths: dict[str, None] = {}
+        for suite in suites:
+            if suite.skip:
+                continue
+            directory = os.path.dirname(suite.path)
+            for test in suite.tests:
+                if test.template and not test.skip and flt.matches_test(test):
+                    paths[os.path.join(directory, test.template)] = None
+        documents = []
+        for path in paths:
+            try:
+                parsed = self.read(path)
+            except CelkeeperError:
+                continue
+            if parsed.documents and not parsed.errors:
+                documents.append(parsed.documents[0])
+        return self.backend.compile_ahead(documents, threads)
 
     def run(self, suite: Suite, flt: Filter) -> SuiteResult:
         if suite.skip:

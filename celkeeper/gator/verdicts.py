@@ -124,3 +124,17 @@ class DiskVerdicts(DiskStore):
 
     def put(self, key: str, verdict: parameters.Verdict) -> None:
         self.put_json(key, [list(p) for p in verdict])
+
+
+class MemoryVerdicts:
+    """templates.parameters.Verdicts kept in memory, for one run: each distinct check is made once (a
+    template that several tests load, a constraint that several tests share), none is kept after it."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, parameters.Verdict] = {}
+
+    def get(self, key: str) -> parameters.Verdict | None:
+        return self._known.get(key)
+
+    def put(self, key: str, verdict: parameters.Verdict) -> None:
+        self._known[key] = verdict

@@ -85,6 +85,26 @@ def _libc_prctl() -> Any:
     return prctl
 
 
+#: how ctypes.CDLL opens a library on Linux (RTLD_LOCAL, and RTLD_NOW: ctypes adds it)
+_RTLD_CTYPES = getattr(os, "RTLD_NOW", 2) | getattr(os, "RTLD_LOCAL", 0)
+
+
+def _dlopen_without_gil(path: str) -> int:
+    """Open the library with libc's dlopen called as a ctypes foreign function, which releases the GIL
+    while it runs, so that ctypes.CDLL then finds the library loaded (the same handle, opened with its
+    flags) and returns at once. ctypes.CDLL's own dlopen keeps the GIL while the dynamic loader
+    relocates the library (~20 ms, ~350,000 relocations): the command's imports, on the main thread
+    while the library preloads on another (cli/main.py PRELOAD), stopped for that long. 0 when libc's
+    dlopen cannot be called or fails: ctypes.CDLL then opens it (and words the error)."""
+    try:
+        dlopen = ctypes.CDLL(None).dlopen
+    except (OSError, AttributeError):
+        return 0
+    dlopen.restype = ctypes.c_void_p
+    dlopen.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    return int(dlopen(os.fsencode(path), _RTLD_CTYPES) or 0)
+
+
 _MADV_DONTNEED = 4
 
 
@@ -127,6 +147,7 @@ class Library:
     def __init__(self, path: Path, go_timer_slack_ns: int = GO_TIMER_SLACK_NS) -> None:
         try:
             with _go_timer_slack(go_timer_slack_ns):
+                _dlopen_without_gil(str(path))
                 dll = ctypes.CDLL(str(path))
         except OSError as err:
             raise LibraryUnavailable(f"cannot load celkeeper's native library {path}: {err}") from err
@@ -139,6 +160,7 @@ class Library:
         self._sig(dll.native_info, None, [out, outn])
         self._sig(dll.native_trim, None, [])
         self._sig(dll.k8scel_template, ll, [p, i, p, i, out, outn])
+        self._sig(dll.k8scel_compilers, None, [i])
         self._sig(dll.k8scel_store_open, ll, [p, i, i, out, outn])
         self._sig(dll.k8scel_store_close, None, [ll])
         self._sig(dll.k8scel_constraint, ll, [ll, p, i, out, outn])
@@ -203,6 +225,12 @@ class Library:
             source, len(source), options, len(options), ctypes.byref(out), ctypes.byref(n)
         )
         return int(handle), orjson.loads(self._take(out, n))
+
+    def compilers(self, n: int) -> None:
+        """Let up to n templates compile at once (`template` from n threads): the library makes and warms
+        the compilers this needs in the background (each ~1 MB; a process keeps one otherwise)."""
+        self.check()
+        self._dll.k8scel_compilers(n)
 
     def store_open(self, path: bytes, max_conns: int) -> tuple[int, dict[str, Any]]:
         self.check()

@@ -126,6 +126,7 @@ class TemplateCompiler:
         self._max_bindings = max_bindings
         self._cache: OrderedDict[str, TemplateProgram | TemplateRefused] = OrderedDict()
         self._bindings: OrderedDict[tuple[int, bytes], Binding] = OrderedDict()
+        self._compiling: dict[str, threading.Event] = {}  # sources being compiled, by key
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -152,24 +153,20 @@ class TemplateCompiler:
             ]
         return template, list(template.errors)
 
+    def parse(self, document: Document) -> TemplateSpec | None:
+        """The document's spec as `load` reads it (None when it has structural errors: `load` reports
+        them)."""
+        return parse_template(document, self._verdicts)[0]
+
+    def prepare(self, spec: TemplateSpec) -> None:
+        """Compile the spec's source now, into the cache that `compile` and `load` read (a thread compiling
+        ahead of the one loading: the engine compiles without holding the GIL). What compiling found,
+        Gatekeeper's refusal included, is reported by `load`."""
+        self._program(spec)
+
     def compile(self, spec: TemplateSpec) -> CompiledTemplate:
         """The compiled template; raises TemplateRefused when Gatekeeper would refuse it."""
-        key = f"{self._engine.name}:{spec.code_hash}"
-        with self._lock:
-            program = self._cache.get(key)
-            if program is not None:
-                self._cache.move_to_end(key)
-                self.hits += 1
-        if program is None:
-            try:
-                program = self._engine.compile_template(template_source(spec))
-            except TemplateRefused as err:
-                program = err
-            with self._lock:
-                self.misses += 1
-                self._cache[key] = program
-                while len(self._cache) > self._max_entries:
-                    self._cache.popitem(last=False)
+        program = self._program(spec)
         if isinstance(program, TemplateRefused):
             raise program
         return CompiledTemplate(
@@ -191,6 +188,39 @@ class TemplateCompiler:
             requirements=spec.requirements,
             spec=spec,
         )
+
+    def _program(self, spec: TemplateSpec) -> TemplateProgram | TemplateRefused:
+        """The engine's program of the spec's source (or Gatekeeper's refusal), compiled once: from the
+        cache, or compiled here; a thread asking for a source that another thread is compiling waits for
+        that compilation rather than compiling it again (compile_ahead's threads and the caller's)."""
+        key = f"{self._engine.name}:{spec.code_hash}"
+        while True:
+            with self._lock:
+                program = self._cache.get(key)
+                if program is not None:
+                    self._cache.move_to_end(key)
+                    self.hits += 1
+                    return program
+                pending = self._compiling.get(key)
+                if pending is None:
+                    pending = self._compiling[key] = threading.Event()
+                    break
+            pending.wait()  # compiled by another thread: found in the cache (unless evicted since)
+        try:
+            try:
+                program = self._engine.compile_template(template_source(spec))
+            except TemplateRefused as err:
+                program = err
+            with self._lock:
+                self.misses += 1
+                self._cache[key] = program
+                while len(self._cache) > self._max_entries:
+                    self._cache.popitem(last=False)
+            return program
+        finally:
+            with self._lock:
+                del self._compiling[key]
+            pending.set()
 
     def bind(self, template: CompiledTemplate, constraint: Mapping[str, JsonValue]) -> Binding:
         """The constraint object bound to the template's program (cached by content)."""

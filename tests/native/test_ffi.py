@@ -61,3 +61,21 @@ def test_no_collection_runs_while_the_library_initialises() -> None:
     collections = [i for i, line in enumerate(trace) if line.startswith("gc ")]
     assert any("celkeeper.local/native/gcpercent" in trace[i] for i in inits), trace[:20]
     assert inits and all(i > inits[-1] for i in collections), [trace[i] for i in collections]
+
+
+def test_the_library_is_opened_by_libcs_dlopen_and_ctypes_takes_that_handle() -> None:
+    """ffi opens the library with libc's dlopen as a foreign call (the GIL released while the loader
+    relocates it), then ctypes.CDLL finds it open: the same handle, in a fresh process."""
+    require_celgo()
+    program = (
+        "from celkeeper.native.ffi import Library, _dlopen_without_gil\n"
+        "from celkeeper.native.locate import find_library\n"
+        "path = find_library()[0]\n"
+        "handle = _dlopen_without_gil(str(path))\n"
+        "print(handle, Library(path)._dll._handle)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=120
+    )
+    opened, taken = done.stdout.split()
+    assert int(opened) != 0 and opened == taken

@@ -3,7 +3,9 @@ fails at request time), the compile cache, and the Gatekeeper library templates 
 
 from __future__ import annotations
 
-from celkeeper.cel.api import Engine
+import threading
+
+from celkeeper.cel.api import Engine, TemplateProgram, TemplateSource
 from celkeeper.documents import Document
 from celkeeper.errors import is_warning
 from celkeeper.policy import build_policy_set
@@ -135,6 +137,55 @@ def test_unchanged_content_is_not_compiled_again(default_engine: Engine) -> None
     )
     compiler.load(Document.from_object(data3))
     assert len(counting.compiled) == compiled_once + 1
+
+
+class _HeldEngine(CountingEngine):
+    """A real engine whose first template compilation waits until the test releases it."""
+
+    def __init__(self, inner: Engine) -> None:
+        super().__init__(inner)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def compile_template(self, source: TemplateSource) -> TemplateProgram:
+        first = not self.compiled
+        program = super().compile_template(source)
+        if first:
+            self.entered.set()
+            self.release.wait()
+        return program
+
+
+def test_a_source_being_compiled_is_waited_for_not_compiled_again(default_engine: Engine) -> None:
+    held = _HeldEngine(default_engine)
+    compiler = TemplateCompiler(held)
+    document = doc(BROKEN, "broken.yaml")
+    spec = compiler.parse(document)
+    assert spec is not None
+    ahead = threading.Thread(target=compiler.prepare, args=(spec,))
+    ahead.start()
+    assert held.entered.wait(30)
+    loaded: list[tuple[object, list[str]]] = []
+    loader = threading.Thread(target=lambda: loaded.append(_loaded(compiler, document)))
+    loader.start()
+    loader.join(0.2)
+    # waiting for the compilation under way (compiling again, it would have returned: only the first
+    # compilation is held)
+    assert loader.is_alive()
+    held.release.set()
+    ahead.join()
+    loader.join()
+    assert len(held.compiled) == 1
+    ((program, messages),) = loaded
+    alone, errors = TemplateCompiler(default_engine).load(document)
+    assert alone is not None and program is not None
+    assert messages == [str(e) for e in errors]  # what it found is reported as without compiling ahead
+    assert (compiler.hits, compiler.misses) == (1, 1)
+
+
+def _loaded(compiler: TemplateCompiler, document: Document) -> tuple[object, list[str]]:
+    template, errors = compiler.load(document)
+    return (template.program if template is not None else None), [str(e) for e in errors]
 
 
 def test_compile_errors_of_cached_templates_are_located_per_document(default_engine: Engine) -> None:

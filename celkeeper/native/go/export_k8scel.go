@@ -30,9 +30,9 @@ func init() {
 // and the ones a template's parts compile in, once per process) and compiles a template written as
 // Gatekeeper's CEL templates are, in the background as the library loads, so that the process's first
 // template does not wait for either: the loader (Python importing and reading files meanwhile)
-// overlaps them. A compile arriving first waits for it (the compiler is locked), as it would build them
-// itself. Every process that loads the library compiles templates (webhook workers, the informer, the
-// offline tools).
+// overlaps them. A compile arriving first waits for it (the process's one compiler is in use), as it
+// would build them itself. Every process that loads the library compiles templates (webhook workers,
+// the informer, the offline tools).
 func warmTemplateCompiler() {
 	_, _ = k8scel.CompileTemplate(warmTemplate)
 }
@@ -56,6 +56,15 @@ var warmTemplate = map[string]any{
 		"messageExpression": "'bad: ' + variables.bad.join(', ') + string(variables.n)",
 	}},
 	"matchConditions": []any{map[string]any{"name": "warm", "expression": "request.operation != 'DELETE' && (object.kind == 'Pod' || has(object.spec))"}},
+}
+
+// k8scel_compilers lets up to n templates compile at once, each from a thread of its own (see
+// k8scel.WarmCompilers): the compilers this needs are made and warmed in the background. A process keeps
+// one otherwise.
+//
+//export k8scel_compilers
+func k8scel_compilers(n C.int) {
+	k8scel.WarmCompilers(int(n), warmTemplate)
 }
 
 type templateReply struct {

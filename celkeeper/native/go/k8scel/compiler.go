@@ -24,10 +24,11 @@ import (
 // CompositedCompiler, each initialising its checker: ~10 ms and ~1 MB per template); the state of
 // the `variables` type (its fields) is the only thing that differs between templates.
 //
-// Template compilations are serialised (the fields are the compilation's state). The fields map is
-// replaced, never changed in place, so that programs running meanwhile read a consistent map
-// (cel-go reads struct field types only to plan field access on protobuf-style types, which the
-// `variables` type is not: its fields never change what a program does).
+// A compiler compiles one template at a time (the fields are the compilation's state): a process keeps
+// a pool of them (compilers), one unless more are asked for. The fields map is replaced, never changed
+// in place, so that programs running meanwhile read a consistent map (cel-go reads struct field types
+// only to plan field access on protobuf-style types, which the `variables` type is not: its fields never
+// change what a program does).
 type templateCompiler struct {
 	mu      sync.Mutex
 	mapType *apiservercel.DeclType
@@ -43,16 +44,100 @@ type envKey struct {
 	data    bool
 }
 
-var (
-	sharedCompiler     *templateCompiler
-	sharedCompilerErr  error
-	sharedCompilerOnce sync.Once
-)
+// compilerPool holds the process's template compilers: as many templates compile at once as it has
+// compilers, each on one of its own; a compilation beyond that waits for one. It makes them as they are
+// first needed, up to limit (1 unless WarmCompilers raises it: each holds its own environments, ~1 MB,
+// and its first template costs more than the later ones, so that a process compiling its templates one
+// at a time, as the webhook's, keeps one).
+type compilerPool struct {
+	mu    sync.Mutex
+	ready *sync.Cond // a compiler was released, or made
+	idle  []*templateCompiler
+	made  int // compilers made or being made
+	limit int
+	err   error // making a compiler failed: every compilation fails alike
+}
 
-// theCompiler is the process's template compiler.
-func theCompiler() (*templateCompiler, error) {
-	sharedCompilerOnce.Do(func() { sharedCompiler, sharedCompilerErr = newTemplateCompiler() })
-	return sharedCompiler, sharedCompilerErr
+var compilers = newCompilerPool()
+
+func newCompilerPool() *compilerPool {
+	p := &compilerPool{limit: 1}
+	p.ready = sync.NewCond(&p.mu)
+	return p
+}
+
+// acquire takes an idle compiler, makes one while fewer than limit exist, or waits for one; release
+// must follow.
+func (p *compilerPool) acquire() (*templateCompiler, error) {
+	p.mu.Lock()
+	for {
+		if p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			return nil, err
+		}
+		if n := len(p.idle); n > 0 {
+			c := p.idle[n-1]
+			p.idle = p.idle[:n-1]
+			p.mu.Unlock()
+			return c, nil
+		}
+		if p.made < p.limit {
+			break
+		}
+		p.ready.Wait()
+	}
+	p.made++
+	p.mu.Unlock()
+	return p.make()
+}
+
+// make makes a compiler (counted in made by the caller); a failure is every compilation's from then on.
+func (p *compilerPool) make() (*templateCompiler, error) {
+	c, err := newTemplateCompiler()
+	if err != nil {
+		p.mu.Lock()
+		p.made--
+		p.err = err
+		p.mu.Unlock()
+		p.ready.Broadcast()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (p *compilerPool) release(c *templateCompiler) {
+	p.mu.Lock()
+	p.idle = append(p.idle, c)
+	p.mu.Unlock()
+	p.ready.Signal()
+}
+
+// WarmCompilers lets up to n templates compile at once: the compilers the pool lacks are made now, on
+// goroutines of their own, each warmed by compiling warm (see export_k8scel.go's warmTemplate), and
+// join the pool when ready; compilations meanwhile use the compilers there are. For a process about to
+// compile many templates from several threads (the offline tools).
+func WarmCompilers(n int, warm map[string]any) {
+	p := compilers
+	p.mu.Lock()
+	extra := n - p.limit
+	if extra <= 0 || p.err != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.limit = n
+	p.made += extra
+	p.mu.Unlock()
+	for range extra {
+		go func() {
+			c, err := p.make()
+			if err != nil {
+				return
+			}
+			_, _ = compileTemplate(c, warm, nil)
+			p.release(c)
+		}()
+	}
 }
 
 func newTemplateCompiler() (*templateCompiler, error) {

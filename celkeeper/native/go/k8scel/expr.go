@@ -58,10 +58,11 @@ func CompileExpression(source string, variables []Variable) (*Expression, error)
 	if err := src.Validate(); err != nil {
 		return nil, &CompileError{Message: err.Error(), Full: err.Error()}
 	}
-	compiler, err := theCompiler()
+	compiler, err := compilers.acquire()
 	if err != nil {
 		return nil, err
 	}
+	defer compilers.release(compiler)
 	compiler.begin(false)
 	defer compiler.end()
 	t := newTemplate()

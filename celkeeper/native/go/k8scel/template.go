@@ -90,6 +90,16 @@ func CompileTemplate(source map[string]any) (*Template, error) {
 // CompileTemplateReading compiles a template that reads synced data of the given kinds (none: a
 // Gatekeeper template, CompileTemplate): its expressions are compiled with `data` declared.
 func CompileTemplateReading(source map[string]any, dataKinds []DataKind) (*Template, error) {
+	compiler, err := compilers.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer compilers.release(compiler)
+	return compileTemplate(compiler, source, dataKinds)
+}
+
+// compileTemplate is CompileTemplateReading on this compiler.
+func compileTemplate(compiler *templateCompiler, source map[string]any, dataKinds []DataKind) (*Template, error) {
 	src, err := SourceFromMap(source)
 	if err != nil {
 		return nil, err
@@ -101,10 +111,6 @@ func CompileTemplateReading(source map[string]any, dataKinds []DataKind) (*Templ
 	}
 	vapVars = append(vapVars, vapVarsSuffix...)
 	// the CompositedCompiler Driver.AddTemplate makes for each template (compiler.go)
-	compiler, err := theCompiler()
-	if err != nil {
-		return nil, err
-	}
 	compiler.begin(len(dataKinds) > 0)
 	defer compiler.end()
 	t := newTemplate()

@@ -18,12 +18,21 @@ violate two constraints):
 Targets (2 cores): >= 5,000 objects/s evaluated in process; a run over 10,000 Pods <= 10 s; peak RSS
 growth <= 100 MiB at 50,000 Pods. Needs the binaries from hack/kube/build.sh (skips otherwise).
 
-With --baseline DIR (another checkout with its built venv, DIR/.venv, e.g. main's), its code is
-measured in the same run on the same Pods, interleaved with this one's: the evaluation alone (in a
-process of its own, on the same listed Pods) and the whole `celkeeper audit --once` run.
+With --baseline DIR (repeatable: another checkout, with its own venv, DIR/.venv, or run by this venv's
+Python with PYTHONPATH=DIR, e.g. `git archive COMMIT | tar -x -C DIR`, its native library built as
+setup.py builds it: `go build` of DIR/celkeeper/native/go into ~/.cache/celkeeper-native/<its sources'
+hash>/), its code is measured in the same run on the same Pods, interleaved with this one's: the
+evaluation alone (in a process of its own, on the same listed Pods) and the whole `celkeeper audit
+--once` run, alternated --rounds times, each writing every report (deleted before it). `--env
+NAME:VAR=VALUE,...` adds this tree with those environment variables (e.g. `--env gogc200:GOGC=200`) to
+those runs. Each run's memory: peak RSS (VmHWM), what it was made of at the largest sample (anonymous
+memory, file pages, of which the native library's file pages; sampled every 20 ms, the library's every
+200 ms), and with --gctrace the Go heap's largest size (GODEBUG=gctrace=1: the heap when a collection
+started, and the goal).
 
     .venv/bin/python bench/audit.py [--pods 10000] [--large 50000] [--engine cel-go|cel-python]
-                                    [--baseline DIR] [--report-rounds 2]
+                                    [--baseline DIR] [--env NAME:VAR=VALUE,...] [--rounds 2]
+                                    [--report-rounds 2] [--gctrace]
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -163,7 +173,8 @@ print(json.dumps(best))
 def evaluate_listed(listed: list[Any], engine: str, checkout: Path = ROOT) -> tuple[Rate, int]:
     """The evaluation alone of the listed Pods (best of 3 by CPU time) in a process of its own, with
     `checkout`'s code and venv (this one's by default); and the violations found."""
-    python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
+    venv = checkout / ".venv" / "bin" / "python"
+    python = str(venv) if checkout != ROOT and venv.exists() else sys.executable
     with tempfile.NamedTemporaryFile("w", suffix=".json") as objects:
         json.dump(listed, objects)
         objects.flush()
@@ -175,6 +186,36 @@ def evaluate_listed(listed: list[Any], engine: str, checkout: Path = ROOT) -> tu
         ).stdout
     count, wall, cpu, violations = json.loads(out.strip().splitlines()[-1])
     return Rate(count, wall, cpu), violations
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A celkeeper to run: the command before `audit`, and what it adds to the environment."""
+
+    name: str
+    command: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of_checkout(cls, name: str, checkout: Path) -> Contender:
+        """Another checkout: its venv's celkeeper, else this venv's Python on its code (PYTHONPATH)."""
+        own = checkout / ".venv" / "bin" / "celkeeper"
+        if own.exists():
+            return cls(name, (str(own),))
+        # -P: not the current folder first on the path (this tree, when run from it)
+        return cls(name, (sys.executable, "-P", "-m", "celkeeper"), (("PYTHONPATH", str(checkout)),))
+
+    @classmethod
+    def with_env(cls, spec: str) -> Contender:
+        """NAME:VAR=VALUE,... : this tree with those variables."""
+        name, _, pairs = spec.partition(":")
+        env = tuple(tuple(pair.split("=", 1)) for pair in pairs.split(",") if pair)
+        if not name or not env or any(len(pair) != 2 for pair in env):
+            raise SystemExit(f"--env {spec!r}: expected NAME:VAR=VALUE[,VAR=VALUE...]")
+        return cls(name, (str(CELKEEPER),), tuple((k, v) for k, v in env))
+
+
+THIS = Contender("this tree", (str(CELKEEPER),))
 
 
 @dataclass
@@ -189,20 +230,37 @@ class Run:
     report_writes: int = 0  # OpenReports created, updated or deleted by the run
     peak_anon_mib: float = 0.0  # peak of its anonymous (private) memory, sampled
     peak_pss_mib: float = 0.0  # peak PSS (shared pages charged in part), sampled
+    # the largest RSS sample, what it was made of: anonymous memory and file pages (RssFile)
+    sample_anon_mib: float = 0.0
+    sample_file_mib: float = 0.0
+    library_mib: float = 0.0  # the native library's file pages (code, read-only data), largest sample
+    go_heap_mib: float = 0.0  # with GODEBUG=gctrace=1: the largest heap a collection started at
+    go_goal_mib: float = 0.0  # and the largest heap goal
+
+    def memory(self) -> str:
+        go = (
+            f"; Go heap up to {self.go_heap_mib:.0f} MB (goal {self.go_goal_mib:.0f} MB)"
+            if self.go_goal_mib
+            else ""
+        )
+        return (
+            f"peak RSS {self.peak_mib:.1f} MiB (largest sample: anonymous {self.sample_anon_mib:.1f}, files "
+            f"{self.sample_file_mib:.1f}; the library's file pages up to {self.library_mib:.1f} MiB){go}"
+        )
 
 
-def memory_kib(pid: int) -> tuple[int, int]:
-    """The process's peak RSS so far (VmHWM) and its anonymous memory now (RssAnon), in KiB."""
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmHWM (peak RSS so far), VmRSS, RssAnon and RssFile of the process, in KiB."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
-        return 0, 0
+        return {}
     found = {}
     for line in status.splitlines():
         key, _, value = line.partition(":")
-        if key in ("VmHWM", "RssAnon"):
+        if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
             found[key] = int(value.split()[0])
-    return found.get("VmHWM", 0), found.get("RssAnon", 0)
+    return found
 
 
 def pss_kib(pid: int) -> int:
@@ -216,13 +274,53 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
-def audit_process(cluster: Any, work: Path, *extra: str, celkeeper: Path = CELKEEPER) -> Run:
-    """Run `celkeeper audit --once` as a process of its own (`celkeeper`: whose)."""
+LIBRARY = "libcelkeeper.so"
+
+
+def library_file_kib(pid: int) -> int:
+    """The resident pages of the native library's file in the process (its mappings' Rss less their
+    private pages: the relocated data the dynamic loader wrote)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return 0
+    total = 0
+    ours = False
+    for line in text.splitlines():
+        head = line.split(None, 1)[0] if line else ""
+        if "-" in head and not head.endswith(":"):
+            ours = line.rstrip().endswith(LIBRARY)
+        elif ours and head == "Rss:":
+            total += int(line.split()[1])
+        elif ours and head == "Anonymous:":
+            total -= int(line.split()[1])
+    return total
+
+
+GCTRACE = re.compile(r"(\d+)->(\d+)->(\d+) MB, (\d+) MB goal")
+
+
+def log_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON lines of the audit's log (a line of the Go runtime's trace may precede one)."""
+    out = []
+    for line in text.splitlines():
+        at = line.find('{"')
+        if at < 0:
+            continue
+        try:
+            out.append(json.loads(line[at:]))
+        except ValueError:
+            continue
+    return out
+
+
+def audit_process(cluster: Any, work: Path, *extra: str, who: Contender = THIS, gctrace: bool = False) -> Run:
+    """Run `celkeeper audit --once` as a process of its own (`who`'s celkeeper)."""
     from bench.support.load import cpu_seconds
 
     log_path = work / f"audit-{time.monotonic_ns()}.log"
     argv = [
-        str(celkeeper),
+        *who.command,
         "audit",
         "--source",
         "kubernetes",
@@ -233,34 +331,45 @@ def audit_process(cluster: Any, work: Path, *extra: str, celkeeper: Path = CELKE
         "",
         *extra,
     ]
+    env = dict(os.environ, **dict(who.env))
+    if gctrace:
+        env["GODEBUG"] = ",".join(filter(None, (env.get("GODEBUG", ""), "gctrace=1")))
     apiserver = {cluster.apiserver.pid}
     api_before = cpu_seconds(apiserver)
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    peak_kib = peak_anon_kib = peak_pss_kib = 0
+    peak_kib = peak_anon_kib = peak_pss_kib = library_kib = 0
+    largest: dict[str, int] = {}
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         # the peak RSS of the process's own address space (VmHWM starts afresh at exec; ru_maxrss would
-        # count the pages of this big process it was forked from); its anonymous memory every 20 ms and its
-        # PSS every 100 ms (smaps_rollup walks the page tables), the peaks of those samples
+        # count the pages of this big process it was forked from); its memory every 20 ms, what the
+        # largest RSS sample was made of, and its PSS and the library's pages every 200 ms (smaps walks
+        # the page tables), the peaks of those samples
         samples = 0
         while proc.poll() is None:
-            hwm, anon = memory_kib(proc.pid)
-            peak_kib, peak_anon_kib = max(peak_kib, hwm), max(peak_anon_kib, anon)
-            if samples % 5 == 0:
+            now = memory_kib(proc.pid)
+            peak_kib = max(peak_kib, now.get("VmHWM", 0))
+            peak_anon_kib = max(peak_anon_kib, now.get("RssAnon", 0))
+            if now.get("VmRSS", 0) > largest.get("VmRSS", 0):
+                largest = now
+            if samples % 10 == 0:
                 peak_pss_kib = max(peak_pss_kib, pss_kib(proc.pid))
+                library_kib = max(library_kib, library_file_kib(proc.pid))
             samples += 1
             time.sleep(0.02)
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter() - began
     api_cpu = cpu_seconds(apiserver) - api_before
     code = proc.returncode
-    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    text = log_path.read_text(errors="replace")
+    lines = log_lines(text)
     finished = next((line for line in lines if line.get("event_type") == "audit_finished"), None)
     if code != 0 or finished is None:
-        raise SystemExit(f"celkeeper audit failed ({code}):\n{log_path.read_text()[-3000:]}")
+        raise SystemExit(f"celkeeper audit ({who.name}) failed ({code}):\n{text[-3000:]}")
     started = next(line["ts"] for line in lines if line.get("event_type") == "audit_started")
     cpu = usage.ru_utime + usage.ru_stime - children_before.ru_utime - children_before.ru_stime
+    collections = [tuple(int(x) for x in found) for found in GCTRACE.findall(text)]
     return Run(
         finished["ts"] - started,
         wall,
@@ -272,6 +381,11 @@ def audit_process(cluster: Any, work: Path, *extra: str, celkeeper: Path = CELKE
         sum(finished.get(f"reports_{op}", 0) for op in ("created", "updated", "deleted")),
         peak_anon_kib / 1024,
         peak_pss_kib / 1024,
+        largest.get("RssAnon", 0) / 1024,
+        largest.get("RssFile", 0) / 1024,
+        library_kib / 1024,
+        max((c[0] for c in collections), default=0),
+        max((c[3] for c in collections), default=0),
     )
 
 
@@ -305,16 +419,44 @@ def main() -> int:
     )
     parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=ENGINES)
     parser.add_argument(
-        "--baseline", metavar="DIR", help="also measure this checkout (its .venv built), interleaved"
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also measure this checkout (its .venv, else this venv's Python on its code), interleaved "
+        "(repeatable)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME:VAR=VALUE,...",
+        help="also measure this tree with these environment variables (repeatable)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="rounds of whole runs of each celkeeper compared, alternated (default 2)",
     )
     parser.add_argument(
         "--report-rounds",
         type=int,
         default=2,
-        help="rounds of runs without, writing and keeping the OpenReports (default 2)",
+        help="rounds of runs without, writing and keeping the OpenReports (default 2; 0: none)",
+    )
+    parser.add_argument(
+        "--no-evaluation",
+        action="store_true",
+        help="leave out the evaluation alone in process (whole runs only)",
+    )
+    parser.add_argument(
+        "--gctrace", action="store_true", help="the Go heap's largest size per run (GODEBUG=gctrace=1)"
     )
     args = parser.parse_args()
-    baseline = Path(args.baseline).resolve() if args.baseline else None
+    baselines = [Path(b).resolve() for b in args.baseline]
+    others = [Contender.of_checkout(f"baseline {b.name}", b) for b in baselines]
+    others += [Contender.with_env(spec) for spec in args.env]
     try:
         binaries = find_binaries()
     except BinariesUnavailable as exc:
@@ -322,6 +464,7 @@ def main() -> int:
         return 0
     from tests.support.apiserver import ControlPlane
 
+    print(f"machine: {os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-audit-") as tmp:
         work = Path(tmp)
         with ControlPlane(work / "kube", binaries) as cluster:
@@ -332,85 +475,142 @@ def main() -> int:
             print(f"{args.pods} Pods created in {took:.0f} s ({args.pods / took:.0f}/s)")
             size = len(cluster.request("/api/v1/namespaces/team-1/pods/web-000001")[1])
             print(f"one Pod as listed: {size / 1024:.1f} KB")
-            listing, evaluation, violations, listed = in_process(cluster, args.engine)
-            print(
-                f"in process ({args.engine}), {listing.objects} Pods, 20 constraints, "
-                f"{violations} violations:"
-            )
-            per_cpu = evaluation.objects / evaluation.cpu
-            print(
-                f"  evaluation alone:           {evaluation.line()}   (target >= 5000: "
-                f"{'met' if per_cpu >= 5000 else 'NOT met'} per CPU-second)"
-            )
-            if baseline is not None:
-                # interleaved: the baseline, this checkout again, the baseline again
-                for who in (baseline, ROOT, baseline):
-                    rate, found = evaluate_listed(listed, args.engine, who)
-                    print(f"  evaluation alone, {who}: {rate.line()} ({found} violations)")
-            del listed
-            print(f"  list + parse, pages of 500: {listing.line()}")
-            baseline_run = audit_process(cluster, work, "--excluded-resource", "pods")
-            run = audit_process(cluster, work)
+            if not args.no_evaluation:
+                evaluate_in_process(cluster, args.engine, baselines)
+            gctrace = args.gctrace
+            # a run listing no Pods, for each celkeeper: what start-up, compilation and discovery cost
+            empty = {
+                who.name: audit_process(
+                    cluster, work, "--excluded-resource", "pods", who=who, gctrace=gctrace
+                )
+                for who in (THIS, *others)
+            }
+            baseline_run = empty[THIS.name]
+            run = audit_process(cluster, work, gctrace=gctrace)
             print(f"celkeeper audit --once over {run.objects} objects ({run.violations} violations):")
             print(f"  {describe(run, baseline_run)}")
             print(f"  target <= 10 s at 10,000: {'met' if run.seconds <= 10 else 'NOT met'}")
+            print(f"  {run.memory()}")
             print(
-                f"  peak RSS {run.peak_mib:.0f} MiB; a run listing no Pods {baseline_run.peak_mib:.0f} MiB; "
-                f"growth {run.peak_mib - baseline_run.peak_mib:.0f} MiB"
+                f"  a run listing no Pods: {baseline_run.memory()}; growth "
+                f"{run.peak_mib - baseline_run.peak_mib:.0f} MiB (load {os.getloadavg()[0]:.2f})"
             )
-            # the OpenReports: the run above wrote them; an unchanged run writes none. Their memory: runs
-            # without them (--reports none), writing every one of them (deleted before the run) and unchanged,
-            # alternated
+            # the OpenReports: the run above wrote them; an unchanged run writes none
             print(f"  OpenReports: that run wrote {run.report_writes}")
-            print(
-                f"  OpenReports' cost, {args.report_rounds} rounds (peak RSS exact; anonymous memory and PSS "
-                "sampled):"
-            )
-            modes = {"none": [], "writing": [], "unchanged": []}
-            for round_ in range(args.report_rounds):
-                order = list(modes) if round_ % 2 == 0 else list(reversed(modes))
-                for mode in order:
-                    if mode == "writing":
-                        delete_reports(cluster)
-                    again = audit_process(
-                        cluster, work, "--reports", "none" if mode == "none" else "openreports"
-                    )
-                    modes[mode].append(again)
-                    print(
-                        f"    {mode:<9}: run {again.seconds:.2f} s, CPU {again.cpu:.2f} s, peak RSS "
-                        f"{again.peak_mib:.1f} MiB, anonymous {again.peak_anon_mib:.1f} MiB, PSS "
-                        f"{again.peak_pss_mib:.1f} MiB, {again.report_writes} report writes "
-                        f"(load {os.getloadavg()[0]:.2f})"
-                    )
-            for mode in ("writing", "unchanged"):
-                pairs = list(zip(modes[mode], modes["none"], strict=True))
-                print(
-                    f"  {mode} / none, per round: peak RSS "
-                    + ", ".join(f"{r.peak_mib - o.peak_mib:+.1f}" for r, o in pairs)
-                    + " MiB; anonymous "
-                    + ", ".join(f"{r.peak_anon_mib - o.peak_anon_mib:+.1f}" for r, o in pairs)
-                    + " MiB; PSS "
-                    + ", ".join(f"{r.peak_pss_mib - o.peak_pss_mib:+.1f}" for r, o in pairs)
-                    + " MiB; CPU x"
-                    + ", ".join(f"{r.cpu / o.cpu:.3f}" for r, o in pairs)
-                )
-            if baseline is not None:
-                theirs = baseline / ".venv" / "bin" / "celkeeper"
-                for who, executable in ((baseline, theirs), (ROOT, CELKEEPER), (baseline, theirs)):
-                    again = audit_process(cluster, work, celkeeper=executable)
-                    print(f"  again, {who}: {describe(again, baseline_run)}")
+            if args.report_rounds:
+                report_costs(cluster, work, args.report_rounds, gctrace)
+            if others:
+                compare(cluster, work, [THIS, *others], args.rounds, empty, gctrace)
             if args.large > args.pods:
                 took = grow(cluster, args.pods, args.large)
                 print(f"grown to {args.large} Pods in {took:.0f} s")
-                run = audit_process(cluster, work)
-                growth = run.peak_mib - baseline_run.peak_mib
-                print(f"celkeeper audit --once over {run.objects} objects ({run.violations} violations):")
-                print(f"  {describe(run, baseline_run)}")
-                print(
-                    f"  peak RSS {run.peak_mib:.0f} MiB; growth {growth:.0f} MiB over a run listing no Pods "
-                    f"(target <= 100 MiB: {'met' if growth <= 100 else 'NOT met'})"
-                )
+                for who in (THIS, *others):
+                    run = audit_process(cluster, work, who=who, gctrace=gctrace)
+                    growth = run.peak_mib - empty[who.name].peak_mib
+                    print(
+                        f"{who.name}: celkeeper audit --once over {run.objects} objects "
+                        f"({run.violations} violations):"
+                    )
+                    print(f"  {describe(run, empty[who.name])}")
+                    print(f"  {run.memory()} (load {os.getloadavg()[0]:.2f})")
+                    print(
+                        f"  growth {growth:.0f} MiB over a run listing no Pods "
+                        f"(target <= 100 MiB: {'met' if growth <= 100 else 'NOT met'})"
+                    )
     return 0
+
+
+def evaluate_in_process(cluster: Any, engine: str, baselines: list[Path]) -> None:
+    """The evaluation alone of the listed Pods, this tree's and each baseline's, interleaved."""
+    listing, evaluation, violations, listed = in_process(cluster, engine)
+    print(f"in process ({engine}), {listing.objects} Pods, 20 constraints, {violations} violations:")
+    per_cpu = evaluation.objects / evaluation.cpu
+    print(
+        f"  evaluation alone:           {evaluation.line()}   (target >= 5000: "
+        f"{'met' if per_cpu >= 5000 else 'NOT met'} per CPU-second)"
+    )
+    for baseline in baselines:
+        # interleaved: the baseline, this checkout again, the baseline again
+        for checkout in (baseline, ROOT, baseline):
+            rate, found = evaluate_listed(listed, engine, checkout)
+            print(f"  evaluation alone, {checkout}: {rate.line()} ({found} violations)")
+    del listed
+    print(f"  list + parse, pages of 500: {listing.line()}")
+
+
+def report_costs(cluster: Any, work: Path, rounds: int, gctrace: bool) -> None:
+    """Runs without reports (--reports none), writing every report (deleted before the run) and finding
+    them unchanged, alternated."""
+    print(f"  OpenReports' cost, {rounds} rounds (peak RSS exact; anonymous memory and PSS sampled):")
+    modes: dict[str, list[Run]] = {"none": [], "writing": [], "unchanged": []}
+    for round_ in range(rounds):
+        order = list(modes) if round_ % 2 == 0 else list(reversed(modes))
+        for mode in order:
+            if mode == "writing":
+                delete_reports(cluster)
+            again = audit_process(
+                cluster,
+                work,
+                "--reports",
+                "none" if mode == "none" else "openreports",
+                gctrace=gctrace,
+            )
+            modes[mode].append(again)
+            print(
+                f"    {mode:<9}: run {again.seconds:.2f} s, CPU {again.cpu:.2f} s, {again.memory()}, "
+                f"peak anonymous {again.peak_anon_mib:.1f} MiB, PSS {again.peak_pss_mib:.1f} MiB, "
+                f"{again.report_writes} report writes (load {os.getloadavg()[0]:.2f})"
+            )
+    for mode in ("writing", "unchanged"):
+        pairs = list(zip(modes[mode], modes["none"], strict=True))
+        print(
+            f"  {mode} / none, per round: peak RSS "
+            + ", ".join(f"{r.peak_mib - o.peak_mib:+.1f}" for r, o in pairs)
+            + " MiB; anonymous "
+            + ", ".join(f"{r.peak_anon_mib - o.peak_anon_mib:+.1f}" for r, o in pairs)
+            + " MiB; PSS "
+            + ", ".join(f"{r.peak_pss_mib - o.peak_pss_mib:+.1f}" for r, o in pairs)
+            + " MiB; CPU x"
+            + ", ".join(f"{r.cpu / o.cpu:.3f}" for r, o in pairs)
+        )
+
+
+def compare(
+    cluster: Any,
+    work: Path,
+    contenders: list[Contender],
+    rounds: int,
+    empty: dict[str, Run],
+    gctrace: bool,
+) -> None:
+    """Whole runs of each celkeeper, each writing every report (deleted before it), alternated: memory
+    and CPU side by side, and each against this tree in the same round."""
+    print(f"side by side, {rounds} rounds, each run writing every report:")
+    runs: dict[str, list[Run]] = {who.name: [] for who in contenders}
+    for round_ in range(rounds):
+        order = contenders if round_ % 2 == 0 else list(reversed(contenders))
+        for who in order:
+            delete_reports(cluster)
+            again = audit_process(cluster, work, who=who, gctrace=gctrace)
+            runs[who.name].append(again)
+            print(f"  {who.name}: {describe(again, empty[who.name])}")
+            print(
+                f"    {again.memory()}, peak anonymous {again.peak_anon_mib:.1f} MiB; "
+                f"{again.report_writes} report writes (load {os.getloadavg()[0]:.2f})"
+            )
+    ours = runs[THIS.name]
+    for who in contenders[1:]:
+        pairs = list(zip(ours, runs[who.name], strict=True))
+        print(
+            f"  this tree / {who.name}, per round: peak RSS "
+            + ", ".join(
+                f"{a.peak_mib - b.peak_mib:+.1f} MiB (x{a.peak_mib / b.peak_mib:.3f})" for a, b in pairs
+            )
+            + "; anonymous "
+            + ", ".join(f"{a.sample_anon_mib - b.sample_anon_mib:+.1f}" for a, b in pairs)
+            + " MiB; CPU x"
+            + ", ".join(f"{a.cpu / b.cpu:.3f}" for a, b in pairs)
+        )
 
 
 if __name__ == "__main__":

@@ -262,6 +262,7 @@ def synced_data(
                 try:
                     for page in pages(client, resource.resource(), chunk_size):
                         store.apply(Put(o) for o in page.items)
+                        del page  # not held while the next is read
                 except ApiError as err:
                     if err.not_found:  # that version is not served (discovery names the preferred one)
                         log.debug("synced data: %s is not served", gvk)
@@ -311,6 +312,7 @@ def _audit_resources(
                     excluded_namespaces=options.excluded_namespaces,
                     admission=admission,
                 )
+                del page  # one page at a time: not held while the next is read and parsed
                 report.page(resource, audited)
         except ApiError as err:
             if err.not_found:  # it went away since discovery (a CRD deleted): nothing to audit

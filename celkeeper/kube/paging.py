@@ -1,6 +1,11 @@
 """A list in chunks (`limit` / `continue`), so that a consumer never holds more than one page.
 
-    for page in pages(client, resource, limit=500): for obj in page.items: ...
+    for page in pages(client, resource, limit=500):
+        for obj in page.items: ...
+        del page        # not held while the next page is read and parsed
+
+The generator holds no page while it reads the next one; a consumer that keeps its loop variable bound
+holds the previous page until the next has been read and parsed (two pages at once).
 
 A continue token that expires while the list is under way (410 Gone: etcd compacted the revision the
 list started at, e.g. the list took longer than the compaction interval) restarts the list from the
@@ -65,3 +70,4 @@ def pages(
         yield page if items is page.items else Page(items, token, page.resource_version)
         if not token:
             return
+        del page, items  # not held while the next page is read

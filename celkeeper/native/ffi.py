@@ -152,7 +152,7 @@ class Library:
         except OSError as err:
             raise LibraryUnavailable(f"cannot load celkeeper's native library {path}: {err}") from err
         self.path = path
-        self.pid = os.getpid()
+        self.pid = _process_id
         self._dll = dll
         ll, i, p, out, outn = ctypes.c_longlong, ctypes.c_int, ctypes.c_char_p, _c_char_pp, _c_int_p
         self._sig(dll.native_free, None, [ctypes.c_void_p])
@@ -188,8 +188,13 @@ class Library:
         fn.restype = restype
         fn.argtypes = argtypes
 
+    @property
+    def ours(self) -> bool:
+        """Whether this process loaded the library (not a child forked after it did)."""
+        return _process_id == self.pid
+
     def check(self) -> None:
-        if _process_id != self.pid:
+        if not self.ours:
             raise ForkedLibraryError(
                 f"celkeeper's native library was loaded by process {self.pid} before it forked; the Go "
                 "runtime does not survive fork: load it in the child (celkeeper loads engines lazily)"
@@ -239,7 +244,7 @@ class Library:
         return int(handle), orjson.loads(self._take(out, n))
 
     def store_close(self, handle: int) -> None:
-        if os.getpid() == self.pid:
+        if self.ours:
             self._dll.k8scel_store_close(handle)
 
     def constraint(self, template: int, document: bytes) -> tuple[int, dict[str, Any]]:
@@ -417,7 +422,7 @@ class Library:
 
     def release(self, handle: int) -> None:
         """Free a handle; nothing in a forked child (the parent's runtime is not ours to call)."""
-        if os.getpid() == self.pid:
+        if self.ours:
             self._dll.native_release(handle)
 
     def release_file_pages(self) -> int:
@@ -433,7 +438,7 @@ class Library:
         and Linux maps a file's pages around each one faulted in (fault-around, whole large folios): a
         process that has loaded the library and compiled policies keeps ~50-60 MiB of the 110 MB file
         mapped, of which ~6-11 MiB are used while it serves or idles (docs/performance.md)."""
-        if os.getpid() != self.pid or not sys.platform.startswith("linux"):
+        if not self.ours or not sys.platform.startswith("linux"):
             return 0
         madvise = _libc_madvise()
         if madvise is None:
@@ -475,13 +480,13 @@ def load() -> Library:
 
 def trim() -> None:
     """Library.trim, when this process has loaded the library (nothing otherwise)."""
-    if _loaded is not None and _loaded.pid == os.getpid():
+    if _loaded is not None and _loaded.ours:
         _loaded.trim()
 
 
 def release_file_pages() -> int:
     """Library.release_file_pages, when this process has loaded the library (0 otherwise)."""
-    if _loaded is not None and _loaded.pid == os.getpid():
+    if _loaded is not None and _loaded.ours:
         return _loaded.release_file_pages()
     return 0
 

@@ -3,11 +3,13 @@ after an expired continue token without delivering an object twice, and errors t
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import pytest
 
-from celkeeper.kube import ApiError, Resource, pages
+from celkeeper.kube import ApiError, Page, Resource, pages
 from tests.kube.fakes import FakeClient
 
 PODS = Resource("", "v1", "pods", "Pod")
@@ -65,3 +67,35 @@ def test_other_errors_are_not_retried() -> None:
     with pytest.raises(ApiError) as raised:
         list(pages(FakeClient(), PODS, 2))
     assert raised.value.not_found
+
+
+class _Items(list[Any]):
+    """A page's items that a weak reference can follow."""
+
+
+class _Watched(FakeClient):
+    """Records, as each page is asked for, which pages given before are still alive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.given: list[weakref.ref[_Items]] = []
+        self.alive_when_asked: list[list[bool]] = []
+
+    def list_page(self, resource: Resource, limit: int, continue_token: str = "") -> Page:
+        gc.collect()
+        self.alive_when_asked.append([ref() is not None for ref in self.given])
+        page = super().list_page(resource, limit, continue_token)
+        items = _Items(page.items)
+        self.given.append(weakref.ref(items))
+        return Page(items, page.continue_token, page.resource_version)
+
+
+def test_no_page_is_held_while_the_next_is_read_by_a_consumer_that_drops_it() -> None:
+    fake = _Watched()
+    fake.put(PODS, *[pod("a", f"p{i}") for i in range(5)])
+    seen = 0
+    for page in pages(fake, PODS, 2):
+        seen += len(page.items)
+        del page
+    assert seen == 5
+    assert fake.alive_when_asked == [[], [False], [False, False]]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from celkeeper.native import ffi
 from celkeeper.native.ffi import ForkedLibraryError, load
 from tests.support.native import require_celgo
 from tests.support.serve import POLICIES, ServeProcess, pod, review
@@ -74,3 +75,29 @@ def test_a_child_forked_after_loading_is_refused() -> None:
     os.waitpid(pid, 0)
     assert answer == b"refused"
     assert library.info()["compatibilityVersion"] == "1.35"  # the parent goes on using it
+
+
+def test_a_child_forked_after_loading_neither_releases_nor_unmaps_the_parents_library() -> None:
+    """What a process does to its own library (free a handle, close a store, return the Go heap's free
+    memory, unmap the library's code pages) is nothing in a child forked after loading: those pages are
+    resident in the child too, and the parent's runtime is not the child's to call."""
+    require_celgo()
+    library = load()
+    library.info()  # it has run: its code pages are mapped
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            library.release(1 << 40)
+            library.store_close(1 << 40)
+            ffi.trim()
+            unmapped = library.release_file_pages() + ffi.release_file_pages()
+            os.write(write, f"unmapped {unmapped}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 64)
+    os.waitpid(pid, 0)
+    assert answer == b"unmapped 0"
+    assert library.release_file_pages() > 0  # the parent's own: unmapped
+    assert library.info()["compatibilityVersion"] == "1.35"  # and it goes on using the library

@@ -36,10 +36,17 @@ type valueMemo struct {
 	roots    map[int64]*valueNode // per constraint class
 	size     int                  // results remembered
 	hits     int                  // results found (for tests)
+	refused  int                  // evaluations in a row not remembered: a value read could not be a key
 }
 
 // maxRemembered bounds the results one part remembers.
 const maxRemembered = 256
+
+// refusedBackoff: after that many evaluations in a row whose values could not be remembered (a part
+// reading lists of objects: containers), a part tries once every refusedBackoff evaluations only (the
+// keys of the values read before the one refused cost as much as the evaluation they would save).
+// Remembering is a cache: what is not remembered is evaluated, with the same result.
+const refusedBackoff = 64
 
 type valueNode struct {
 	next     string // the variable read next ("" at a leaf)
@@ -250,6 +257,14 @@ func (m *valueMemo) lookup(comp *composition, class int64) any {
 // remember adds what an evaluation produced (result, having read reads in order) for class, when
 // every value it read can be remembered.
 func (m *valueMemo) remember(comp *composition, class int64, reads []string, result any) {
+	m.mu.Lock()
+	refused := m.refused
+	if refused >= refusedBackoff && refused%refusedBackoff != 0 {
+		m.refused++
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
 	keys := make([]valueKey, len(reads))
 	fixed := make([]bool, len(reads))
 	for n, name := range reads {
@@ -263,12 +278,16 @@ func (m *valueMemo) remember(comp *composition, class int64, reads []string, res
 		}
 		key, ok := keyOf(comp.vars.values[i])
 		if !ok {
+			m.mu.Lock()
+			m.refused++
+			m.mu.Unlock()
 			return
 		}
 		keys[n] = key
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.refused = 0
 	if m.size >= maxRemembered {
 		return
 	}

@@ -66,6 +66,21 @@ def test_upstream_cel_go_still_needs_the_copy_of_runtimecost() -> None:
     assert CEL_GO in patched().PATCHES
 
 
+def test_upstream_cel_go_still_needs_the_copy_of_frame() -> None:
+    """k8scel/framepatch_test.go in its upstream mode, on the module as it is: cel-go's ContextEval makes
+    the state of asynchronous calls (a cancellable context registered with its parent, a gate) for every
+    evaluation, which Eval does not."""
+    out = run_go(
+        "test",
+        "-run",
+        "TestEvaluatingWithAContextMakesNothingForAsynchronousCalls",
+        "./k8scel",
+        env={"GOFLAGS": "-mod=readonly", "CELKEEPER_UPSTREAM_COST": "1"},
+    )
+    assert "ok" in out
+    assert CEL_GO in patched().PATCHES
+
+
 def test_upstream_gatekeeper_still_compares_passes_with_go_cmp() -> None:
     """Gatekeeper's mutation System, as go.mod requires it, compares each pass's object with go-cmp's
     cmp.Equal (the copy compares with UnstructuredEqual, reflect.DeepEqual's answer without reflection

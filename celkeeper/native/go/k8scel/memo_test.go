@@ -449,3 +449,47 @@ func TestRememberedResultsAreSharedSafelyByConcurrentRequests(t *testing.T) {
 		t.Error("the validations' results were not remembered across requests")
 	}
 }
+
+// A part whose values cannot be remembered (a list of objects) stops making keys for them, and tries
+// again every refusedBackoff evaluations: once its values can be remembered, they are.
+func TestPartsWithValuesNeverRememberedTryAgainLater(t *testing.T) {
+	tmpl := compile(t, `{"variables": [
+		{"name": "containers", "expression": "has(variables.anyObject.spec.containers) ? variables.anyObject.spec.containers : []"},
+		{"name": "names", "expression": "variables.containers.map(c, c.name)"}],
+		"validations": [{"expression": "size(variables.names) < 10"}]}`)
+	names := variable(tmpl, "names").values
+	if names == nil {
+		t.Fatal("names reads only variables: its results may be remembered")
+	}
+	constraint, err := tmpl.Bind([]byte(`{"kind": "K", "metadata": {"name": "c"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(containers []any) {
+		t.Helper()
+		object := mustJSON(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p"}, "spec": map[string]any{"containers": containers}})
+		r, err := NewRequest(benchHeader, object, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := tmpl.Validate(context.Background(), r, constraint, PerCallLimit); len(d) != 0 {
+			t.Fatalf("%v", d)
+		}
+	}
+	for range refusedBackoff + 1 {
+		decide([]any{map[string]any{"name": "a"}}) // names reads containers: a list of objects
+	}
+	if names.size != 0 || names.refused.Load() != refusedBackoff+1 {
+		t.Fatalf("remembered %d, refused %d", names.size, names.refused.Load())
+	}
+	for range refusedBackoff - 1 { // not tried: a value that could be remembered is not
+		decide([]any{})
+	}
+	if names.size != 0 {
+		t.Fatalf("remembered %d while backing off", names.size)
+	}
+	decide([]any{}) // the next try: an empty list is remembered
+	if names.size != 1 || names.refused.Load() != 0 {
+		t.Errorf("remembered %d, refused %d after a try with a value that can be remembered", names.size, names.refused.Load())
+	}
+}

@@ -39,7 +39,15 @@ type valueMemo struct {
 	roots map[int64]*valueNode // per constraint class
 	size  int                  // results remembered
 	hits  atomic.Int64         // results found (for tests)
+	// evaluations in a row not remembered: a value read could not be a key
+	refused atomic.Int64
 }
+
+// refusedBackoff: after that many evaluations in a row whose values could not be remembered (a part
+// reading lists of objects: containers), a part tries once every refusedBackoff evaluations only (the
+// keys of the values read before the one refused cost as much as the evaluation they would save).
+// Remembering is a cache: what is not remembered is evaluated, with the same result.
+const refusedBackoff = 64
 
 // maxRemembered bounds the results one part remembers.
 const maxRemembered = 256
@@ -251,6 +259,10 @@ func (m *valueMemo) lookup(comp *composition, class int64) any {
 // remember adds what an evaluation produced (result, having read reads in order) for class, when
 // every value it read can be remembered.
 func (m *valueMemo) remember(comp *composition, class int64, reads []string, result any) {
+	if refused := m.refused.Load(); refused >= refusedBackoff && refused%refusedBackoff != 0 {
+		m.refused.Add(1)
+		return
+	}
 	keys := make([]valueKey, len(reads))
 	fixed := make([]bool, len(reads))
 	for n, name := range reads {
@@ -264,10 +276,12 @@ func (m *valueMemo) remember(comp *composition, class int64, reads []string, res
 		}
 		key, ok := keyOf(comp.vars.values[i])
 		if !ok {
+			m.refused.Add(1)
 			return
 		}
 		keys[n] = key
 	}
+	m.refused.Store(0)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.size >= maxRemembered {

@@ -1,7 +1,7 @@
 // celkeeper's copy of github.com/google/cel-go v0.30.0 interpreter/runtimecost.go, compiled in its
-// place (go build -overlay: celkeeper/native/locate.py). Derived from the file whose sha256 is
+// place (celkeeper/native/go/patched.py). Derived from the file whose sha256 is
 //   d3a664b0547e6b0ba51c013014e2a783d34bd57b8dc464b7d2b541c293d95bf1
-// (tests/native/test_celgo_patch.py checks that the module cache holds it). Changes, each marked
+// (tests/native/test_locate_patches.py checks that the module cache holds it). Changes, each marked
 // "celkeeper:" below; docs/known-issues.md says why and when they can go:
 //   1. no allocation per observed step: a call's arguments are found on the stack without building
 //      the slice of their Interpretables (unary, binary, ==, !=) and gathered into a buffer of the

@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench.support.variants import env_variant  # noqa: E402
 from celkeeper.settings import DEFAULT_ENGINE, ENGINES  # noqa: E402
 from tests.support.binaries import BinariesUnavailable, find_binaries  # noqa: E402
 
@@ -208,11 +209,8 @@ class Contender:
     @classmethod
     def with_env(cls, spec: str) -> Contender:
         """NAME:VAR=VALUE,... : this tree with those variables."""
-        name, _, pairs = spec.partition(":")
-        env = tuple(tuple(pair.split("=", 1)) for pair in pairs.split(",") if pair)
-        if not name or not env or any(len(pair) != 2 for pair in env):
-            raise SystemExit(f"--env {spec!r}: expected NAME:VAR=VALUE[,VAR=VALUE...]")
-        return cls(name, (str(CELKEEPER),), tuple((k, v) for k, v in env))
+        name, env = env_variant(spec)
+        return cls(name, (str(CELKEEPER),), tuple(env.items()))
 
 
 THIS = Contender("this tree", (str(CELKEEPER),))

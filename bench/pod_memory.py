@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.support.load import run_wrk  # noqa: E402
+from bench.support.variants import env_variant  # noqa: E402
 from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
 from celkeeper.native.locate import cache_root  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
@@ -101,13 +102,7 @@ class Variant:
 
 
 def parse_env(spec: str) -> Variant:
-    name, _, assignments = spec.partition(":")
-    env = {}
-    for assignment in filter(None, assignments.split(",")):
-        key, sep, value = assignment.partition("=")
-        if not sep:
-            raise SystemExit(f"bench: --env {spec}: {assignment!r} is not VAR=VALUE")
-        env[key] = value
+    name, env = env_variant(spec)
     return Variant(name, ROOT, env)
 
 

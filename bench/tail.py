@@ -14,11 +14,11 @@ reviews/s (paced per wrk thread, as bench/webhook.py and bench/gatekeeper.py mea
   - the Go runtime's collections over the measurement (`GODEBUG=gctrace=1`, the worker's log): how
     many, how long their mark phases lasted (wall) and the share of the time spent in one.
 
-A configuration is a set of environment variables for the server (`--config 'GOGC=off'`; the first
+A configuration is a set of environment variables for the server (`--env nogc:GOGC=off`; the first
 one is always the server as it ships, `default`): e.g. Go's collector switched off shows what the
 collections add to the tail, `GOMAXPROCS=4` whether the Go runtime's processors are short.
 
-    .venv/bin/python bench/tail.py [--rate 1000] [--duration 10] [--rounds 2] [--config 'GOGC=off' ...]
+    .venv/bin/python bench/tail.py [--rate 1000] [--duration 10] [--rounds 2] [--env NAME:VAR=VALUE,... ...]
 
 On a shared machine the tail moves with everything else that runs (compare configurations within one
 run only; say the load). Needs wrk (`apt-get install -y wrk`).
@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.support.load import Result, run_wrk  # noqa: E402
+from bench.support.variants import env_variant  # noqa: E402
 from bench.webhook import bench_pod, write_namespaces, write_policies  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
 
@@ -106,18 +107,17 @@ def main() -> int:
         "--rounds", type=int, default=2, help="alternations of the configurations (default 2)"
     )
     parser.add_argument(
-        "--config",
+        "--env",
         action="append",
         default=[],
-        metavar="'NAME=VALUE ...'",
-        help="a configuration: the server's environment variables (repeatable)",
+        metavar="NAME:VAR=VALUE,...",
+        help="also measure the server with these environment variables (repeatable)",
     )
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("bench/tail.py needs wrk (apt-get install -y wrk)")
     configs: list[tuple[str, dict[str, str]]] = [("default", {})]
-    for text in args.config:
-        configs.append((text, dict(item.split("=", 1) for item in text.split())))
+    configs += [env_variant(spec) for spec in args.env]
     print(f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
     print(
         f"open loop at {args.rate:.0f}/s for {args.duration} s, wrk 1 thread 8 connections; "

@@ -22,7 +22,8 @@ namespace, applied through the API as bench/gatekeeper.py applies them; Gatekeep
 too (`--no-gatekeeper-crds`: not), as bench/gatekeeper.py has them beside celkeeper's. Needs the kube
 binaries (hack/kube/build.sh).
 
-Servers compared (`--baseline DIR`: another checkout's celkeeper, e.g. `git archive main | tar -x -C DIR`;
+Servers compared (`--baseline DIR`, repeatable: another checkout's celkeeper, e.g. `git archive main | tar
+-x -C DIR`, with its native library built (the same Go sources share one build);
 `--env NAME:VAR=VALUE,...`: this tree with those environment variables, e.g. `--env gogc100:GOGC=100`)
 run one after the other, alone, in one run, each after the native library's builds are dropped from the
 page cache (so that each reads its library from disk alike).
@@ -270,7 +271,13 @@ def main() -> int:
     parser.add_argument(
         "--workers", type=int, default=1, help="celkeeper's --workers (default 1, its default)"
     )
-    parser.add_argument("--baseline", metavar="DIR", help="also measure the celkeeper of this checkout")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="also measure the celkeeper of this checkout (repeatable)",
+    )
     parser.add_argument(
         "--env",
         action="append",
@@ -296,8 +303,9 @@ def main() -> int:
     if shutil.which("wrk") is None:
         raise SystemExit("bench: needs wrk (apt-get install -y wrk)")
     variants = [Variant("this tree", ROOT, {})]
-    if args.baseline:
-        variants.insert(0, Variant("baseline", Path(args.baseline).resolve(), {}))
+    for i, baseline in enumerate(args.baseline):
+        name = "baseline" if i == 0 else Path(baseline).name[:16]
+        variants.insert(i, Variant(name, Path(baseline).resolve(), {}))
     variants += [parse_env(spec) for spec in args.env]
     print(f"machine: {os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-pod-") as tmp:

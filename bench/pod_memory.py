@@ -15,13 +15,21 @@ proportional set size (PSS, /proc/<pid>/smaps) is read and split by mapping:
     they are not told apart here; `--env NAME:GOGC=...` shows what the Go heap's share does);
   - `files`: every other file-backed page: the Python interpreter, extension modules, C libraries.
 
-Servers compared (`--baseline DIR`: another checkout's celkeeper, e.g. `git archive main | tar -x -C DIR`;
+`--source kubernetes`: each server is `celkeeper serve --source kubernetes` as its pods run it instead (the
+webhook pod's RBAC of deploy/celkeeper.yaml, its own pod namespace), against one real control plane
+(tests/support: kube-apiserver and etcd) that holds celkeeper's CRDs, the same templates, constraints and
+namespace, applied through the API as bench/gatekeeper.py applies them; Gatekeeper's CRDs are installed
+too (`--no-gatekeeper-crds`: not), as bench/gatekeeper.py has them beside celkeeper's. Needs the kube
+binaries (hack/kube/build.sh).
+
+Servers compared (`--baseline DIR`, repeatable: another checkout's celkeeper, e.g. `git archive main | tar
+-x -C DIR`, with its native library built (the same Go sources share one build);
 `--env NAME:VAR=VALUE,...`: this tree with those environment variables, e.g. `--env gogc100:GOGC=100`)
 run one after the other, alone, in one run, each after the native library's builds are dropped from the
 page cache (so that each reads its library from disk alike).
 
     .venv/bin/python bench/pod_memory.py [--reviews 20000] [--workers 1] [--baseline DIR] [--env ...]
-                                         [--rounds N]
+                                         [--rounds N] [--source kubernetes]
 
 Needs wrk (`apt-get install -y wrk`). About a minute per server.
 """
@@ -29,6 +37,7 @@ Needs wrk (`apt-get install -y wrk`). About a minute per server.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -36,8 +45,10 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -47,6 +58,9 @@ from bench.support.variants import env_variant  # noqa: E402
 from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
 from celkeeper.native.locate import cache_root  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.support.apiserver import ControlPlane
 
 CONNECTIONS = 8
 PARTS = ("so file", "so anon", "anon", "files")
@@ -121,9 +135,8 @@ def evict_libraries() -> None:
             os.close(fd)
 
 
-def measure(variant: Variant, work: Path, args: argparse.Namespace) -> tuple[Rows, float, float]:
-    """Serve, load, read: (role, pid, memory) per process; reviews/s and server CPU per review."""
-    evict_libraries()
+def folder_server(variant: Variant, work: Path, args: argparse.Namespace) -> ServeProcess:
+    """`celkeeper serve` on the folder source, started."""
     server = ServeProcess(
         Path(tempfile.mkdtemp(prefix="serve-", dir=work)),
         work / "policies",
@@ -140,6 +153,60 @@ def measure(variant: Variant, work: Path, args: argparse.Namespace) -> tuple[Row
         root=variant.root,
     )
     server.start(timeout=180)
+    return server
+
+
+def kube_server(
+    variant: Variant, work: Path, args: argparse.Namespace, cluster: ControlPlane
+) -> ServeProcess:
+    """`celkeeper serve --source kubernetes` as its pods run it, started; the policies applied through the
+    API the first time (the first server makes their constraint CRDs), every constraint loaded."""
+    from bench.gatekeeper import apply_policies
+    from tests.incluster.support import KubeServe, deployment_setting
+
+    pod_namespace, kubeconfig = deployment_setting(cluster, "ck")
+    server = KubeServe(
+        Path(tempfile.mkdtemp(prefix="serve-", dir=work)),
+        kubeconfig,
+        f"celkeeper-bench-{pod_namespace}",
+        pod_namespace,
+        workers=args.workers,
+        args=["--log-level", "warning", "--max-requests", "0"],
+        root=variant.root,
+    )
+    server.extra_env.update(variant.env)
+    server.start(timeout=180, wait_ready=False)
+    try:
+        if not getattr(cluster, "policies_applied", False):
+            apply_policies(cluster, work / "policies", gatekeeper=False)
+            cluster.policies_applied = True  # type: ignore[attr-defined]
+        server.wait_ready(180)
+        deadline = time.monotonic() + 180
+        counts: list[int] = []
+        while True:  # every constraint loaded: the same denial three times running
+            status, answer = server.admit(review(denied_pod(), uid="bench-denied"))
+            response = answer.get("response") or {}
+            message = (response.get("status") or {}).get("message", "")
+            counts.append(0 if status != 200 or response.get("allowed", True) else len(message.splitlines()))
+            if counts[-1] and counts[-3:] == [counts[-1]] * 3:
+                return server
+            if time.monotonic() > deadline:
+                raise SystemExit(f"bench: {variant.name} does not deny the denied Pod: {answer}")
+            time.sleep(1)
+    except BaseException:
+        server.stop()
+        raise
+
+
+def measure(
+    variant: Variant, work: Path, args: argparse.Namespace, cluster: ControlPlane | None
+) -> tuple[Rows, float, float]:
+    """Serve, load, read: (role, pid, memory) per process; reviews/s and server CPU per review."""
+    evict_libraries()
+    if cluster is None:
+        server = folder_server(variant, work, args)
+    else:
+        server = kube_server(variant, work, args, cluster)
     try:
         status, answer = server.admit(review(denied_pod(), uid="bench-denied"))
         if status != 200 or answer["response"]["allowed"]:
@@ -173,6 +240,24 @@ def measure(variant: Variant, work: Path, args: argparse.Namespace) -> tuple[Row
         server.stop()
 
 
+@contextlib.contextmanager
+def control_plane(work: Path, gatekeeper_crds: bool) -> Iterator[ControlPlane]:
+    """A kube-apiserver and etcd with the bench's namespace (and Gatekeeper's CRDs)."""
+    from bench.webhook import NAMESPACE
+    from tests.support.apiserver import ControlPlane
+    from tests.support.gatekeeper import install_crds
+
+    with ControlPlane(work / "cluster") as cluster:
+        if gatekeeper_crds:
+            install_crds(cluster)
+        labels = json.loads((work / "namespaces.yaml").read_text())["metadata"]["labels"]
+        metadata = {"name": NAMESPACE, "labels": labels}
+        cluster.kubectl(
+            "apply", "-f", "-", input={"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+        )
+        yield cluster
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -181,7 +266,13 @@ def main() -> int:
     parser.add_argument(
         "--workers", type=int, default=1, help="celkeeper's --workers (default 1, its default)"
     )
-    parser.add_argument("--baseline", metavar="DIR", help="also measure the celkeeper of this checkout")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="also measure the celkeeper of this checkout (repeatable)",
+    )
     parser.add_argument(
         "--env",
         action="append",
@@ -190,14 +281,26 @@ def main() -> int:
         help="also measure this tree with these environment variables (repeatable)",
     )
     parser.add_argument(
+        "--source",
+        choices=("folder", "kubernetes"),
+        default="folder",
+        help="the servers' policy source (default folder; kubernetes: against a real kube-apiserver)",
+    )
+    parser.add_argument(
+        "--no-gatekeeper-crds",
+        action="store_true",
+        help="with --source kubernetes: leave Gatekeeper's CRDs out of the control plane",
+    )
+    parser.add_argument(
         "--rounds", type=int, default=1, help="measure every server this many times, alternated (default 1)"
     )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("bench: needs wrk (apt-get install -y wrk)")
     variants = [Variant("this tree", ROOT, {})]
-    if args.baseline:
-        variants.insert(0, Variant("baseline", Path(args.baseline).resolve(), {}))
+    for i, baseline in enumerate(args.baseline):
+        name = "baseline" if i == 0 else Path(baseline).name[:16]
+        variants.insert(i, Variant(name, Path(baseline).resolve(), {}))
     variants += [parse_env(spec) for spec in args.env]
     print(f"machine: {os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="celkeeper-bench-pod-") as tmp:
@@ -206,13 +309,20 @@ def main() -> int:
         write_namespaces(work / "namespaces.yaml")
         (work / "allowed.json").write_text(json.dumps(review(bench_pod(), uid="bench-allowed")))
         (work / "denied.json").write_text(json.dumps(review(denied_pod(), uid="bench-denied")))
-        results = []
-        for round_ in range(args.rounds):
-            for variant in variants:
-                name = variant.name if round_ == 0 else f"{variant.name} #{round_ + 1}"
-                results.append((Variant(name, variant.root, variant.env), measure(variant, work, args)))
+        with contextlib.ExitStack() as stack:
+            cluster = None
+            if args.source == "kubernetes":
+                cluster = stack.enter_context(control_plane(work, not args.no_gatekeeper_crds))
+            results = []
+            for round_ in range(args.rounds):
+                for variant in variants:
+                    name = variant.name if round_ == 0 else f"{variant.name} #{round_ + 1}"
+                    measured = measure(variant, work, args, cluster)
+                    results.append((Variant(name, variant.root, variant.env), measured))
     print()
-    print(f"PSS in MiB after {args.reviews:,} reviews or more, --workers {args.workers}")
+    print(
+        f"PSS in MiB after {args.reviews:,} reviews or more, --workers {args.workers}, source {args.source}"
+    )
     print(f"{'server':<16} {'process':<9} {'total':>7}" + "".join(f" {p:>8}" for p in PARTS))
     for variant, (rows, _rate, _cpu) in results:
         for role, _pid, memory in rows:

@@ -8,8 +8,9 @@
     client.get / create / replace (optionally the status subresource) / delete
 
 Everything else in celkeeper talks to the API through the `Client` protocol (tests use fakes of it);
-this module is the only one that imports the `kubernetes` package, which is used for configuration
-(kubeconfig, in-cluster service account with token refresh) and its HTTP pool. Requests are plain
+this module is the only one that uses the `kubernetes` package, for its configuration (kubeconfig,
+in-cluster service account with token refresh) and its HTTP pool, imported without its API classes
+and models (celkeeper.kube.k8smodules). Requests are plain
 REST calls with JSON bodies: no generated models, no discovery. Every failure is an `ApiError` with
 the HTTP status (0 when the server could not be reached) and the server's one-line message.
 
@@ -29,6 +30,7 @@ from urllib.parse import urlencode
 
 from celkeeper.errors import CelkeeperError
 from celkeeper.kube.jsondeep import loads_deep
+from celkeeper.kube.k8smodules import client_parts, incluster_config, kube_config
 from celkeeper.kube.resources import Resource
 
 log = logging.getLogger("celkeeper.kube")
@@ -248,42 +250,49 @@ def _decode_list(data: bytes) -> Any:
 class KubeClient:
     """The real API, through the `kubernetes` package's configuration and HTTP pool."""
 
-    def __init__(self, api_client: Any) -> None:
-        self._api = api_client
+    def __init__(self, configuration: Any, rest_client: Any, open_api_exception: type[Exception]) -> None:
+        self._configuration = configuration
+        self._rest = rest_client
+        self._open_api_exception = open_api_exception
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
         """From a kubeconfig file, or from the pod's service account (in-cluster) when none is given.
 
         Raises ApiError(0, "Config", ...) with one line when the configuration cannot be used."""
-        from kubernetes import client as k8s_client
-        from kubernetes import config as k8s_config
-
-        configuration = k8s_client.Configuration()
+        configuration_class, rest_client_class, open_api_exception, config_exception = client_parts()
+        configuration = configuration_class()
         try:
             if kubeconfig:
-                k8s_config.load_kube_config(
+                kube_config().load_kube_config(
                     config_file=kubeconfig, context=context, client_configuration=configuration
                 )
             else:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-        except (k8s_config.ConfigException, OSError, ValueError, TypeError) as err:
+                incluster_config().load_incluster_config(client_configuration=configuration)
+        except (config_exception, OSError, ValueError, TypeError) as err:
             where = kubeconfig or "in-cluster service account"
             raise ApiError(0, "Config", f"cannot use the Kubernetes configuration ({where}): {err}") from err
         configuration.connection_pool_maxsize = POOL_SIZE
         configuration.retries = False
-        api = k8s_client.ApiClient(configuration)
-        api.user_agent = USER_AGENT
-        return cls(api)
+        return cls(configuration, rest_client_class(configuration), open_api_exception)
 
     @property
     def server(self) -> str:
-        return str(self._api.configuration.host)
+        return str(self._configuration.host)
 
     def close(self) -> None:
-        self._api.close()
+        self._rest.close()
 
     # -- HTTP -------------------------------------------------------------------------------------------
+    def _headers(self, accept: str) -> dict[str, str]:
+        """The request's headers: the client's, and its credentials as the configuration gives them now
+        (a bearer token, refreshed by the configuration's hook: the in-cluster service account's)."""
+        headers = {"Accept": accept, "Content-Type": "application/json", "User-Agent": USER_AGENT}
+        bearer = self._configuration.auth_settings().get("BearerToken")
+        if bearer and bearer.get("value"):
+            headers[str(bearer["key"])] = str(bearer["value"])
+        return headers
+
     def _send(
         self,
         method: str,
@@ -296,25 +305,21 @@ class KubeClient:
     ) -> Any:
         """The raw urllib3 response (body not read yet); ApiError(0) when the server is unreachable."""
         import urllib3
-        from kubernetes.client.exceptions import OpenApiException
 
-        headers = {"Accept": accept, "Content-Type": "application/json"}
         try:
-            _, url, headers, _, _ = self._api.param_serialize(
-                method, path, header_params=headers, auth_settings=["BearerToken"]
-            )
+            url = str(self._configuration.host) + path
             if query:
                 url += "?" + urlencode(query)
-            return self._api.rest_client.request(
+            return self._rest.request(
                 method,
                 url,
-                headers=headers,
+                headers=self._headers(accept),
                 body=dict(body) if body is not None else None,
                 _request_timeout=timeout,
             ).response
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiError(0, "Unavailable", f"{method} {path}: {err}") from err
-        except OpenApiException as err:  # TLS failures and credential trouble, as the client reports them
+        except self._open_api_exception as err:  # TLS failures and credential trouble, as reported
             text = " ".join(str(err).split())
             raise ApiError(0, "Unavailable", f"{method} {path}: {text}") from err
 

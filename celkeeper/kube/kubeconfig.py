@@ -18,11 +18,13 @@ def default_kubeconfig() -> str:
 
 def context_namespace(kubeconfig: str, context: str | None) -> str:
     """The namespace of the kubeconfig's context (kubectl's default for objects without one)."""
-    from kubernetes import config as k8s_config  # the client loads only when needed
+    from celkeeper.kube.k8smodules import client_parts, kube_config  # the client loads only when needed
+
+    config_exception = client_parts()[3]
 
     try:
-        contexts, active = k8s_config.list_kube_config_contexts(config_file=kubeconfig)
-    except (k8s_config.ConfigException, OSError, ValueError, TypeError):
+        contexts, active = kube_config().list_kube_config_contexts(config_file=kubeconfig)
+    except (config_exception, OSError, ValueError, TypeError):
         return "default"
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
     found = (chosen or {}).get("context", {}).get("namespace") if isinstance(chosen, Mapping) else None

@@ -113,15 +113,7 @@ spec:
 
 func explainSet(t *testing.T, policies ...string) *Set {
 	t.Helper()
-	set, problems, err := NewSet(Input{Policies: docs(t, policies...), Params: docs(t, limits)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(set.Close)
-	if len(problems) > 0 {
-		t.Fatalf("problems: %+v", problems)
-	}
-	return set
+	return mustSet(t, Input{Policies: docs(t, policies...), Params: docs(t, limits)})
 }
 
 func binding(t *testing.T, traces []BindingTrace, name string) BindingTrace {

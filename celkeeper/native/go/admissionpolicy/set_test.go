@@ -74,14 +74,7 @@ spec:
 `
 
 func TestValidatingPolicyDenies(t *testing.T) {
-	set, problems, err := NewSet(Input{Policies: docs(t, denyPolicy, denyBinding)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
-	if len(problems) > 0 {
-		t.Fatalf("problems: %+v", problems)
-	}
+	set := mustSet(t, Input{Policies: docs(t, denyPolicy, denyBinding)})
 	resp, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: jsonOf(t, deployment)})
 	if err != nil {
 		t.Fatal(err)
@@ -137,14 +130,7 @@ spec:
 `
 
 func TestMutatingPolicyAppliesConfiguration(t *testing.T) {
-	set, problems, err := NewSet(Input{Policies: docs(t, mapPolicy, mapBinding)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
-	if len(problems) > 0 {
-		t.Fatalf("problems: %+v", problems)
-	}
+	set := mustSet(t, Input{Policies: docs(t, mapPolicy, mapBinding)})
 	resp, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: jsonOf(t, pod)})
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,13 @@ func setOf(t *testing.T, yamls ...string) *Set {
 	for _, y := range yamls {
 		split = append(split, strings.Split(y, "\n---\n")...)
 	}
-	set, problems, err := NewSet(Input{Policies: docs(t, split...)})
+	return mustSet(t, Input{Policies: docs(t, split...)})
+}
+
+// mustSet is the set of in, closed when the test ends; an error or a problem ends the test.
+func mustSet(t *testing.T, in Input) *Set {
+	t.Helper()
+	set, problems, err := NewSet(in)
 	if err != nil {
 		t.Fatal(err)
 	}

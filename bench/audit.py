@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.support.variants import env_variant  # noqa: E402
+from bench.support.variants import add_env_option, env_variant  # noqa: E402
 from celkeeper.settings import DEFAULT_ENGINE, ENGINES  # noqa: E402
 from tests.support.binaries import BinariesUnavailable, find_binaries  # noqa: E402
 
@@ -424,13 +424,7 @@ def main() -> int:
         help="also measure this checkout (its .venv, else this venv's Python on its code), interleaved "
         "(repeatable)",
     )
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME:VAR=VALUE,...",
-        help="also measure this tree with these environment variables (repeatable)",
-    )
+    add_env_option(parser)
     parser.add_argument(
         "--rounds",
         type=int,

@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.support.load import run_wrk  # noqa: E402
-from bench.support.variants import env_variant  # noqa: E402
+from bench.support.variants import add_env_option, env_variant  # noqa: E402
 from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
 from celkeeper.native.locate import cache_root  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
@@ -273,13 +273,7 @@ def main() -> int:
         default=[],
         help="also measure the celkeeper of this checkout (repeatable)",
     )
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME:VAR=VALUE,...",
-        help="also measure this tree with these environment variables (repeatable)",
-    )
+    add_env_option(parser)
     parser.add_argument(
         "--source",
         choices=("folder", "kubernetes"),

@@ -12,7 +12,9 @@ reviews/s (paced per wrk thread, as bench/webhook.py and bench/gatekeeper.py mea
     TLS and HTTP;
   - server CPU per review and the time per review its threads were runnable but waited for a CPU;
   - the Go runtime's collections over the measurement (`GODEBUG=gctrace=1`, the worker's log): how
-    many, how long their mark phases lasted (wall) and the share of the time spent in one.
+    many, how long their mark phases lasted (wall) and the share of the time spent in one. The log
+    is the server's: the informer's collections are in it too (it collects after a round that
+    compiled, which an unchanged policy folder does not cause during a measurement).
 
 A configuration is a set of environment variables for the server (`--env nogc:GOGC=off`; the first
 one is always the server as it ships, `default`): e.g. Go's collector switched off shows what the
@@ -41,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.support.load import Result, run_wrk  # noqa: E402
-from bench.support.variants import env_variant  # noqa: E402
+from bench.support.variants import add_env_option, env_variant  # noqa: E402
 from bench.webhook import bench_pod, write_namespaces, write_policies  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
 
@@ -64,13 +66,13 @@ def buckets(server: ServeProcess) -> dict[str, float]:
 
 
 def collections(log: str, after: float) -> list[tuple[float, float]]:
-    """The Go collections logged by gctrace from `after` seconds (the runtime's clock): (when, mark ms)."""
-    return [(float(at), float(mark)) for at, _, mark, _ in _GC.findall(log) if float(at) >= after]
+    """The Go collections logged by gctrace after `after` seconds (the runtime's clock): (when, mark ms)."""
+    return [(float(at), float(mark)) for at, _, mark, _ in _GC.findall(log) if float(at) > after]
 
 
 def measure(
     work: Path, policies: Path, body: Path, env: dict[str, str], rate: float, duration: int
-) -> tuple[Result, dict[str, float], list[tuple[float, float]], float]:
+) -> tuple[Result, dict[str, float], list[tuple[float, float]]]:
     server = ServeProcess(
         work / "server",
         policies,
@@ -88,13 +90,13 @@ def measure(
         result = run_wrk(server.url("/v1/admit"), body, work, duration, 8, 1, rate, pids)
         after = buckets(server)
         log = (work / "server" / "serve.log").read_text(errors="replace")
-        gcs = [gc for gc in collections(log, start) if gc[0] > start]
+        gcs = collections(log, start)
     finally:
         server.stop()
         shutil.rmtree(work / "server", ignore_errors=True)
     total = after["+Inf"] - before["+Inf"]
     over = {b: 1.0 - (after[b] - before[b]) / total if total else 0.0 for b in BOUNDS}
-    return result, over, gcs, float(duration)
+    return result, over, gcs
 
 
 def main() -> int:
@@ -106,13 +108,7 @@ def main() -> int:
     parser.add_argument(
         "--rounds", type=int, default=2, help="alternations of the configurations (default 2)"
     )
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME:VAR=VALUE,...",
-        help="also measure the server with these environment variables (repeatable)",
-    )
+    add_env_option(parser)
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("bench/tail.py needs wrk (apt-get install -y wrk)")
@@ -138,13 +134,11 @@ def main() -> int:
         body.write_text(json.dumps(review(bench_pod(), uid="tail-0001")))
         for round_ in range(args.rounds):
             for name, env in configs:
-                result, over, gcs, seconds = measure(
-                    work, work / "policies", body, env, args.rate, args.duration
-                )
+                result, over, gcs = measure(work, work / "policies", body, env, args.rate, args.duration)
                 per = result.requests or 1
                 wait = sum(result.server_wait)
                 marks = [mark for _, mark in gcs]
-                in_mark = sum(marks) / 1e3 / seconds
+                in_mark = sum(marks) / 1e3 / args.duration
                 gc_text = (
                     f"{len(gcs)}, {sum(marks) / len(marks):.1f} ({max(marks):.1f}), {in_mark:.1%}"
                     if gcs

@@ -3,6 +3,20 @@ bench/pod_memory.py, bench/tail.py)."""
 
 from __future__ import annotations
 
+import argparse
+
+
+def add_env_option(parser: argparse.ArgumentParser) -> None:
+    """`--env NAME:VAR=VALUE,...` (repeatable): also measure this tree with those environment variables;
+    each is read by env_variant."""
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME:VAR=VALUE,...",
+        help="also measure this tree with these environment variables (repeatable)",
+    )
+
 
 def env_variant(spec: str) -> tuple[str, dict[str, str]]:
     """`NAME:VAR=VALUE[,VAR=VALUE...]` -> (NAME, {VAR: VALUE}); a malformed spec ends the benchmark."""

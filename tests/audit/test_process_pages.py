@@ -5,14 +5,7 @@ evaluating uses. In a fresh process, as the audit's own: what a process has mapp
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-from tests.support.native import require_celgo
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.native import in_fresh_process, require_celgo
 
 PROGRAM = r"""
 import copy, json
@@ -64,15 +57,7 @@ print(json.dumps({
 
 def test_a_runs_policies_are_ready_with_the_library_code_they_ran_unmapped() -> None:
     require_celgo()
-    done = subprocess.run(
-        [sys.executable, "-c", PROGRAM],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=ROOT,
-    )
-    figures = json.loads(done.stdout)
+    figures = in_fresh_process(PROGRAM)
     assert len(figures["mapped"]) == 1  # once, as the run's policies are ready
     ((before, after),) = figures["mapped"]
     assert before > 8 << 20  # the library's initialisation and the compiler ran

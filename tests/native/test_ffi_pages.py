@@ -5,11 +5,7 @@ they are used. The informer after a round and each worker after a load call it (
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from tests.support.native import require_celgo
+from tests.support.native import in_fresh_process, require_celgo
 
 PROGRAM = r"""
 import json, os, re
@@ -50,10 +46,7 @@ print(json.dumps({"first": first, "again": again, "before": before, "after": aft
 
 def test_the_library_code_pages_are_unmapped_and_come_back_when_used() -> None:
     require_celgo()
-    done = subprocess.run(
-        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=120, check=True
-    )
-    figures = json.loads(done.stdout)
+    figures = in_fresh_process(PROGRAM)
     assert figures["first"] is True and figures["again"] is True  # it decides as before
     (file_before, private_before), (file_after, private_after) = figures["before"], figures["after"]
     assert file_before > 8 << 20  # loading and compiling mapped megabytes of the file

@@ -6,16 +6,22 @@ with CELKEEPER_REQUIRE_KUBE=1 (CI) that is a failure instead, as for the real ku
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 from celkeeper.native.ffi import available
 from celkeeper.native.locate import GO_DIR
 from tests.support.requirements import KUBE
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -81,11 +87,25 @@ def run_go(*args: str, env: dict[str, str] | None = None, timeout: float = 1500)
     return proc.stdout
 
 
+def in_fresh_process(program: str, *args: str) -> Any:
+    """What `program` printed as JSON, run by this Python in a fresh process from the project's root with
+    `args` as sys.argv[1:]: what a process has mapped of the library depends on all it ran before, so tests
+    of the library's pages measure a process that ran only their scenario."""
+    done = subprocess.run(
+        [sys.executable, "-c", program, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, f"the fresh process failed:\n{done.stdout}\n{done.stderr}"
+    return json.loads(done.stdout)
+
+
 def library_file_bytes() -> int:
     """The bytes of the library's file this process has resident (its mappings' pages less those private
     to the process: relocated data), from /proc/self/smaps; 0 before it is loaded."""
-    from pathlib import Path
-
     from celkeeper.native import ffi
 
     path, _ = ffi.find_library()

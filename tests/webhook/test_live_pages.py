@@ -1,50 +1,60 @@
 """A worker gives back the native library's code pages that loading policies mapped (issue 29: the
 library's initialisation and compiler touch megabytes of its file that evaluating never uses): after a
-load they are unmapped, and the worker decides as before, mapping again only what deciding uses."""
+load they are unmapped, and the worker decides as before, mapping again only what deciding uses. In a
+fresh process, as a worker's own: what a process has mapped of the library depends on what it ran."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
-import pytest
-from werkzeug.test import Client
+from tests.support.native import in_fresh_process, require_celgo
 
+LOAD = r"""
+import json, shutil, sys
+from pathlib import Path
+from werkzeug.test import Client
 from celkeeper.informer import FolderSource, Informer
 from celkeeper.native import ffi
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
 from celkeeper.webhook import live
 from celkeeper.webhook.app import WebhookConfig, create_app
-from tests.support.native import library_file_bytes, require_celgo
+from tests.support.native import library_file_bytes
 from tests.support.serve import POLICIES, pod, review
 
+root = Path(sys.argv[1])
+state = StateDir(root / "state")
+state.reset()
+shutil.copytree(POLICIES, root / "policies")
+mapped = []  # the library's file bytes resident before and after each release
 
-def test_a_load_unmaps_the_library_code_it_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def recording():
+    before = library_file_bytes()
+    released = ffi.release_file_pages()
+    mapped.append((before, library_file_bytes()))
+    return released
+
+live.release_file_pages = recording
+app = create_app(WebhookConfig(settings=Settings(), state=state, watch=False))
+assert Informer(FolderSource(root / "policies"), state, Settings(), validate=False).step()
+assert app.extensions["celkeeper"]["live"].refresh() is True
+answer = Client(app).post(
+    "/v1/admit", data=json.dumps(review(pod(labels={"team": "t"}))), content_type="application/json"
+)
+print(json.dumps({
+    "mapped": mapped,
+    "message": answer.get_json()["response"]["status"]["message"],
+    "after_deciding": library_file_bytes(),
+}))
+"""
+
+
+def test_a_load_unmaps_the_library_code_it_ran(tmp_path: Path) -> None:
     require_celgo()
-    state = StateDir(tmp_path / "state")
-    state.reset()
-    shutil.copytree(POLICIES, tmp_path / "policies")
-    mapped: list[tuple[int, int]] = []  # the library's file bytes resident before and after each release
-
-    def recording() -> int:
-        before = library_file_bytes()
-        released = ffi.release_file_pages()
-        mapped.append((before, library_file_bytes()))
-        return released
-
-    monkeypatch.setattr(live, "release_file_pages", recording)
-    app = create_app(WebhookConfig(settings=Settings(), state=state, watch=False))
-    assert Informer(FolderSource(tmp_path / "policies"), state, Settings(), validate=False).step()
-    policies = app.extensions["celkeeper"]["live"]
-    assert policies.refresh() is True
-    assert len(mapped) == 1
-    before, after = mapped[0]
+    figures = in_fresh_process(LOAD, str(tmp_path))
+    assert len(figures["mapped"]) == 1
+    ((before, after),) = figures["mapped"]
     assert before > 8 << 20  # the library's initialisation and the compiler ran
     assert after < before // 4
-    answer = Client(app).post(
-        "/v1/admit", data=json.dumps(review(pod(labels={"team": "t"}))), content_type="application/json"
-    )
-    assert answer.get_json()["response"]["status"]["message"] == "[pods-need-owner] missing labels: owner"
-    assert library_file_bytes() > after  # what deciding used is mapped again
+    assert figures["message"] == "[pods-need-owner] missing labels: owner"  # it decides as before
+    assert figures["after_deciding"] > after  # what deciding used is mapped again

@@ -18,9 +18,11 @@ other idle), alternating `--rounds` times, with wrk (8 connections, closed loop)
 and, once each has answered `--reviews` reviews (50,000 by default; allowed and denied as sent), the
 proportional set size (PSS, /proc/<pid>/smaps_rollup) of each process of each server: the pod's memory.
 Issue 29's bars are printed beside the figures. `--baseline DIR` also runs another checkout's celkeeper
-(e.g. `git archive main | tar -x -C DIR`, its native library built) in the same run, the same way.
+(e.g. `git archive main | tar -x -C DIR`, its native library built) in the same run, the same way;
+`--env NAME:VAR=VALUE,...` this tree with those environment variables (e.g. `procs2:GOMAXPROCS=2`).
 
     .venv/bin/python bench/gatekeeper.py [--duration 10] [--rounds 3] [--reviews 50000] [--baseline DIR]
+        [--env NAME:VAR=VALUE,...]
 
 Needs root only for nothing; needs Go (Gatekeeper's manager), the kube binaries (hack/kube/build.sh) and
 wrk (`apt-get install -y wrk`). About 10 minutes (plus the manager's build when
@@ -47,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.support.load import Result, run_wrk  # noqa: E402
+from bench.support.variants import add_env_option, env_variant  # noqa: E402
 from bench.webhook import NAMESPACE, bench_pod, denied_pod, write_policies  # noqa: E402
 from celkeeper.documents import parse_documents  # noqa: E402
 from celkeeper.tls import write_certificates  # noqa: E402
@@ -275,6 +278,7 @@ def main() -> int:
         "--reviews", type=int, default=50_000, help="reviews before memory is read (default 50000)"
     )
     parser.add_argument("--baseline", metavar="DIR", help="also measure the celkeeper of this checkout")
+    add_env_option(parser)
     parser.add_argument(
         "--workers", type=int, default=1, help="celkeeper's --workers (default 1, its default)"
     )
@@ -314,26 +318,25 @@ def main() -> int:
                 generator.stop()  # the CRDs are made: the webhook pod is measured alone
                 gk_url = f"https://localhost:{gk_port}/v1/admit"
                 gk_ca = work / "gk-certs-webhook" / "ca.crt"
-                # (name, tree, --workers, --threads): a baseline runs with the same process model
-                trees: list[tuple[str, Path, int, int | None]] = [
-                    ("celkeeper", ROOT, args.workers, args.threads)
-                ]
+                # (name, tree, environment): a baseline runs with the same process model
+                trees: list[tuple[str, Path, dict[str, str]]] = [("celkeeper", ROOT, {})]
                 if args.baseline:
-                    trees.append(
-                        ("celkeeper (baseline)", Path(args.baseline).resolve(), args.workers, args.threads)
-                    )
+                    trees.append(("celkeeper (baseline)", Path(args.baseline).resolve(), {}))
+                for variant, env in map(env_variant, args.env):
+                    trees.append((f"celkeeper ({variant})", ROOT, env))
                 celkeepers = []
-                for i, (name, tree_root, workers, threads) in enumerate(trees):
+                for i, (name, tree_root, env) in enumerate(trees):
                     pod_namespace, kubeconfig = deployment_setting(cluster, f"ck{i}")
                     serve = KubeServe(
                         work / f"ck{i}",
                         kubeconfig,
                         f"celkeeper-bench-{i}",
                         pod_namespace,
-                        workers=workers,
-                        threads=threads,
+                        workers=args.workers,
+                        threads=args.threads,
                         args=["--log-level", "warning", "--max-requests", "0"],
                         root=tree_root,
+                        env=env,
                     )
                     serve.start(timeout=180, wait_ready=False)
                     stops.append(serve.stop)

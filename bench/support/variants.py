@@ -1,5 +1,5 @@
 """A benchmark's variants of one tree by environment: `--env NAME:VAR=VALUE,...` (bench/audit.py,
-bench/pod_memory.py, bench/tail.py)."""
+bench/gatekeeper.py, bench/pod_memory.py, bench/tail.py)."""
 
 from __future__ import annotations
 

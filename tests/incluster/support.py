@@ -45,8 +45,11 @@ class KubeServe(ServeProcess):
         args: Sequence[str] = (),
         threads: int | None = None,
         root: Path = ROOT,
+        env: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(workdir, workdir / "unused", workers=workers, args=args, threads=threads, root=root)
+        super().__init__(
+            workdir, workdir / "unused", workers=workers, args=args, threads=threads, root=root, env=env
+        )
         self.kubeconfig = kubeconfig
         self.pod_name = pod_name
         self.pod_namespace = pod_namespace

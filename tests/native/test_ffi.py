@@ -34,7 +34,7 @@ def test_info_reports_the_go_runtime_memory() -> None:
 def _load_in_child(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """A fresh process that loads the library and prints its info (the Go runtime's traces on stderr)."""
     program = "import json; from celkeeper.native.ffi import load; print(json.dumps(load().info()))"
-    clean = {k: v for k, v in os.environ.items() if k not in ("GOGC", "GODEBUG")}
+    clean = {k: v for k, v in os.environ.items() if k not in ("GOGC", "GODEBUG", "GOMAXPROCS")}
     return subprocess.run(
         [sys.executable, "-c", program],
         env=clean | env,
@@ -49,6 +49,15 @@ def test_the_library_sets_its_gogc_unless_the_environment_does() -> None:
     require_celgo()
     assert json.loads(_load_in_child({}).stdout)["gcPercent"] == 400
     assert json.loads(_load_in_child({"GOGC": "150"}).stdout)["gcPercent"] == 150
+
+
+def test_the_library_runs_four_processors_at_least_unless_the_environment_sets_them() -> None:
+    """One dedicated mark worker for Go's collections (native/go/procs): four processors, or more where
+    Go's default is more; the environment's GOMAXPROCS decides when set."""
+    require_celgo()
+    assert json.loads(_load_in_child({}).stdout)["gomaxprocs"] == max(4, len(os.sched_getaffinity(0)))
+    assert json.loads(_load_in_child({"GOMAXPROCS": "2"}).stdout)["gomaxprocs"] == 2
+    assert json.loads(_load_in_child({"GOMAXPROCS": "6"}).stdout)["gomaxprocs"] == 6
 
 
 def test_no_collection_runs_while_the_library_initialises() -> None:

@@ -11,12 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	"celkeeper.local/native/admissionpolicy"
+	"celkeeper.local/native/procs"
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 )
@@ -181,7 +181,7 @@ func admissionpolicy_review_batch(h C.longlong, in *C.char, n C.int, timeout C.l
 	replies := make([]any, len(raw))
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(raw)); w++ {
+	for w := 0; w < min(procs.Cores(), len(raw)); w++ {
 		wg.Go(func() {
 			for i := range work {
 				replies[i] = reviewOne(ctx, set, raw[i])

@@ -31,6 +31,8 @@ import (
 
 	// the library's GOGC, set before the packages below initialise (see the package)
 	_ "celkeeper.local/native/gcpercent"
+	// the library's GOMAXPROCS (see the package)
+	_ "celkeeper.local/native/procs"
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
@@ -58,6 +60,7 @@ var runtimeFigures = map[string]string{
 	"heapObjects":   "/memory/classes/heap/objects:bytes",
 	"runtimeMemory": "/memory/classes/total:bytes",
 	"released":      "/memory/classes/heap/released:bytes",
+	"gomaxprocs":    "/sched/gomaxprocs:threads",
 }
 
 func runtimeInfo(info map[string]any) {

@@ -15,12 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"celkeeper.local/native/procs"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -264,7 +264,7 @@ func checkAll(docs []runtime.RawExtension) []checked {
 	out := make([]checked, len(docs))
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for w := 0; w < min(goruntime.GOMAXPROCS(0), len(docs)); w++ {
+	for w := 0; w < min(procs.Cores(), len(docs)); w++ {
 		wg.Go(func() {
 			for i := range work {
 				out[i] = check(i, docs[i].Raw)

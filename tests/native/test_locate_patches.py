@@ -52,13 +52,14 @@ def test_the_build_uses_the_copies() -> None:
 
 def test_upstream_cel_go_still_needs_the_copy_of_runtimecost() -> None:
     """k8scel/costpatch_test.go in its upstream mode, on the module as it is (no patched go.mod): cel-go's
-    cost observer allocates per operator, charges 1 for `+` chosen at run time, and makes a value before
-    refusing it. (The same tests, as the library is built, show the copy's behaviour: test_go_module.)"""
+    cost observer allocates per operator, grows each evaluation's stack from nothing, charges 1 for `+`
+    chosen at run time, and makes a value before refusing it. (The same tests, as the library is built,
+    show the copy's behaviour: test_go_module.)"""
     out = run_go(
         "test",
         "-run",
         "TestGrowthIsRefusedBeforeItIsMade|TestConcatenationCostsWhatItsOverloadCosts|"
-        "TestObservingCostsAllocatesNothingPerOperator",
+        "TestObservingCostsAllocatesNothingPerOperator|TestCostTrackersReuseTheirStacks",
         "./k8scel",
         env={"GOFLAGS": "-mod=readonly", "CELKEEPER_UPSTREAM_COST": "1"},
     )

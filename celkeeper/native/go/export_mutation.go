@@ -151,9 +151,9 @@ func mutation_mutate(h C.longlong, req *C.char, n C.int, obj *C.char, objn C.int
 		return 0
 	}
 	if objn > 0 {
-		// read as the request's "object" is (a copy; null: none); JSON as the caller encoded it, decoded
-		// (and so checked) where it is mutated
-		_ = in.Request.Object.UnmarshalJSON(bytesOf(obj, objn))
+		// read as the request's "object" is (null: none); JSON as the caller encoded it, decoded (and so
+		// checked) where it is mutated
+		in.Request.Object = mutation.RawObject(in.Request.Object, bytesOf(obj, objn))
 	}
 	replyJSON(out, outn, s.Mutate(&in))
 	return 1

@@ -11,6 +11,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 )
 
@@ -22,7 +23,9 @@ import (
 //     a replay reads the same variables again, so each context reports exactly the costs a fresh
 //     evaluation would have reported;
 //   - one composition serves the contexts of one constraint in turn: reset() gives the fresh context
-//     (no variable resolved, no cost) CreateContext would give, without allocating it again.
+//     (no variable resolved, no cost) CreateContext would give, without allocating it again; and a
+//     request decides its constraints one after the other with one composition (Request.composition,
+//     recycle), when no value may refer to the one before.
 type composition struct {
 	context.Context
 
@@ -37,11 +40,24 @@ type composition struct {
 	recorders       []*[]string  // the variables read by each evaluation in progress (nil: not recorded)
 	recordersBuf    [4]*[]string // the first recorders (most evaluations need no more)
 	trace           *Trace       // Explain: every part's result is recorded here (nil: not traced)
+
+	// where forInput puts the results of the conditions, the validations and the messages (each
+	// read until the constraint is decided), kept with the composition
+	results [3][]plugincel.EvaluationResult
 }
 
 // newComposition makes the evaluation contexts of one constraint (CreateContext + newActivation).
 func (t *Template) newComposition(ctx context.Context, r *Request, c *Constraint) *composition {
-	comp := &composition{Context: ctx, t: t, r: r, c: c, trace: r.tracer}
+	comp := &composition{}
+	comp.init(ctx, t, r, c)
+	return comp
+}
+
+// init makes comp the evaluation contexts of constraint c of template t in request r, keeping the
+// room of what it held before.
+func (comp *composition) init(ctx context.Context, t *Template, r *Request, c *Constraint) {
+	values, resolved, results := comp.vars.values, comp.vars.resolved, comp.results
+	*comp = composition{Context: ctx, t: t, r: r, c: c, trace: r.tracer, results: results}
 	comp.recorders = comp.recordersBuf[:0]
 	comp.act = activation{object: r.object, oldObject: r.oldObject, r: r}
 	if len(t.dataKinds) > 0 {
@@ -50,14 +66,56 @@ func (t *Template) newComposition(ctx context.Context, r *Request, c *Constraint
 	if c != nil {
 		comp.act.params = c.params
 	}
-	comp.vars = variablesMap{
-		t:        t,
-		values:   make([]ref.Val, len(t.variables)),
-		resolved: make([]bool, len(t.variables)),
-		comp:     comp,
+	n := len(t.variables)
+	if cap(values) < n {
+		values, resolved = make([]ref.Val, n), make([]bool, n)
+	} else {
+		clear(values[:n])
+		clear(resolved[:n])
 	}
+	comp.vars = variablesMap{t: t, values: values[:n], resolved: resolved[:n], comp: comp}
 	comp.act.variables = &comp.vars
+}
+
+// composition is the composition the request decides constraint c of template t with: the one its
+// previous constraint was decided with when recycle kept it, else a new one.
+func (r *Request) composition(ctx context.Context, t *Template, c *Constraint) *composition {
+	comp := r.spare
+	if comp == nil {
+		return t.newComposition(ctx, r, c)
+	}
+	r.spare = nil
+	comp.init(ctx, t, r, c)
 	return comp
+}
+
+// recycle keeps comp, its constraint decided, for the request's next one - unless a value may still
+// refer to it: a part of its template that uses `variables` as a whole may have made the variables
+// map (this composition's) a value, which the request's memo keeps. What it held is let go.
+func (r *Request) recycle(comp *composition) {
+	if comp.t.wholeVariables || comp.trace != nil {
+		return
+	}
+	clear(comp.vars.values)
+	for i := range comp.results {
+		clear(comp.results[i])
+	}
+	comp.Context, comp.c, comp.act = nil, nil, activation{}
+	r.spare = comp
+}
+
+// resultsFor is the room for n results of the parts evaluated in scope s as part p (zeroed).
+func (comp *composition) resultsFor(p part, n int) []plugincel.EvaluationResult {
+	i := int(p) - int(partCondition) // conditions, validations, messages
+	if i < 0 || i >= len(comp.results) {
+		return make([]plugincel.EvaluationResult, n)
+	}
+	if cap(comp.results[i]) < n {
+		comp.results[i] = make([]plugincel.EvaluationResult, n)
+	}
+	out := comp.results[i][:n]
+	clear(out)
+	return out
 }
 
 // reset starts a new evaluation context (CompositedConditionEvaluator.ForInput's CreateContext) in

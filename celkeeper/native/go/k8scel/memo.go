@@ -102,12 +102,30 @@ type memo struct {
 	decisions   map[decisionsKey][]Decision
 }
 
-func newMemo() memo {
-	return memo{
+func newMemo() *memo {
+	return &memo{
 		variables:   map[memoKey]*variableResult{},
 		expressions: map[memoKey]*exprResult{},
 		decisions:   map[decisionsKey][]Decision{},
 	}
+}
+
+// memos holds the memos of decided requests, emptied (their maps keep the room they grew to: a
+// request remembers about as many results as the one before).
+var memos = sync.Pool{New: func() any { return newMemo() }}
+
+// maxKeptMemo bounds the results a pooled memo was holding (a larger one is dropped).
+const maxKeptMemo = 4096
+
+// release empties the memo and gives it back to memos (nothing reads it after: its request is decided).
+func (m *memo) release() {
+	if len(m.variables)+len(m.expressions)+len(m.decisions) > maxKeptMemo {
+		return
+	}
+	clear(m.variables)
+	clear(m.expressions)
+	clear(m.decisions)
+	memos.Put(m)
 }
 
 // memoKey is the key of an evaluation of part p (index i) for constraint c.
@@ -226,6 +244,7 @@ func (t *Template) dependencies(sources [parts][]string, all [parts][]facts) {
 		t.parts[p] = make([]partInfo, len(sources[p]))
 		for i, f := range all[p] {
 			info := &t.parts[p][i]
+			t.wholeVariables = t.wholeVariables || f.wholeVariables
 			if p == partVariable {
 				info.readsConstraint = readsVariable[t.variableNames[i]]
 			} else {
@@ -264,6 +283,7 @@ func (t *Template) opaque() {
 		}
 	}
 	t.variableFixed = make([]bool, len(t.variables))
+	t.wholeVariables = true // nothing is known of what its parts read
 }
 
 // visit calls f on every node with its parent (nil for the root).

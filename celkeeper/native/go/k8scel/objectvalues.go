@@ -20,8 +20,11 @@ import (
 //
 // The activation holds the object as the wrapper of its root map (cel-go uses a ref.Val as it is),
 // so everything reached from it - directly or through variables - goes through this adapter.
-// release drops what it holds at the end of the request (a value remembered across requests may
-// keep a wrapper, and with it this adapter: it then converts without remembering).
+// release drops what it holds at the end of the request and gives the adapter to a later request
+// (its maps keep their room). A value remembered across requests may keep a wrapper, and with it
+// this adapter: it converts through the adapter of whichever request holds it then, under its lock,
+// and what it keeps there is keyed by the identity of containers that wrapper keeps alive - never
+// another request's.
 type objectValues struct {
 	mu    sync.Mutex
 	maps  map[unsafe.Pointer]ref.Val // never replaced: made reads these fields without the lock
@@ -35,8 +38,20 @@ type listKey struct {
 }
 
 func newObjectValues() *objectValues {
-	return &objectValues{maps: map[unsafe.Pointer]ref.Val{}, lists: map[listKey]ref.Val{}}
+	o := adapters.Get().(*objectValues)
+	o.mu.Lock()
+	o.done = false
+	o.mu.Unlock()
+	return o
 }
+
+// adapters holds the released adapters (their maps emptied).
+var adapters = sync.Pool{New: func() any {
+	return &objectValues{maps: map[unsafe.Pointer]ref.Val{}, lists: map[listKey]ref.Val{}, done: true}
+}}
+
+// maxKeptValues bounds the wrappers a pooled adapter was holding (a larger one is dropped).
+const maxKeptValues = 4096
 
 // NativeToValue implements types.Adapter.
 func (o *objectValues) NativeToValue(value any) ref.Val {
@@ -76,7 +91,11 @@ func (o *objectValues) root(object any) any {
 func (o *objectValues) release() {
 	o.mu.Lock()
 	o.done = true // the maps themselves stay (made reads them without the lock): emptied
+	kept := len(o.maps)+len(o.lists) <= maxKeptValues
 	clear(o.maps)
 	clear(o.lists)
 	o.mu.Unlock()
+	if kept {
+		adapters.Put(o)
+	}
 }

@@ -77,8 +77,9 @@ type Request struct {
 	Attr      *admission.VersionedAttributes
 	Namespace *corev1.Namespace // the request's Namespace as the driver converts it (mapToNamespace), or nil
 
-	memo   memo   // what evaluating constraints on this request produced (memo.go)
-	tracer *Trace // while Explain decides a constraint: where its parts' results are recorded
+	memo   *memo        // what evaluating constraints on this request produced (memo.go)
+	tracer *Trace       // while Explain decides a constraint: where its parts' results are recorded
+	spare  *composition // the next constraint's composition (composition.go: recycle)
 
 	values *objectValues // object and oldObject as CEL values, converted once (objectvalues.go)
 
@@ -118,12 +119,17 @@ func (r *Request) requestValue() any {
 	return r.request
 }
 
-// Done releases what the request converted once for its evaluations (call it when the request is
-// decided; the request is not evaluated after).
+// Done releases what the request converted once for its evaluations and what it remembered (call it
+// when the request is decided; the request is not evaluated after).
 func (r *Request) Done() {
 	if r.values != nil {
 		r.values.release()
 	}
+	if r.memo != nil {
+		r.memo.release()
+		r.memo = nil
+	}
+	r.spare = nil
 }
 
 // ReadData makes the request read synced data through view (one read transaction; the caller
@@ -240,7 +246,7 @@ func newRequest(req *admissionv1.AdmissionRequest, converted *convertedNamespace
 	if err != nil {
 		return nil, err
 	}
-	r := &Request{Admission: req, Attr: attr, Namespace: ns, memo: newMemo()}
+	r := &Request{Admission: req, Attr: attr, Namespace: ns, memo: memos.Get().(*memo)}
 	// the request variable: made when first read (requestValue)
 	if r.object, err = objectToResolveVal(attr.VersionedObject); err != nil {
 		return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
@@ -281,6 +287,16 @@ func versionedAttributes(req *admissionv1.AdmissionRequest) (*admission.Versione
 		attr.VersionedOldObject = oldObject
 	}
 	return attr, nil
+}
+
+// DecodeUnstructured is the object (&unstructured.Unstructured{}).UnmarshalJSON(raw) makes, when
+// decodeObject reads raw (fastjson.go: the same values, faster); false otherwise: the caller decodes it
+// so (for the object, or for its error).
+func DecodeUnstructured(raw []byte) (*unstructured.Unstructured, bool) {
+	if len(raw) == 0 {
+		return nil, false
+	}
+	return fastUnstructured(raw)
 }
 
 // fastUnstructured is json.Unmarshal of raw into an *unstructured.Unstructured (NewWrapper) when

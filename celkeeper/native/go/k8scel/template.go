@@ -58,7 +58,9 @@ type Template struct {
 	variableFixed []bool
 	redefined     bool // a variable name is defined twice (the last definition is kept)
 	perConstraint bool
-	classes       classes
+	// a part uses `variables` other than by selecting a field (its value may be the variables map)
+	wholeVariables bool
+	classes        classes
 
 	// the kinds of synced data the template reads (none: `data` is not declared)
 	dataKinds []DataKind

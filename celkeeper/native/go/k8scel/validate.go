@@ -71,7 +71,8 @@ func (t *Template) validate(ctx context.Context, r *Request, c *Constraint, budg
 	} else {
 		f = *t.failurePolicy
 	}
-	comp := t.newComposition(ctx, r, c) // the evaluation contexts of this constraint, in turn
+	comp := r.composition(ctx, t, c) // the evaluation contexts of this constraint, in turn
+	defer r.recycle(comp)
 	// v.celMatcher.Match(...) (matcher.go); Gatekeeper always has a matcher, which without conditions
 	// matches (its ForInput evaluates nothing).
 	if len(t.conditions) > 0 {
@@ -172,7 +173,7 @@ func (t *Template) match(comp *composition, f admissionregistrationv1.FailurePol
 // condition.go): a new composition context and activation, every result evaluated in order sharing
 // one budget. Without anything to evaluate, there is no context to make.
 func (comp *composition) forInput(results []plugincel.CompilationResult, p part, s scope, budget int64) ([]plugincel.EvaluationResult, int64, error) {
-	evaluations := make([]plugincel.EvaluationResult, len(results))
+	evaluations := comp.resultsFor(p, len(results))
 	remainingBudget := budget
 	fresh := false
 	var err error

@@ -103,6 +103,7 @@ func (l *loadedWorkload) decide(b testing.TB) int {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer r.Done() // as the library's k8scel_validate does
 	n := 0
 	for i, c := range l.constraints {
 		n += len(l.templates[l.of[i]].Validate(context.Background(), r, c, PerCallLimit))

@@ -15,15 +15,15 @@ import (
 // Gatekeeper's webhook answers a mutated object with controller-runtime's PatchResponseFromRaw(the
 // request's object, the mutated object's JSON): gomodules.xyz/jsonpatch/v2's CreatePatch decodes both
 // documents with encoding/json and compares them. The object was decoded already (to mutate it), so
-// celkeeper compares the decoded documents instead, as CreatePatch compares them once decoded: `before`
-// converted to what encoding/json decodes (numbers float64), the mutated object read as encoding/json
-// would decode its JSON. Where the mutated object holds a value whose JSON round trip is not that
-// reading (a Go type JSON has no form for, a non-finite number, a string that is not UTF-8), the
-// patch is made the upstream way, from the JSON.
+// celkeeper compares the decoded documents instead, as CreatePatch compares them once decoded: both
+// read as encoding/json decodes their JSON (numbers float64: the request's object as Kubernetes
+// decoded it holds int64s, JSON's own values otherwise). Where the mutated object holds a value whose
+// JSON round trip is not that reading (a Go type JSON has no form for, a non-finite number, a string
+// that is not UTF-8), the patch is made the upstream way, from the JSON.
 
-// patchResponse is admission.PatchResponseFromRaw(raw, obj's JSON), `before` being raw decoded when
-// `decoded` (jsonDocument of the unstructured content); with `object`, also obj's JSON (when there is a
-// patch).
+// patchResponse is admission.PatchResponseFromRaw(raw, obj's JSON), `before` being raw as Kubernetes
+// decodes it into unstructured content when `decoded`; with `object`, also obj's JSON (when there is
+// a patch).
 func patchResponse(raw []byte, before any, decoded bool, obj *unstructured.Unstructured, object bool) (admission.Response, []byte, error) {
 	if decoded {
 		if patches, ok := createPatch(before, obj.Object); ok {
@@ -102,8 +102,9 @@ func jsonDocument(v any) (any, bool) {
 	return nil, false
 }
 
-// createPatch is jsonpatch.CreatePatch(a's JSON, b's JSON) for `a` a jsonDocument and `b` unstructured
-// content; ok false: b holds a value jsonDocument refuses.
+// createPatch is jsonpatch.CreatePatch(a's JSON, b's JSON) for `a` a JSON document as Kubernetes decodes
+// it into unstructured content (maps, slices, strings, int64 and finite float64 numbers, booleans,
+// nil; UTF-8 strings) and `b` unstructured content; ok false: b holds a value jsonDocument refuses.
 func createPatch(a, b any) ([]jsonpatch.Operation, bool) {
 	d := differ{patch: []jsonpatch.Operation{}, ok: true}
 	d.values(a, b)
@@ -182,7 +183,7 @@ func (d *differ) values(av, bv any) {
 			return
 		}
 	case int64:
-		if a, ok := av.(float64); ok {
+		if a, ok := number(av); ok {
 			if a != float64(b) {
 				d.op("replace", float64(b))
 			}
@@ -193,7 +194,7 @@ func (d *differ) values(av, bv any) {
 			d.ok = false
 			return
 		}
-		if a, ok := av.(float64); ok {
+		if a, ok := number(av); ok {
 			if a != b {
 				d.op("replace", b)
 			}
@@ -212,6 +213,18 @@ func (d *differ) values(av, bv any) {
 	}
 	// If types have changed, replace completely (preserves null in destination)
 	d.emit("replace", bv)
+}
+
+// number is a's number as encoding/json decodes it (float64: the int64 of a JSON integer converts to the
+// float64 its literal parses to, both rounding to nearest, as jsonDocument converts it).
+func number(av any) (float64, bool) {
+	switch a := av.(type) {
+	case float64:
+		return a, true
+	case int64:
+		return float64(a), true
+	}
+	return 0, false
 }
 
 // null is handleValues with b null: nothing when a is null too, else a replace by null.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	jsonpatch "gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -48,11 +49,7 @@ func checkPatch(t *testing.T, beforeJSON string, after map[string]any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, decoded := jsonDocument(decodeUnstructured(t, beforeJSON))
-	if !decoded {
-		t.Fatalf("%s: not a JSON document once decoded", beforeJSON)
-	}
-	got, ok := createPatch(before, after)
+	got, ok := createPatch(decodeUnstructured(t, beforeJSON), after)
 	if !ok {
 		t.Fatalf("%s -> %s: createPatch refused it", beforeJSON, afterJSON)
 	}
@@ -107,7 +104,7 @@ func TestCreatePatchIsJsonpatchsOnTheDecodedDocuments(t *testing.T) {
 func specOf(o map[string]any) map[string]any { return o["spec"].(map[string]any) }
 
 func TestCreatePatchRefusesWhatJSONWouldChange(t *testing.T) {
-	before, _ := jsonDocument(decodeUnstructured(t, patchBase))
+	before := decodeUnstructured(t, patchBase)
 	for name, v := range map[string]any{
 		"NaN":            math.NaN(),
 		"infinity":       math.Inf(1),
@@ -212,5 +209,38 @@ func change(r *rand.Rand, obj map[string]any) {
 		default:
 			return
 		}
+	}
+}
+
+// The webhook's patch is made against the System's first copy of the object, its namespace put back as
+// the request's object had it: the same patch as CreatePatch on the request's JSON and the mutated
+// object's (PatchResponseFromRaw, Gatekeeper's), whatever the object's metadata says of its namespace.
+func TestThePatchIsMadeAgainstTheRequestsObject(t *testing.T) {
+	s := mustLoad(t, pullAlways)
+	const spec = `"spec": {"containers": [{"name": "a", "image": "nginx", "n": 3}]}`
+	for name, object := range map[string]string{
+		"namespace as the request's": `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}, ` + spec + `}`,
+		"no namespace":               `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, ` + spec + `}`,
+		"empty namespace":            `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ""}, ` + spec + `}`,
+		"another namespace":          `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "other"}, ` + spec + `}`,
+		"no metadata":                `{"apiVersion": "v1", "kind": "Pod", ` + spec + `}`,
+		"null metadata":              `{"apiVersion": "v1", "kind": "Pod", "metadata": null, ` + spec + `}`,
+		"escaped strings":            `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p\u00e9"}, ` + spec + `}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := podRequest(t, admissionv1.Create, pod)
+			in.Request.Object.Raw = []byte(object)
+			r := s.Mutate(in)
+			if r.Error != "" || !r.Mutated {
+				t.Fatalf("not mutated: %+v", r)
+			}
+			want, err := jsonpatch.CreatePatch([]byte(object), r.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w, g := opsSet(t, want), opsSet(t, r.Patch); fmt.Sprint(w) != fmt.Sprint(g) {
+				t.Fatalf("%s -> %s:\nCreatePatch: %v\nthe webhook: %v", object, r.Object, w, g)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package mutation
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8serrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"celkeeper.local/native/k8scel"
 )
 
 // Request is what Gatekeeper's mutation webhook works on: the AdmissionRequest, and the Namespace it
@@ -222,19 +226,23 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 	default:
 		ns = nil
 	}
-	obj := unstructured.Unstructured{}
-	if err := obj.UnmarshalJSON(req.Object.Raw); err != nil {
-		return admission.Errored(int32(http.StatusInternalServerError), err)
+	obj, fast := k8scel.DecodeUnstructured(req.Object.Raw) // obj.UnmarshalJSON's object, read faster
+	if !fast {
+		obj = &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(req.Object.Raw); err != nil {
+			return admission.Errored(int32(http.StatusInternalServerError), err)
+		}
 	}
 
-	// the JSONPatch's original document: the request's object, as CreatePatch decodes it (patch.go)
-	before, decoded := jsonDocument(obj.Object)
-
+	// the JSONPatch's original document is the request's object as decoded: the System's first pass
+	// copies it before any mutator runs (MutateFrom), with the namespace set below, which `original`
+	// puts back as it was
+	original := originalOf(obj.Object)
 	oldNS := obj.GetNamespace()
 	obj.SetNamespace(req.Namespace)
 
 	mutable := &mutationtypes.Mutable{
-		Object:    &obj,
+		Object:    obj,
 		Namespace: ns,
 		Username:  req.UserInfo.Username,
 		Source:    mutationtypes.SourceTypeOriginal,
@@ -245,7 +253,7 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 		traced.Object = obj.DeepCopy()
 		out.Trace = s.trace(&traced)
 	}
-	mutated, err := s.gk.Mutate(ctx, mutable)
+	mutated, first, err := s.gk.MutateFrom(ctx, mutable)
 	if err != nil {
 		return admission.Errored(int32(http.StatusInternalServerError), err)
 	}
@@ -254,6 +262,11 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 	}
 
 	mutable.Object.SetNamespace(oldNS)
+	var before any
+	decoded := first != nil && original(first.Object)
+	if decoded {
+		before = first.Object
+	}
 
 	resp, newJSON, err := patchResponse(req.Object.Raw, before, decoded, mutable.Object, !in.ResponseOnly)
 	if err != nil {
@@ -264,6 +277,45 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 		out.Object = newJSON
 	}
 	return resp
+}
+
+// RawObject is raw.UnmarshalJSON(data)'s RawExtension without its copy of data: for a request mutated
+// while data lives (nothing of the answer refers to the request's JSON).
+func RawObject(raw runtime.RawExtension, data []byte) runtime.RawExtension {
+	if !bytes.Equal(data, []byte("null")) {
+		raw.Raw = data
+	}
+	return raw
+}
+
+// originalOf returns what makes a copy of `object`, made after SetNamespace, `object` as it was: its
+// metadata.namespace as it was (or no metadata, when SetNamespace made it). false: the copy is not
+// what it should be (the caller then makes the patch from the JSON).
+func originalOf(object map[string]any) func(copied map[string]any) bool {
+	meta, hasMeta := object["metadata"]
+	m, isMap := meta.(map[string]any)
+	switch {
+	case !hasMeta: // SetNamespace made metadata to hold a namespace, or left none
+		return func(copied map[string]any) bool {
+			delete(copied, "metadata")
+			return true
+		}
+	case !isMap: // SetNamespace left it as it was (it sets only within a map)
+		return func(map[string]any) bool { return true }
+	}
+	namespace, hasNamespace := m["namespace"]
+	return func(copied map[string]any) bool {
+		cm, ok := copied["metadata"].(map[string]any)
+		if !ok {
+			return false
+		}
+		if hasNamespace {
+			cm["namespace"] = namespace
+		} else {
+			delete(cm, "namespace")
+		}
+		return true
+	}
 }
 
 // ObjectRequest is an object mutated outside a webhook request: a generated object (Gatekeeper's

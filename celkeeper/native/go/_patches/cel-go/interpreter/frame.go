@@ -1,12 +1,13 @@
 // celkeeper's copy of github.com/google/cel-go v0.30.0 interpreter/frame.go, compiled in its place
 // (celkeeper/native/go/patched.py). Derived from the file whose sha256 is
 //   bc4f5880a81c2d167cb759f476594526e6fa6b095f1bb1d71a8fc33018b1b321
-// (tests/native/test_locate_patches.py checks that the module cache holds it). One change, marked
-// "celkeeper:" below; docs/known-issues.md says why and when it can go: SetContext no longer makes, for
-// every evaluation, the state only asynchronous calls use (a cancellable child context registered with
-// its parent, a gate, a call tracker): it is made when an asynchronous call first needs it. A
+// (tests/native/test_locate_patches.py checks that the module cache holds it). Two changes, marked
+// "celkeeper:" below; docs/known-issues.md says why and when they can go: SetContext no longer makes,
+// for every evaluation, the state only asynchronous calls use (a cancellable child context registered
+// with its parent, a gate, a call tracker): it is made when an asynchronous call first needs it. A
 // synchronous evaluation (Program.Eval and ContextEval, which refuse programs with asynchronous calls)
-// never does; it reads the interrupt channel of the context it was given, as before.
+// never does; it reads the interrupt channel of the context it was given, as before. And Close gives
+// the evaluation's cost tracker's pooled room back (runtimecost.go): only its cost is read after.
 
 // Copyright 2026 Google LLC
 //
@@ -152,6 +153,9 @@ func (f *ExecutionFrame) Close() {
 		f.ctx.observer = nil
 		f.ctx.interrupt = nil
 		f.ctx.state = nil
+		if f.ctx.costs != nil {
+			f.ctx.costs.release() // celkeeper: the evaluation is over; its tracker's room goes back
+		}
 		f.ctx.costs = nil
 		f.ctx.interrupted.Store(false)
 		f.ctx.interruptCheckCount.Store(0)

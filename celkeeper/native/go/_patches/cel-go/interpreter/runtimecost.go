@@ -5,7 +5,9 @@
 // "celkeeper:" below; docs/known-issues.md says why and when they can go:
 //   1. no allocation per observed step: a call's arguments are found on the stack without building
 //      the slice of their Interpretables (unary, binary, ==, !=) and gathered into a buffer of the
-//      tracker; a tracker's stack starts with room for a few values. Same costs, same results.
+//      tracker; a tracker's stack and that buffer come from a pool when it is cloned for an
+//      evaluation and go back to it when the evaluation's frame closes (frame.go's Close), grown
+//      stacks kept. Same costs, same results.
 //   2. growth is refused before it is made: string and bytes concatenation is charged before the
 //      concatenation runs (the same cost, so the same outcome, without the value that would exceed
 //      the limit ever being allocated); `+` on dyn operands that turn out to be strings or bytes costs
@@ -37,6 +39,7 @@ package interpreter
 import (
 	"errors"
 	"math"
+	"sync"
 
 	"github.com/google/cel-go/common"
 	"github.com/google/cel-go/common/operators"
@@ -258,18 +261,54 @@ type CostTracker struct {
 	cost  uint64
 	stack refValStack
 
-	// celkeeper: where a call's arguments are gathered (costCall does not keep them)
-	argBuf [4]ref.Val
+	// celkeeper: the pooled room of a clone's stack and call arguments (nil: a tracker not cloned,
+	// or its evaluation's frame closed)
+	room *trackerRoom
 }
 
-// stackRoom is the room a tracker's stack starts with (celkeeper): most expressions never hold more
-// values at once, so the stack is made once rather than grown from nothing.
-const stackRoom = 8
+// trackerRoom is the room a cloned tracker evaluates in (celkeeper): its stack's storage, kept at
+// the size it grew to, and where a call's arguments are gathered (costCall does not keep them).
+// Trackers take it from trackerRooms when cloned and give it back when their frame closes: only
+// the cost is read after an evaluation.
+type trackerRoom struct {
+	stack refValStack
+	args  [4]ref.Val
+}
+
+// stackRoom is the room a tracker's stack starts with (celkeeper); maxKeptStack bounds the stack a
+// pooled room keeps (a larger one is dropped).
+const (
+	stackRoom    = 16
+	maxKeptStack = 1024
+)
+
+var trackerRooms = sync.Pool{New: func() any { return &trackerRoom{stack: make(refValStack, 0, stackRoom)} }}
+
+// release gives the tracker's room back to the pool, its values cleared (celkeeper: frame.go's Close,
+// once the evaluation is over).
+func (c *CostTracker) release() {
+	room := c.room
+	if room == nil {
+		return
+	}
+	stack := c.stack // the room's, or what it grew into
+	c.room, c.stack = nil, nil
+	if cap(stack) > maxKeptStack {
+		return
+	}
+	clear(stack[:cap(stack)])
+	room.stack = stack[:0]
+	room.args = [4]ref.Val{}
+	trackerRooms.Put(room)
+}
 
 // callArgs drops a call's arguments from the stack and returns their values, in the tracker's buffer
 // (celkeeper: dropArgs(t.Args()) without the slices).
 func (c *CostTracker) callArgs(t InterpretableCall) ([]ref.Val, bool) {
-	buf := c.argBuf[:0]
+	var buf []ref.Val
+	if c.room != nil {
+		buf = c.room.args[:0]
+	}
 	switch call := t.(type) {
 	case *evalUnary:
 		return c.stack.dropArgs1(call.arg, buf)
@@ -291,12 +330,14 @@ func (c *CostTracker) callArgs(t InterpretableCall) ([]ref.Val, bool) {
 // The different clones can be used independently from
 // each other.
 func (c *CostTracker) Clone() (*CostTracker, error) {
+	room := trackerRooms.Get().(*trackerRoom) // celkeeper: the stack's room, pooled
 	tracker := &CostTracker{
 		Estimator:           c.Estimator,
 		overloadTrackers:    c.overloadTrackers,
 		Limit:               c.Limit,
 		presenceTestHasCost: c.presenceTestHasCost,
-		stack:               make(refValStack, 0, stackRoom), // celkeeper: made once
+		stack:               room.stack,
+		room:                room,
 	}
 	return tracker, nil
 }

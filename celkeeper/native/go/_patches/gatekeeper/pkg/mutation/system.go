@@ -1,10 +1,13 @@
 // celkeeper's copy of github.com/open-policy-agent/gatekeeper/v3 v3.23.1 pkg/mutation/system.go,
 // compiled in its place (celkeeper/native/go/patched.py). Derived from the file whose sha256 is
 //   2cde8a3e9953749745e68912ae6f788f93565c3f54a4bf194b2b00ed57088a6b
-// (tests/native/test_locate_patches.py checks that the module cache holds it). Two changes, marked
+// (tests/native/test_locate_patches.py checks that the module cache holds it). Three changes, marked
 // "celkeeper:" below; docs/known-issues.md says why and when they can go:
 //   - the object before mutation is copied only when the mutation log (--log-mutations), its only
 //     reader, is on;
+//   - MutateFrom, an addition: Mutate, also handing over the copy of the object the first pass makes
+//     before it mutates (celkeeper's webhook makes its patch against it instead of copying the object
+//     again);
 //   - a pass's object is compared with the one before it by UnstructuredEqual, reflect.DeepEqual's
 //     answer, instead of go-cmp's cmp.Equal. For what the System holds (unstructured content: maps,
 //     slices, strings, numbers, booleans, nil, and external data placeholders, structs without Equal
@@ -159,6 +162,22 @@ func (s *System) GetConflicts(id types.ID) map[types.ID]bool {
 // Mutate applies the mutation in place to the given object. Returns
 // true if applying Mutators caused any changes to the object.
 func (s *System) Mutate(ctx context.Context, mutable *types.Mutable) (bool, error) {
+	return s.mutateFrom(ctx, mutable, nil)
+}
+
+// MutateFrom is Mutate, also returning the object as it was before any mutator ran: the copy the first
+// pass compares with (celkeeper). nil when the object was not mutated.
+func (s *System) MutateFrom(ctx context.Context, mutable *types.Mutable) (bool, *unstructured.Unstructured, error) {
+	var first *unstructured.Unstructured
+	mutated, err := s.mutateFrom(ctx, mutable, &first)
+	if !mutated {
+		first = nil
+	}
+	return mutated, first, err
+}
+
+// mutateFrom is Mutate; with first, the first pass's copy of the object is put there (celkeeper).
+func (s *System) mutateFrom(ctx context.Context, mutable *types.Mutable, first **unstructured.Unstructured) (bool, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -168,7 +187,7 @@ func (s *System) Mutate(ctx context.Context, mutable *types.Mutable) (bool, erro
 
 	convergence := SystemConvergenceFalse
 
-	iterations, merr := s.mutate(ctx, mutable)
+	iterations, merr := s.mutate(ctx, mutable, first)
 	if merr == nil {
 		convergence = SystemConvergenceTrue
 	}
@@ -186,7 +205,7 @@ func (s *System) Mutate(ctx context.Context, mutable *types.Mutable) (bool, erro
 
 // mutate runs all Mutators on obj. Returns the number of iterations required
 // to converge, and any error encountered attempting to run Mutators.
-func (s *System) mutate(ctx context.Context, mutable *types.Mutable) (int, error) {
+func (s *System) mutate(ctx context.Context, mutable *types.Mutable, first **unstructured.Unstructured) (int, error) {
 	mutationUUID := s.newUUID()
 	// celkeeper: the object before mutation is copied only for the mutation log, its only reader
 	var original *unstructured.Unstructured
@@ -199,6 +218,9 @@ func (s *System) mutate(ctx context.Context, mutable *types.Mutable) (int, error
 	for iteration := 1; iteration <= maxIterations; iteration++ {
 		var appliedMutations []types.Mutator
 		old := unversioned.DeepCopyWithPlaceholders(mutable.Object)
+		if iteration == 1 && first != nil { // celkeeper: MutateFrom's copy (only read after)
+			*first = old
+		}
 
 		for _, id := range s.orderedMutators.ids {
 			if s.schemaDB.HasConflicts(id) {

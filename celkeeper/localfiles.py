@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 Stamp = tuple[int, int, int]
@@ -22,6 +21,8 @@ def stamp_of(st: os.stat_result) -> Stamp:
 def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace `path` with `data` (file mode `mode`) through a temporary file in the same folder and a
     rename, so that readers see the old content or the new, never a part."""
+    import tempfile  # (~3 ms of import) only for a process that writes: the offline tools mostly read
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:

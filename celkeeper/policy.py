@@ -116,6 +116,11 @@ class PolicySet:
         return self._mutators
 
     @property
+    def given_mutators(self) -> MutatorSet | None:
+        """The mutators the set was built with; None when none (`mutators` makes the empty set)."""
+        return self._mutators
+
+    @property
     def templates(self) -> Mapping[str, CompiledTemplate]:
         return self._templates
 

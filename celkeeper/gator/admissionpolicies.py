@@ -34,13 +34,11 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import re2
 
 from celkeeper.admissionpolicy import (
-    AdmissionPolicies,
-    Answer,
     is_admission_policy_document,
     is_crd_document,
     is_param,
@@ -54,6 +52,9 @@ from celkeeper.gator.runner import CaseFailure, check_assertion
 from celkeeper.gator.suite import Assertion, Suite, SuiteError
 from celkeeper.gator.suiteresults import CaseResult, TestResult
 from celkeeper.gator.violation import Violation
+
+if TYPE_CHECKING:  # the policies' evaluation is imported by a Suite that has such tests (its first build)
+    from celkeeper.admissionpolicy import AdmissionPolicies, Answer
 
 KEY = "admissionPolicyTests"
 Reader = Callable[[str], ParsedText]
@@ -228,6 +229,8 @@ class AdmissionRunner:
             *(d for d in documents if not is_crd_document(d) and not is_admission_policy_document(d)),
         ]
         kinds = param_kinds(policies)
+        from celkeeper.admissionpolicy import AdmissionPolicies
+
         try:
             built = AdmissionPolicies.build(
                 policies,
@@ -309,7 +312,7 @@ class AdmissionRunner:
         # the case's Namespaces: a set of its own (policies are compiled again: a Suite is small)
         kinds = param_kinds(documents)
         extra = [d for d in inventory if isinstance(d.data, dict) and is_param(d.data, kinds)]
-        with AdmissionPolicies.build(documents, params=[*params, *extra], namespaces=namespaces) as own:
+        with type(policies).build(documents, params=[*params, *extra], namespaces=namespaces) as own:
             return own.review(request)
 
     def _check(

@@ -8,7 +8,7 @@ compiler, so a template shared by many tests or suites is compiled once.
 from __future__ import annotations
 
 import contextlib
-import tempfile
+import queue
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,27 +99,30 @@ class PolicyBackend:
         """Start compiling these templates' CEL on `threads` threads of their own, in their order, while
         the caller goes on (reading files, checking parameters, reviewing with the templates compiled so
         far): the cel-go engine compiles without holding the GIL (on as many compilers as the engine was
-        given `compile_threads`). `load` then finds each compiled, or waits for the compilation under way
-        (TemplateCompiler.prepare); what compiling found is reported by `load`, as without this.
-        Templates with structural errors are left to `load`. Returns the threads (started)."""
-        specs: list[TemplateSpec] = []
+        given `compile_threads`). Each template is handed to the threads as soon as it is read (the
+        iterable may read the files: the first compiles while the others are read), the k-th thread
+        started with the k-th template. `load` then finds each compiled, or waits for the compilation
+        under way (TemplateCompiler.prepare); what compiling found is reported by `load`, as without
+        this. Templates with structural errors are left to `load`. Returns the threads (started)."""
+        specs: queue.SimpleQueue[TemplateSpec | None] = queue.SimpleQueue()
+        started: list[threading.Thread] = []
         for document in templates:
-            if is_template_document(document):
-                spec = self.compiler.parse(document)
-                if spec is not None:
-                    specs.append(spec)
-        queue = iter(specs)  # shared by the threads: next() on a list iterator is atomic under the GIL
-        started = []
-        for _ in range(min(threads, len(specs))):
-            thread = threading.Thread(
-                target=self._compile, args=(queue,), name="celkeeper-compile", daemon=True
-            )
-            thread.start()
-            started.append(thread)
+            spec = self.compiler.parse(document) if is_template_document(document) else None
+            if spec is None:
+                continue
+            specs.put(spec)
+            if len(started) < threads:
+                thread = threading.Thread(
+                    target=self._compile, args=(specs,), name="celkeeper-compile", daemon=True
+                )
+                thread.start()
+                started.append(thread)
+        for _ in started:
+            specs.put(None)  # each thread ends at one of these, once the templates before it are taken
         return started
 
-    def _compile(self, specs: Iterator[TemplateSpec]) -> None:
-        for spec in specs:
+    def _compile(self, specs: queue.SimpleQueue[TemplateSpec | None]) -> None:
+        while (spec := specs.get()) is not None:
             with contextlib.suppress(Exception):  # `load` compiles it again and reports what it raises
                 self.compiler.prepare(spec)
 
@@ -138,6 +141,8 @@ class PolicyBackend:
         if not any(t.reads_data for t in policies.templates.values()):
             yield None
             return
+        import tempfile
+
         from celkeeper.snapshot.datastore import write_inventory  # only such a review needs a store
 
         data = [

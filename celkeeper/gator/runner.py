@@ -33,9 +33,10 @@ from celkeeper.gator.suite import Assertion, Case, Suite, Test
 from celkeeper.gator.suiteresults import CaseResult, SuiteResult, TestResult
 from celkeeper.gator.violation import Violation
 from celkeeper.model import JsonValue
-from celkeeper.mutation import MutatorSet, build_mutator_set, is_mutator
+from celkeeper.mutation.kinds import is_mutator
 
-if TYPE_CHECKING:  # the runner does not load the engine itself: its backend does
+if TYPE_CHECKING:  # the runner loads neither the engine (its backend does) nor mutators (only a test's)
+    from celkeeper.mutation import MutatorSet
     from celkeeper.policy import PolicySet
 
 Reader = Callable[[str], ParsedText]  # reads a file into documents (raises CelkeeperError if unreadable)
@@ -88,7 +89,8 @@ class Runner:
     ) -> Sequence[threading.Thread]:
         """Have the backend start compiling the templates the suites' tests will load (those `run` will
         run, in that order, each file once), while the tests run: a file that cannot be read here is
-        left to the test, which reports it. Returns the threads compiling them."""
+        left to the test, which reports it. Each file is read as the backend takes it (it compiles the
+        first while the others are read). Returns the threads compiling them."""
         paths: dict[str, None] = {}
         for suite in suites:
             if suite.skip:
@@ -97,15 +99,17 @@ class Runner:
             for test in suite.tests:
                 if test.template and not test.skip and flt.matches_test(test):
                     paths[os.path.join(directory, test.template)] = None
-        documents = []
+        return self.backend.compile_ahead(self._first_documents(paths), threads)
+
+    def _first_documents(self, paths: Iterable[str]) -> Iterator[Document]:
+        """The first document of each file that can be read without error."""
         for path in paths:
             try:
                 parsed = self.read(path)
             except CelkeeperError:
                 continue
             if parsed.documents and not parsed.errors:
-                documents.append(parsed.documents[0])
-        return self.backend.compile_ahead(documents, threads)
+                yield parsed.documents[0]
 
     def run(self, suite: Suite, flt: Filter) -> SuiteResult:
         if suite.skip:
@@ -183,6 +187,8 @@ class Runner:
         documents = self._documents(path)
         if not documents or not all(is_mutator(d) for d in documents):
             raise CelkeeperError(f"not a mutator: {go_quote(path)}")
+        from celkeeper.mutation import build_mutator_set
+
         mutators = build_mutator_set(documents)
         if mutators.errors:
             raise CelkeeperError("\n".join(str(e) for e in mutators.errors))

@@ -1,7 +1,8 @@
 """The offline tools' disk cache of jsonschema's verdicts on parameter schemas and constraint
 parameters (templates.parameters.Verdicts), so that a run over unchanged policies neither imports
-jsonschema (~30 ms of a `verify`) nor runs its checks. Its store (DiskStore: JSON values by key, in a
-folder) also keeps gator.programs' compile facts, in a folder of their own.
+jsonschema (~30 ms of a `verify`) nor runs its checks (those templates.draft4 leaves to it). Its store
+(DiskStore: JSON values by key, in a folder) also keeps gator.programs' compile facts, in a folder of
+their own.
 
     verdicts = DiskVerdicts.default()     # None when the cache is turned off (CELKEEPER_CACHE_DIR="")
     PolicyBackend(engine, verdicts=verdicts)

@@ -132,7 +132,7 @@ def decide(
     `[Implied by <template>]` (gator does not expand AdmissionReviews: it passes False);
     `expansion_namespace`: the Namespace known for the object expanded (None: the webhook's and the
     audit's, none beyond the object's own; gator's expander knows its own). The policy set's mutators
-    (policies.mutators) mutate each generated object before it is decided or expanded in turn, as
+    (policies.given_mutators) mutate each generated object before it is decided or expanded in turn, as
     Gatekeeper's expansion does (source Generated); `mutate_before_expanding`: the object is mutated
     (source Original) before it is expanded, as gator test's expander does (its own decision is on the
     object as given). `tracer`: told everything decided (explanations); the verdict is the same with or
@@ -141,7 +141,12 @@ def decide(
     expansions = policies.expansions
     resultants = (
         expand_request(
-            request, expansions, expansion_namespace, policies.mutators, namespaces, mutate_before_expanding
+            request,
+            expansions,
+            expansion_namespace,
+            policies.given_mutators,
+            namespaces,
+            mutate_before_expanding,
         )
         if expand and (request.group, request.kind) in expansions.group_kinds
         else ()

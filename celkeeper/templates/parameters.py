@@ -12,6 +12,8 @@ fields. With `legacySchema: true` (the default of v1beta1 templates) frameworks 
 Value validation uses `jsonschema` (Draft 4, whose `exclusiveMaximum` is a boolean like OpenAPI v3's)
 on a translation of the OpenAPI v3 schema: `nullable` adds null to the type, `x-kubernetes-int-or-string`
 accepts integers and strings, other `x-kubernetes-*` extensions and `format` are not value checks here.
+jsonschema is imported only for a schema or value that templates.draft4 cannot pass without it (one
+using other keywords, or one with a problem: jsonschema words it).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from celkeeper.documents import index_path, key_path
 from celkeeper.model import JsonObject, JsonValue
+from celkeeper.templates.draft4 import schema_passes, value_passes
 
 if TYPE_CHECKING:  # jsonschema is imported when a check is not among the known verdicts
     from jsonschema import Draft4Validator
@@ -104,37 +107,44 @@ class ParameterSchema:
         self._verdicts = verdicts
         self._validator: Draft4Validator | None = None
         self._converted: JsonObject | None = None
-        self._key = ""
+        self._key = ""  # names the converted schema among the verdicts (made when first needed)
         if schema is not None:
             self._converted = to_json_schema(schema, "")
-            if verdicts is not None:
-                self._key = _content_key(self._converted)
-            problems = self._known("schema")
-            if problems is None:
-                problems = _check_schema(self._converted)
-                self._learn("schema", problems)
-            if problems:
-                raise SchemaProblem(str(problems[0][0]), str(problems[0][1]))
+            # a schema templates.draft4 passes is valid without jsonschema; jsonschema checks the others
+            if not schema_passes(self._converted):
+                problems = self._known("schema")
+                if problems is None:
+                    problems = _check_schema(self._converted)
+                    self._learn("schema", problems)
+                if problems:
+                    raise SchemaProblem(str(problems[0][0]), str(problems[0][1]))
+
+    def _verdict(self, check: str) -> str:
+        if not self._key:
+            self._key = _content_key(self._converted)
+        return f"{self._key}:{check}"
 
     def _known(self, check: str) -> Verdict | None:
         if self._verdicts is None:
             return None
-        return self._verdicts.get(f"{self._key}:{check}")
+        return self._verdicts.get(self._verdict(check))
 
     def _learn(self, check: str, verdict: Verdict) -> None:
         if self._verdicts is not None:
-            self._verdicts.put(f"{self._key}:{check}", verdict)
+            self._verdicts.put(self._verdict(check), verdict)
 
     def errors(self, value: Any, path: str = "spec.parameters") -> list[tuple[str, str]]:
         """Every problem of `value` as (field path, message), value checks first, then unknown fields."""
         if self.structural is None:
             return [(path, f'unknown field "{path}": the template defines no parameters')]
-        check = f"value:{_content_key([path, value])}" if self._verdicts is not None else ""
-        problems = self._known(check)
-        if problems is None:
-            problems = self._value_problems(value, path)
-            self._learn(check, problems)
-        problems = [(str(at), str(message)) for at, message in problems]
+        problems: Verdict = []
+        if not value_passes(self._converted, value):  # else valid without jsonschema (templates.draft4)
+            check = f"value:{_content_key([path, value])}" if self._verdicts is not None else ""
+            known = self._known(check)
+            if known is None:
+                known = self._value_problems(value, path)
+                self._learn(check, known)
+            problems = [(str(at), str(message)) for at, message in known]
         for unknown in unknown_fields(value, self.structural, path):
             problems.append((unknown, f'unknown field "{unknown}"'))
         return problems

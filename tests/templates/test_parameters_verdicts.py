@@ -1,5 +1,7 @@
 """Parameter schemas with known verdicts (templates.parameters.Verdicts): the same results as without,
-taken from the store when it has them, with jsonschema imported only for what it does not have."""
+taken from the store when it has them, with jsonschema imported only for what it does not have. The
+schema here has a keyword templates.draft4 leaves to jsonschema (`pattern`), so that every check is one
+jsonschema makes; one that draft4 passes is neither stored nor asked for."""
 
 from __future__ import annotations
 
@@ -14,8 +16,13 @@ import pytest
 
 from celkeeper.templates import ParameterSchema, SchemaProblem
 from celkeeper.templates.parameters import Verdict
-from tests.templates.test_parameters import LABELS
+from tests.templates.test_parameters import LABELS as PLAIN_LABELS
 
+#: the labels schema with a pattern on `message`: not one templates.draft4 knows
+LABELS: dict[str, Any] = {
+    **PLAIN_LABELS,
+    "properties": {**PLAIN_LABELS["properties"], "message": {"type": "string", "pattern": "^h"}},
+}
 ROOT = Path(__file__).resolve().parents[2]
 VALUES: list[Any] = [
     {"labels": [{"key": "owner"}], "message": "hi"},
@@ -78,12 +85,23 @@ def test_a_schema_problem_is_remembered_too() -> None:
     assert len(store.entries) == 1
 
 
+def test_what_draft4_passes_is_neither_stored_nor_asked_for() -> None:
+    store = Store()
+    schema = ParameterSchema(PLAIN_LABELS, verdicts=store)
+    assert schema.errors({"labels": [{"key": "owner"}], "message": "hi"}) == []
+    assert store.entries == {} and store.gets == 0
+    assert schema.errors({"labels": [{"allowedRegex": 3}]}) == ParameterSchema(PLAIN_LABELS).errors(
+        {"labels": [{"allowedRegex": 3}]}
+    )
+    assert len(store.entries) == 1  # the value's problem, as jsonschema words it (the schema passed)
+
+
 def test_known_verdicts_spare_the_jsonschema_import() -> None:
     script = (
         "import sys\n"
         "from celkeeper.templates import ParameterSchema\n"
         "from tests.templates.test_parameters_verdicts import Store\n"
-        "from tests.templates.test_parameters import LABELS\n"
+        "from tests.templates.test_parameters_verdicts import LABELS\n"
         "store = Store()\n"
         "ParameterSchema(LABELS, verdicts=store).errors({'labels': 1})\n"
         "print('jsonschema' in sys.modules)\n"
@@ -92,7 +110,7 @@ def test_known_verdicts_spare_the_jsonschema_import() -> None:
         "import sys, json\n"
         "from celkeeper.templates import ParameterSchema\n"
         "from tests.templates.test_parameters_verdicts import Store\n"
-        "from tests.templates.test_parameters import LABELS\n"
+        "from tests.templates.test_parameters_verdicts import LABELS\n"
         "store = Store()\n"
         "store.entries = {k: [tuple(p) for p in v] for k, v in json.loads(sys.stdin.read()).items()}\n"
         "print(ParameterSchema(LABELS, verdicts=store).errors({'labels': 1}))\n"

@@ -18,8 +18,8 @@ server (skips without it).
                                                  [--baseline DIR]
 
 `--rounds N` times each tool N times in turn (so that load from elsewhere hits them alike); `--baseline DIR`
-also times the celkeeper package of another checkout (its own native library) in the same rounds:
-before/after figures with the same kubectl beside them.
+also times the celkeeper package of another checkout (its own native library) in the same rounds, which
+of the two runs first alternating: before/after figures with the same kubectl beside them.
 
 `--dump DIR` only writes each shape's files (DIR/<shape>/policies.json, namespaces.json, objects.json), for
 `celkeeper test -f` by hand or the Go benchmark that replays them (celkeeper/native/go/admissionpolicy/
@@ -317,9 +317,10 @@ def run_shape(
     ours: dict[str, tuple[dict[str, str] | None, str | Path]] = {"celkeeper test": (None, ROOT)}
     if baseline is not None:
         ours["baseline celkeeper test"] = ({**os.environ, "PYTHONPATH": baseline}, baseline)
-    for _ in range(rounds):
+    for round_ in range(rounds):
         walls = {}
-        for label, (env, cwd) in ours.items():
+        order = list(ours.items())
+        for label, (env, cwd) in order[::-1] if round_ % 2 else order:  # the first after kubectl alternates
             wall, cpu, done = _timed([*celkeeper, "-f", str(items)], env=env, cwd=cwd)
             denied = sum(1 for line in done.stdout.splitlines() if ": denied (" in line)
             walls[label] = wall

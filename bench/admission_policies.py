@@ -14,7 +14,12 @@ in force before kubectl's runs are timed (a sentinel object is denied). Prints t
 each, how many objects each denies (they must agree), and how many times faster celkeeper is. Needs the API
 server (skips without it).
 
-    .venv/bin/python bench/admission_policies.py [--objects N] [--shape spread|dense|both]
+    .venv/bin/python bench/admission_policies.py [--objects N] [--shape spread|dense|both] [--rounds N]
+                                                 [--baseline DIR]
+
+`--rounds N` times each tool N times in turn (so that load from elsewhere hits them alike); `--baseline DIR`
+also times the celkeeper package of another checkout (its own native library) in the same rounds, which
+of the two runs first alternating: before/after figures with the same kubectl beside them.
 
 `--dump DIR` only writes each shape's files (DIR/<shape>/policies.json, namespaces.json, objects.json), for
 `celkeeper test -f` by hand or the Go benchmark that replays them (celkeeper/native/go/admissionpolicy/
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -279,18 +285,20 @@ def generate(shape: str, objects: int, folder: Path) -> tuple[Path, Path, Path]:
 
 
 def _timed(
-    argv: list[str], env: dict[str, str] | None = None
+    argv: list[str], env: dict[str, str] | None = None, cwd: str | Path | None = None
 ) -> tuple[float, float, subprocess.CompletedProcess[str]]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, done
 
 
-def run_shape(cluster: Any, shape: str, objects: int, folder: Path) -> None:
+def run_shape(
+    cluster: Any, shape: str, objects: int, folder: Path, rounds: int, baseline: str | None
+) -> None:
     policies, namespaces, items = generate(shape, objects, folder)
     cluster.kubectl("create", "-f", str(namespaces))
     cluster.kubectl("create", "-f", str(policies))
@@ -305,20 +313,27 @@ def run_shape(cluster: Any, shape: str, objects: int, folder: Path) -> None:
             raise SystemExit("the policies did not come into force")
         time.sleep(0.5)
     celkeeper = [sys.executable, "-m", "celkeeper", "test", "-f", str(policies), "-f", str(namespaces)]
-    ours_wall, ours_cpu, ours = _timed([*celkeeper, "-f", str(items)])
-    denied_ours = sum(1 for line in ours.stdout.splitlines() if ": denied (" in line)
-    print(
-        f"{shape:6}  celkeeper test                   {ours_wall:6.2f} s wall {ours_cpu:5.2f} s cpu   "
-        f"denied {denied_ours}"
-    )
-    for verb in ("create", "apply"):
-        argv = [str(cluster.binaries.kubectl), verb, "--dry-run=server", "-f", str(items)]
-        wall, cpu, theirs = _timed(argv, env=cluster.kubectl_env())
-        print(
-            f"{shape:6}  kubectl {verb:6} --dry-run=server {wall:6.2f} s wall {cpu:5.2f} s cpu   "
-            f"denied {theirs.stderr.count('denied request')}   "
-            f"(kubectl's CPU; celkeeper {wall / ours_wall:4.1f}x faster)"
-        )
+    # each package from its checkout (`-m` puts the working directory first on the path), with its library
+    ours: dict[str, tuple[dict[str, str] | None, str | Path]] = {"celkeeper test": (None, ROOT)}
+    if baseline is not None:
+        ours["baseline celkeeper test"] = ({**os.environ, "PYTHONPATH": baseline}, baseline)
+    for round_ in range(rounds):
+        walls = {}
+        order = list(ours.items())
+        for label, (env, cwd) in order[::-1] if round_ % 2 else order:  # the first after kubectl alternates
+            wall, cpu, done = _timed([*celkeeper, "-f", str(items)], env=env, cwd=cwd)
+            denied = sum(1 for line in done.stdout.splitlines() if ": denied (" in line)
+            walls[label] = wall
+            print(f"{shape:6}  {label:32} {wall:6.2f} s wall {cpu:5.2f} s cpu   denied {denied}")
+        for verb in ("create", "apply"):
+            argv = [str(cluster.binaries.kubectl), verb, "--dry-run=server", "-f", str(items)]
+            wall, cpu, theirs = _timed(argv, env=cluster.kubectl_env())
+            faster = ", ".join(f"{label.split()[0]} {wall / w:4.1f}x" for label, w in walls.items())
+            print(
+                f"{shape:6}  kubectl {verb:6} --dry-run=server {wall:6.2f} s wall {cpu:5.2f} s cpu   "
+                f"denied {theirs.stderr.count('denied request')}   (kubectl's CPU; faster: {faster})"
+            )
+        print(f"{shape:6}  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def main() -> int:
@@ -328,6 +343,13 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--shape", choices=("spread", "dense", "both"), default="both")
     parser.add_argument("--dump", metavar="DIR", help="only write each shape's files under DIR")
+    parser.add_argument("--rounds", type=int, default=1, help="times each tool is run, in turn")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also time the celkeeper package of another checkout (e.g. `git worktree add DIR main`), in the "
+        "same rounds: before/after figures",
+    )
     args = parser.parse_args()
     shapes = ("spread", "dense") if args.shape == "both" else (args.shape,)
     if args.dump:
@@ -342,13 +364,16 @@ def main() -> int:
     except BinariesUnavailable as exc:
         print(f"skipped: {exc}")
         return 0
+    baseline = str(Path(args.baseline).resolve()) if args.baseline else None
     print(f"100 bindings x {args.objects} objects, kube-apiserver v{binaries.kube_version}")
+    if baseline is not None:
+        print(f"baseline: the celkeeper package at {baseline}")
     with (
         tempfile.TemporaryDirectory(prefix="celkeeper-bench-") as tmp,
         ControlPlane(binaries=binaries) as cluster,
     ):
         for shape in shapes:
-            run_shape(cluster, shape, args.objects, Path(tmp))  # each shape in namespaces of its own
+            run_shape(cluster, shape, args.objects, Path(tmp), args.rounds, baseline)  # namespaces of its own
     return 0
 
 

@@ -175,3 +175,18 @@ def test_upstream_apiserver_still_polls_readiness_every_100_ms() -> None:
     assert "case <-time.After(100 * time.Millisecond):" in upstream
     copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
     assert "readyPollPeriod = 2 * time.Millisecond" in copy
+
+
+def test_upstream_apiserver_still_parses_the_selectors_for_every_request() -> None:
+    """k8s.io/apiserver's admission-policy matcher, as go.mod requires it, parses a policy's and a binding's
+    namespaceSelector and objectSelector (metav1.LabelSelectorAsSelector: each label key and value checked
+    by regular expressions) every time it matches a request (the copy parses them once per MatchResources
+    object: admissionpolicy/selectors_test.go shows each binding still selects by its own). When upstream
+    keeps them parsed, drop the copy."""
+    build = patched()
+    path = Path("pkg") / "admission" / "plugin" / "policy" / "generic" / "policy_matcher.go"
+    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    assert "return metav1.LabelSelectorAsSelector(m.constraints.NamespaceSelector)" in upstream
+    assert "criteria := matchCriteria{constraints: matchResources}" in upstream
+    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
+    assert "criteria := c.criteria(matchResources)" in copy

@@ -331,7 +331,7 @@ def measure(
                 mark = (served, cpu, seconds)
                 while next_sample <= served + (args.rate or 0) / 2:
                     next_sample += args.every
-        time.sleep(2)  # the informer's next round, and the collectors settle
+        time.sleep(args.settle)  # the informer's next round, the collectors settle (an idle worker trims)
         rows = [("master", server.process.pid, split_pss(server.process.pid))]
         rows.append(("informer", server.informer_pid(), split_pss(server.informer_pid())))
         for i, pid in enumerate(sorted(server.worker_pids())):
@@ -409,6 +409,13 @@ def main() -> int:
         "--warmup", type=int, default=None, help="with --every: reviews of warm-up (default one block)"
     )
     parser.add_argument(
+        "--settle",
+        type=float,
+        default=2.0,
+        help="seconds between the last review and the reading (default 2; an idle worker returns its Go "
+        "heap's free memory after 2-4 s: webhook/idle.py)",
+    )
+    parser.add_argument(
         "--probe", metavar="DIR", type=Path, default=None, help="sample each process from inside (see above)"
     )
     parser.add_argument(
@@ -453,7 +460,8 @@ def main() -> int:
                     results.append((Variant(name, variant.root, variant.env), measured))
     print()
     print(
-        f"PSS in MiB after {args.reviews:,} reviews or more, --workers {args.workers}, source {args.source}"
+        f"PSS in MiB after {args.reviews:,} reviews or more and {args.settle:g} s, --workers {args.workers}, "
+        f"source {args.source}"
     )
     print(f"{'server':<16} {'process':<9} {'total':>7}" + "".join(f" {p:>8}" for p in PARTS))
     for variant, (rows, _rate, _cpu) in results:

@@ -93,11 +93,13 @@ if os.environ.get("CK_MEMPROBE_DIR"):
         out.update({f"pss {k}": v for k, v in parts.items()})
         return out
 
+    _mallinfo2 = ctypes.CDLL(
+        None
+    ).mallinfo2  # once: each CDLL and function made stays until a full collection
+    _mallinfo2.restype = _Mallinfo2
+
     def _malloc() -> dict[str, int]:
-        libc = ctypes.CDLL(None)
-        fn = libc.mallinfo2
-        fn.restype = _Mallinfo2
-        info = fn()
+        info = _mallinfo2()
         out = {k: getattr(info, k) for k in ("arena", "hblkhd", "uordblks", "fordblks", "keepcost")}
         out["pyblocks"] = sys.getallocatedblocks()
         return out

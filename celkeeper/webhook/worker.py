@@ -62,6 +62,7 @@ from gunicorn.workers import base
 from celkeeper.settings import MAX_REVIEW_BYTES
 from celkeeper.webhook.balance import DEFER, LoadBoard
 from celkeeper.webhook.http1 import Frame, Head, RequestFramer, RequestTooLarge
+from celkeeper.webhook.idle import IdleTrim
 
 HANDSHAKE, IDLE, READING, WRITING, CLOSING = "handshake", "idle", "reading", "writing", "closing"
 STOP_LINGER = 2.0  # a stopping worker keeps kept-alive connections this long (a request may be on its way)
@@ -197,9 +198,16 @@ class EventWorker(base.Worker):
         ]
         for thread in threads:
             thread.start()
+        # between bursts of reviews the Go heap's free memory goes back to the system (webhook/idle.py);
+        # imported here, in the worker: the master imports nothing of the native library
+        from celkeeper.native.ffi import trim
+
+        idle = IdleTrim(lambda: self.nr, trim)
+        idle.start()
         try:
             main.run()
         finally:
+            idle.stop()
             self.alive = False
             self.wake()
             for thread in threads:

@@ -1,5 +1,5 @@
 """The library's own figures (native_info): the handles it holds are counted until released, beside its
-Go runtime's memory."""
+Go runtime's memory and where it is."""
 
 from __future__ import annotations
 
@@ -29,6 +29,20 @@ def test_info_reports_the_go_runtime_memory() -> None:
     require_celgo()
     info = load().info()
     assert info["runtimeMemory"] >= info["heapObjects"] > 0
+    # where the runtime's memory is: every part within what it has mapped
+    parts = ("released", "heapFree", "heapUnused", "stacks", "osStacks", "metadata", "spans", "other")
+    assert all(0 <= info[p] <= info["runtimeMemory"] for p in parts), info
+    assert info["heapObjects"] + sum(info[p] for p in parts) <= info["runtimeMemory"]
+    assert info["heapGoal"] >= info["heapLive"] and info["heapGoal"] > 0
+    assert info["goroutines"] >= 1 and info["collections"] >= 0
+
+
+def test_info_counts_the_collections() -> None:
+    require_celgo()
+    library = load()
+    before = library.info()["collections"]
+    library.trim()  # debug.FreeOSMemory: one collection at least
+    assert library.info()["collections"] > before
 
 
 def _load_in_child(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -52,8 +52,10 @@ func init() {
 }
 
 // runtimeFigures are the Go runtime's settings and memory now (runtime/metrics): its soft memory limit
-// (math.MaxInt64: none), GOGC, the bytes of live and dead heap objects, and all the memory the runtime
-// has mapped and not returned.
+// (math.MaxInt64: none), GOGC, the bytes of live and dead heap objects, all the memory the runtime has
+// mapped and not returned, and where the rest of it is: the heap's goal and what was live at the last
+// collection, free heap pages not returned, goroutine stacks, the runtime's own structures, the
+// collections run and the goroutines alive (bench/pod_memory.py --probe samples them over a run).
 var runtimeFigures = map[string]string{
 	"memoryLimit":   "/gc/gomemlimit:bytes",
 	"gcPercent":     "/gc/gogc:percent",
@@ -61,6 +63,17 @@ var runtimeFigures = map[string]string{
 	"runtimeMemory": "/memory/classes/total:bytes",
 	"released":      "/memory/classes/heap/released:bytes",
 	"gomaxprocs":    "/sched/gomaxprocs:threads",
+	"heapGoal":      "/gc/heap/goal:bytes",
+	"heapLive":      "/gc/heap/live:bytes",
+	"heapFree":      "/memory/classes/heap/free:bytes",
+	"heapUnused":    "/memory/classes/heap/unused:bytes",
+	"stacks":        "/memory/classes/heap/stacks:bytes",
+	"osStacks":      "/memory/classes/os-stacks:bytes",
+	"metadata":      "/memory/classes/metadata/other:bytes",
+	"spans":         "/memory/classes/metadata/mspan/inuse:bytes",
+	"other":         "/memory/classes/other:bytes",
+	"collections":   "/gc/cycles/total:gc-cycles",
+	"goroutines":    "/sched/goroutines:goroutines",
 }
 
 func runtimeInfo(info map[string]any) {
@@ -71,10 +84,14 @@ func runtimeInfo(info map[string]any) {
 	metrics.Read(samples)
 	byName := map[string]uint64{}
 	for _, s := range samples {
-		byName[s.Name] = s.Value.Uint64()
+		if s.Value.Kind() == metrics.KindUint64 { // a name this Go does not have is left out
+			byName[s.Name] = s.Value.Uint64()
+		}
 	}
 	for key, name := range runtimeFigures {
-		info[key] = byName[name]
+		if v, ok := byName[name]; ok {
+			info[key] = v
+		}
 	}
 }
 

@@ -48,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.support.load import Result, run_wrk  # noqa: E402
+from bench.support.load import Result, run_wrk, tree  # noqa: E402
 from bench.support.variants import add_env_option, env_variant  # noqa: E402
 from bench.webhook import NAMESPACE, bench_pod, denied_pod, write_policies  # noqa: E402
 from celkeeper.documents import parse_documents  # noqa: E402
@@ -66,24 +66,6 @@ CONNECTIONS = 8
 
 
 # -- processes and their figures -------------------------------------------------------------------------
-
-
-def tree(root: int) -> set[int]:
-    """A process and its descendants."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        found.add(pid)
-        todo.extend(children.get(pid, []))
-    return found
 
 
 def pss_mib(pid: int) -> float:

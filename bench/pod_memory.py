@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.support.load import run_wrk  # noqa: E402
+from bench.support.load import run_wrk, tree  # noqa: E402
 from bench.support.variants import add_env_option, env_variant  # noqa: E402
 from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
 from celkeeper.native.locate import cache_root  # noqa: E402
@@ -336,6 +336,10 @@ def measure(
         rows.append(("informer", server.informer_pid(), split_pss(server.informer_pid())))
         for i, pid in enumerate(sorted(server.worker_pids())):
             rows.append((f"worker {i + 1}", pid, split_pss(pid)))
+        # any other process of the pod: the informer's library process while a round compiles
+        for pid in sorted(tree(server.process.pid) - {pid for _, pid, _ in rows}):
+            with contextlib.suppress(OSError):
+                rows.append(("other", pid, split_pss(pid)))
         print(
             f"{variant.name}: {served:,} reviews, {served / seconds:,.0f}/s, "
             f"server CPU {cpu / served * 1e6:,.0f} us per review",

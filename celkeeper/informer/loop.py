@@ -171,8 +171,9 @@ class Informer:
     def _release_programs(self) -> None:
         """Give back what compiling the policies took once a round has checked them: the compiled
         programs (the workers compile their own; the next change is compiled afresh), the memory
-        the Go runtime no longer uses and the library's code pages mapped for the round. The informer
-        evaluates nothing."""
+        the Go runtime no longer uses and the library's code pages mapped for the round; where the
+        library runs in a child process (a webhook pod's informer: informer/libraryprocess.py), the
+        child ends. The informer evaluates nothing."""
         if self._compiler is None:
             return
         self._compiler = None

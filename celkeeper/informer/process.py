@@ -12,14 +12,20 @@ from collections.abc import Callable
 from types import FrameType
 
 from celkeeper.errors import CelkeeperError
+from celkeeper.informer.libraryprocess import LibraryProcess
 from celkeeper.informer.loop import Informer
 from celkeeper.informer.source import Source
+from celkeeper.native import ffi
+from celkeeper.native.ffi import LibraryUnavailable
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
 
 log = logging.getLogger("celkeeper.informer")
 
-INFORMER_GOGC = "50"  # the Go collector's GOGC in the informer (its native library, when loaded)
+#: the Go collector's GOGC where the informer's library runs: it compiles policies and evaluates nothing,
+#: so a small Go heap (the webhook workers' GOGC trades memory for the CPU of each decision; here there is
+#: none to save), unless GOGC is set in the environment
+INFORMER_GOGC = 50
 
 
 def run_informer(
@@ -39,9 +45,7 @@ def run_informer(
     stop = threading.Event()
     with contextlib.suppress(OSError):
         os.nice(5)  # background work: requests (the workers) come first when the CPUs are busy
-    # the informer compiles policies and evaluates nothing: a small Go heap (the webhook workers' GOGC
-    # trades memory for the CPU of each decision; here there is none to save), unless GOGC is set
-    os.environ.setdefault("GOGC", INFORMER_GOGC)
+    install_library_process()
     try:
         source = source_factory()
     except CelkeeperError as err:  # e.g. a kubeconfig that cannot be used: one line, no traceback
@@ -68,3 +72,13 @@ def run_informer(
     Informer(source, state, settings).run(stop, interval=interval)
     log.info("informer stopped (pid %d)", os.getpid())
     return 0
+
+
+def install_library_process() -> None:
+    """The native library, when the informer checks with it, runs in a child process for each round that
+    compiles (informer/libraryprocess.py): no Go runtime stays in the informer between rounds."""
+    try:
+        library = LibraryProcess(gc_percent=None if os.environ.get("GOGC") else INFORMER_GOGC)
+    except LibraryUnavailable:
+        return  # not built: the engine says so when the informer checks
+    ffi.install(library)

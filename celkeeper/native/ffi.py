@@ -159,6 +159,7 @@ class Library:
         self._sig(dll.native_release, None, [ll])
         self._sig(dll.native_info, None, [out, outn])
         self._sig(dll.native_trim, None, [])
+        self._sig(dll.native_set_gc_percent, ctypes.c_int, [ctypes.c_int])
         self._sig(dll.k8scel_template, ll, [p, i, p, i, out, outn])
         self._sig(dll.k8scel_compilers, None, [i])
         self._sig(dll.k8scel_store_open, ll, [p, i, i, out, outn])
@@ -222,6 +223,13 @@ class Library:
         """Collect the Go heap's garbage now and give the memory it does not use back to the system."""
         self.check()
         self._dll.native_trim()
+
+    def set_gc_percent(self, percent: int) -> int:
+        """Set the Go collector's GOGC (negative: off); returns the previous setting. GOGC in the
+        environment reaches the library only as the process started with it: Go reads the environment
+        of the process's start, not what the process sets in it later (os.environ)."""
+        self.check()
+        return int(self._dll.native_set_gc_percent(percent))
 
     def template(self, source: bytes, options: bytes = b"") -> tuple[int, dict[str, Any]]:
         self.check()
@@ -476,6 +484,16 @@ def load() -> Library:
             _loaded = Library(path)
         _loaded.check()
         return _loaded
+
+
+def install(library: Library) -> None:
+    """Make `library` the process's library (what `load()` returns): one that runs elsewhere, e.g. in a
+    child process of its own (celkeeper.informer.libraryprocess). Before the process loads its own."""
+    global _loaded
+    with _lock:
+        if _loaded is not None and _loaded.ours:
+            raise RuntimeError("this process has loaded celkeeper's native library already")
+        _loaded = library
 
 
 def trim() -> None:

@@ -74,6 +74,24 @@ def test_the_library_runs_four_processors_at_least_unless_the_environment_sets_t
     assert json.loads(_load_in_child({"GOMAXPROCS": "6"}).stdout)["gomaxprocs"] == 6
 
 
+def test_a_gogc_set_through_the_library_takes_effect() -> None:
+    """Go reads GOGC from the environment the process started with: one set in os.environ before the library
+    loads does not reach it; set_gc_percent does."""
+    require_celgo()
+    program = (
+        "import json, os; from celkeeper.native.ffi import load\n"
+        "os.environ['GOGC'] = '50'\n"
+        "library = load(); loaded = library.info()['gcPercent']\n"
+        "previous = library.set_gc_percent(50)\n"
+        "print(json.dumps([loaded, previous, library.info()['gcPercent']]))"
+    )
+    clean = {k: v for k, v in os.environ.items() if k != "GOGC"}
+    done = subprocess.run(
+        [sys.executable, "-c", program], env=clean, capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(done.stdout) == [400, 400, 50]
+
+
 def test_no_collection_runs_while_the_library_initialises() -> None:
     """Its GOGC is set before the packages it imports initialise (their ~12 MB of allocations would
     cost three collections at Go's default): the runtime's trace shows no collection before the last

@@ -87,10 +87,11 @@ def run_go(*args: str, env: dict[str, str] | None = None, timeout: float = 1500)
     return proc.stdout
 
 
-def in_fresh_process(program: str, *args: str) -> Any:
+def in_fresh_process(program: str, *args: str, env: dict[str, str] | None = None) -> Any:
     """What `program` printed as JSON, run by this Python in a fresh process from the project's root with
-    `args` as sys.argv[1:]: what a process has mapped of the library depends on all it ran before, so tests
-    of the library's pages measure a process that ran only their scenario."""
+    `args` as sys.argv[1:] (and `env` as its environment, else this one's): what a process has mapped of the
+    library depends on all it ran before, so tests of the library's pages measure a process that ran only
+    their scenario."""
     done = subprocess.run(
         [sys.executable, "-c", program, *args],
         capture_output=True,
@@ -98,6 +99,7 @@ def in_fresh_process(program: str, *args: str) -> Any:
         timeout=120,
         check=False,
         cwd=ROOT,
+        env=env,
     )
     assert done.returncode == 0, f"the fresh process failed:\n{done.stdout}\n{done.stderr}"
     return json.loads(done.stdout)

@@ -177,6 +177,16 @@ func native_trim() {
 	debug.FreeOSMemory()
 }
 
+// native_set_gc_percent sets the Go collector's GOGC (debug.SetGCPercent: a negative percent turns the
+// collector off) and returns the previous setting. GOGC in the environment reaches the runtime only as the
+// process started with it (Go reads its environment from the process's start, not what the process has
+// set since), so a process that wants another setting than gcpercent's sets it here.
+//
+//export native_set_gc_percent
+func native_set_gc_percent(percent C.int) C.int {
+	return C.int(debug.SetGCPercent(int(percent)))
+}
+
 //export native_info
 func native_info(out **C.char, outn *C.int) {
 	info := map[string]any{"compatibilityVersion": environment.DefaultCompatibilityVersion().String()}

@@ -12,20 +12,11 @@ import copy, json
 from celkeeper.audit import AuditProcess, Evaluator, ProcessOptions
 from celkeeper.audit import process as audit_process
 from celkeeper.incluster import PolicyView
-from celkeeper.native import ffi
 from tests.audit.support import constraint, labels_template
 from tests.kube.fakes import FakeClient
-from tests.support.native import library_file_bytes
+from tests.support.native import library_file_bytes, record_releases
 
-mapped = []  # the library's file bytes resident before and after each release
-
-def recording():
-    before = library_file_bytes()
-    released = ffi.release_file_pages()
-    mapped.append((before, library_file_bytes()))
-    return released
-
-audit_process.release_file_pages = recording
+mapped = record_releases(audit_process)  # the library's file bytes resident before and after each release
 
 def stored(data, uid):
     out = copy.deepcopy(data)

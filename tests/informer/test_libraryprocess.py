@@ -15,18 +15,8 @@ import pytest
 from celkeeper.cel.celgo.engine import CelGoEngine, GoActivation
 from celkeeper.informer.libraryprocess import LibraryProcess, LibraryProcessEnded
 from tests.support.native import in_fresh_process, require_celgo
-from tests.support.policyfiles import OWNER_CONSTRAINT, OWNER_TEMPLATE
 
 EXPRESSION = 'object.metadata.name == "x"'
-
-
-@pytest.fixture
-def policies(tmp_path: Path) -> Path:
-    folder = tmp_path / "policies"
-    folder.mkdir()
-    (folder / "template.yaml").write_text(OWNER_TEMPLATE)
-    (folder / "constraint.yaml").write_text(OWNER_CONSTRAINT)
-    return folder
 
 
 ROUNDS_IN_A_CHILD = r"""

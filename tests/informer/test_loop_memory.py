@@ -20,7 +20,7 @@ from celkeeper.policy import PolicySet
 from celkeeper.settings import Settings
 from celkeeper.snapshot import Snapshot, StateDir
 from tests.support.native import in_fresh_process, library_file_bytes, require_celgo
-from tests.support.policyfiles import OWNER_CONSTRAINT, OWNER_TEMPLATE
+from tests.support.policyfiles import OWNER_TEMPLATE
 
 NOT_COMPILING = OWNER_TEMPLATE.replace(
     "'owner' in object.metadata.labels", "'owner' in object.metadata.labels +"
@@ -43,15 +43,6 @@ class Listening(FolderSource):
         assert policies is not None
         self.programs = [weakref.ref(t.program) for t in policies.templates.values()]
         self.library_bytes = library_file_bytes()
-
-
-@pytest.fixture
-def policies(tmp_path: Path) -> Path:
-    folder = tmp_path / "policies"
-    folder.mkdir()
-    (folder / "template.yaml").write_text(OWNER_TEMPLATE)
-    (folder / "constraint.yaml").write_text(OWNER_CONSTRAINT)
-    return folder
 
 
 def informer(tmp_path: Path, source: FolderSource) -> Informer:

@@ -105,6 +105,23 @@ def in_fresh_process(program: str, *args: str, env: dict[str, str] | None = None
     return json.loads(done.stdout)
 
 
+def record_releases(module: ModuleType) -> list[tuple[int, int]]:
+    """Make `module`'s release_file_pages (the name it imported ffi.release_file_pages by) record the
+    library's file bytes resident before and after each release, in the list returned."""
+    from celkeeper.native import ffi
+
+    mapped: list[tuple[int, int]] = []
+
+    def recording() -> int:
+        before = library_file_bytes()
+        released = ffi.release_file_pages()
+        mapped.append((before, library_file_bytes()))
+        return released
+
+    module.release_file_pages = recording  # type: ignore[attr-defined]
+    return mapped
+
+
 def library_file_bytes() -> int:
     """The bytes of the library's file this process has resident (its mappings' pages less those private
     to the process: relocated data), from /proc/self/smaps; 0 before it is loaded."""

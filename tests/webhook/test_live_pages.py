@@ -14,27 +14,18 @@ import json, shutil, sys
 from pathlib import Path
 from werkzeug.test import Client
 from celkeeper.informer import FolderSource, Informer
-from celkeeper.native import ffi
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
 from celkeeper.webhook import live
 from celkeeper.webhook.app import WebhookConfig, create_app
-from tests.support.native import library_file_bytes
+from tests.support.native import library_file_bytes, record_releases
 from tests.support.serve import POLICIES, pod, review
 
 root = Path(sys.argv[1])
 state = StateDir(root / "state")
 state.reset()
 shutil.copytree(POLICIES, root / "policies")
-mapped = []  # the library's file bytes resident before and after each release
-
-def recording():
-    before = library_file_bytes()
-    released = ffi.release_file_pages()
-    mapped.append((before, library_file_bytes()))
-    return released
-
-live.release_file_pages = recording
+mapped = record_releases(live)  # the library's file bytes resident before and after each release
 app = create_app(WebhookConfig(settings=Settings(), state=state, watch=False))
 assert Informer(FolderSource(root / "policies"), state, Settings(), validate=False).step()
 assert app.extensions["celkeeper"]["live"].refresh() is True

@@ -127,16 +127,7 @@ func TestObservingCostsAllocatesNothingPerOperator(t *testing.T) {
 	// allocations of one evaluation: with 40 more operators, no more allocations
 	object := map[string]any{"n": int64(3)}
 	allocs := func(operators int) float64 {
-		source := "object.n" + strings.Repeat(" + 2 - 1", operators/2) + " > 0"
-		e, err := CompileExpression(source, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return testing.AllocsPerRun(200, func() {
-			if _, err := e.Evaluate(context.Background(), Inputs{Object: object}); err != nil {
-				t.Fatal(err)
-			}
-		})
+		return evaluationAllocs(t, "object.n"+strings.Repeat(" + 2 - 1", operators/2)+" > 0", object)
 	}
 	few, many := allocs(2), allocs(42)
 	if upstreamCost {
@@ -157,15 +148,7 @@ func TestCostTrackersReuseTheirStacks(t *testing.T) {
 	object := map[string]any{"n": int64(1)}
 	allocs := func(depth int) float64 {
 		source := strings.Repeat("object.n + (", depth) + "object.n" + strings.Repeat(")", depth) + " > 0"
-		e, err := CompileExpression(source, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return testing.AllocsPerRun(200, func() {
-			if _, err := e.Evaluate(context.Background(), Inputs{Object: object}); err != nil {
-				t.Fatal(err)
-			}
-		})
+		return evaluationAllocs(t, source, object)
 	}
 	shallow, deep := allocs(1), allocs(60)
 	if upstreamCost {
@@ -177,4 +160,18 @@ func TestCostTrackersReuseTheirStacks(t *testing.T) {
 	if deep > shallow {
 		t.Errorf("%v allocations with a stack 2 deep, %v with one 61 deep", shallow, deep)
 	}
+}
+
+// evaluationAllocs is the allocations of one evaluation of source against object (averaged over 200).
+func evaluationAllocs(t *testing.T, source string, object map[string]any) float64 {
+	t.Helper()
+	e, err := CompileExpression(source, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testing.AllocsPerRun(200, func() {
+		if _, err := e.Evaluate(context.Background(), Inputs{Object: object}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

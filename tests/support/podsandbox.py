@@ -36,6 +36,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -63,6 +64,25 @@ def check_available() -> None:
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
         raise SandboxUnavailable(f"missing {', '.join(missing)} (util-linux, iproute2)")
+
+
+def _interpreter_reachable() -> list[str]:
+    """Mount commands that let the pod's user reach this Python's installation, as an image's own
+    interpreter is reachable (the pod's processes start others with sys.executable: the informer's
+    library child): when it lies below a folder others may not search (a pyenv under /root), that folder
+    is covered by a tmpfs in the pod's mounts holding only the installation's top folder, bound back."""
+    interpreter = Path(os.path.realpath(sys.executable))
+    for locked in interpreter.parents[::-1][1:]:
+        if not locked.stat().st_mode & 0o001:
+            inner = interpreter.parents[len(interpreter.parents) - len(locked.parts) - 1]
+            return [
+                "mkdir -p /run/celkeeper-interpreter",
+                f"mount --bind {inner} /run/celkeeper-interpreter",
+                f"mount -t tmpfs -o mode=0755 tmpfs {locked}",
+                f"mkdir -p {inner}",
+                f"mount --bind /run/celkeeper-interpreter {inner}",
+            ]
+    return []
 
 
 def _celgo_library() -> Path | None:
@@ -363,6 +383,7 @@ class SandboxPod:
                 f"mount --bind {celgo} {CELGO_IN_POD}",
                 f"mount -o remount,bind,ro {CELGO_IN_POD}",
             ]
+        script += _interpreter_reachable()
         script += [
             "mount -o remount,bind,ro /",
             *(f"mount -t tmpfs -o mode=0770,uid={uid},gid={gid} tmpfs {path}" for path in empty_dirs),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import Path
 
 from celkeeper.native.locate import go_sources
 from tests.support.native import go, go_flags, patched, run_go
@@ -17,6 +16,14 @@ from tests.support.native import go, go_flags, patched, run_go
 CEL_GO = "github.com/google/cel-go"
 GATEKEEPER = "github.com/open-policy-agent/gatekeeper/v3"
 APISERVER = "k8s.io/apiserver"
+
+
+def upstream_and_copy(module: str, path: str) -> tuple[str, str]:
+    """The text of `module`'s file at `path` (slash-separated, in the module) as go.mod requires it (the
+    module cache's), and of celkeeper's copy of it."""
+    build = patched()
+    upstream = (build.module_dir(module, go()) / path).read_text()
+    return upstream, (build.PATCHES_DIR / build.PATCHES[module] / path).read_text()
 
 
 def test_each_copy_was_made_from_the_file_the_module_cache_holds() -> None:
@@ -91,11 +98,9 @@ def test_upstream_gatekeeper_still_compares_passes_with_go_cmp() -> None:
     tests/e2e/gatekeeper's differential runs it against Gatekeeper's manager, Gatekeeper's own tests of
     the package pass with it (below), and mutation/equal_test.go compares UnstructuredEqual with
     reflect.DeepEqual."""
-    build = patched()
-    upstream = (build.module_dir(GATEKEEPER, go()) / "pkg" / "mutation" / "system.go").read_text()
+    upstream, copy = upstream_and_copy(GATEKEEPER, "pkg/mutation/system.go")
     assert "cmp.Equal(old, mutable.Object)" in upstream
     assert "\toriginal := unversioned.DeepCopyWithPlaceholders(mutable.Object)\n" in upstream
-    copy = (build.PATCHES_DIR / build.PATCHES[GATEKEEPER] / "pkg" / "mutation" / "system.go").read_text()
     assert "UnstructuredEqual(old, mutable.Object)" in copy
     assert "if *MutationLoggingEnabled {\n\t\toriginal = unversioned.DeepCopyWithPlaceholders" in copy
 
@@ -112,13 +117,10 @@ def test_upstream_apiserver_still_converts_the_request_for_every_activation() ->
     ActivationCache: admissionpolicy/review.go sets one). When upstream stops converting them per
     activation, drop the copy and the WithActivationCache call. The copy's answers are the API server's:
     tests/admissionpolicy's differential runs it against a real kube-apiserver."""
-    build = patched()
-    path = Path("pkg") / "admission" / "plugin" / "cel" / "activation.go"
-    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    upstream, copy = upstream_and_copy(APISERVER, "pkg/admission/plugin/cel/activation.go")
     assert "requestVal, err := convertObjectToUnstructured(request)" in upstream
     assert "namespaceVal, err := objectToResolveVal(namespace)" in upstream
     assert "ActivationCache" not in upstream
-    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
     assert "func WithActivationCache(ctx context.Context) context.Context" in copy
 
 
@@ -129,12 +131,9 @@ def test_upstream_apiserver_still_lists_the_policy_hooks_in_map_order() -> None:
     either answer. The copy lists both in name order (admissionpolicy/set_test.go's
     TestTheFirstDenialIsThatOfThePolicyAndBindingFirstByName fails without it). When upstream orders
     them, drop the copy."""
-    build = patched()
-    path = Path("pkg") / "admission" / "plugin" / "policy" / "generic" / "policy_source.go"
-    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    upstream, copy = upstream_and_copy(APISERVER, "pkg/admission/plugin/policy/generic/policy_source.go")
     assert "for policyKey, bindingSpecs := range policiesToBindings {" in upstream
     assert "sort." not in upstream and "slices.Sort" not in upstream
-    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
     assert "for _, policyKey := range policyKeys {" in copy
 
 
@@ -143,11 +142,8 @@ def test_upstream_apiserver_still_builds_every_environment_of_a_compiler() -> No
     eight variable declarations when it is made (the copy builds each when first compiled with: a policy
     uses two; every policy with variables makes a compiler, in the API server's validation and in the
     plugin). When upstream builds them lazily, drop the copy."""
-    build = patched()
-    path = Path("pkg") / "admission" / "plugin" / "cel" / "compile.go"
-    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    upstream, copy = upstream_and_copy(APISERVER, "pkg/admission/plugin/cel/compile.go")
     assert "return &compiler{varEnvs: mustBuildEnvs(env)}" in upstream
-    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
     assert "return &compiler{varEnvs: newLazyVariableDeclEnvs(env)}" in copy
 
 
@@ -156,12 +152,9 @@ def test_upstream_apiserver_still_makes_a_composited_compiler_per_policy() -> No
     environment extended with `variables`, the variables compiled in it) for every policy it compiles (the
     copy shares one between the policies with the same variables and paramKind presence). When upstream
     shares them, drop the copy."""
-    build = patched()
-    path = Path("pkg") / "admission" / "plugin" / "policy" / "validating" / "plugin.go"
-    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    upstream, copy = upstream_and_copy(APISERVER, "pkg/admission/plugin/policy/validating/plugin.go")
     assert "filterCompiler, err := cel.NewCompositedCompiler(compositionEnvTemplate)" in upstream
     assert "\t\t\t\t\tcompilePolicy,\n" in upstream
-    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
     assert "newPolicyCompiler().compile, // celkeeper: upstream compilePolicy" in copy
 
 
@@ -169,11 +162,8 @@ def test_upstream_apiserver_still_polls_readiness_every_100_ms() -> None:
     """k8s.io/apiserver's admission Handler, as go.mod requires it, checks whether a plugin is ready every
     100 ms (the copy every 2 ms: a policy set is ready ~40 ms after its plugins start, and each `celkeeper
     test` on admission policies waited up to 100 ms more). When upstream polls as often, drop the copy."""
-    build = patched()
-    path = Path("pkg") / "admission" / "handler.go"
-    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    upstream, copy = upstream_and_copy(APISERVER, "pkg/admission/handler.go")
     assert "case <-time.After(100 * time.Millisecond):" in upstream
-    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
     assert "readyPollPeriod = 2 * time.Millisecond" in copy
 
 
@@ -183,10 +173,7 @@ def test_upstream_apiserver_still_parses_the_selectors_for_every_request() -> No
     by regular expressions) every time it matches a request (the copy parses them once per MatchResources
     object: admissionpolicy/selectors_test.go shows each binding still selects by its own). When upstream
     keeps them parsed, drop the copy."""
-    build = patched()
-    path = Path("pkg") / "admission" / "plugin" / "policy" / "generic" / "policy_matcher.go"
-    upstream = (build.module_dir(APISERVER, go()) / path).read_text()
+    upstream, copy = upstream_and_copy(APISERVER, "pkg/admission/plugin/policy/generic/policy_matcher.go")
     assert "return metav1.LabelSelectorAsSelector(m.constraints.NamespaceSelector)" in upstream
     assert "criteria := matchCriteria{constraints: matchResources}" in upstream
-    copy = (build.PATCHES_DIR / build.PATCHES[APISERVER] / path).read_text()
     assert "criteria := c.criteria(matchResources)" in copy

@@ -16,37 +16,13 @@ import pickle
 import sys
 from typing import IO, Any
 
-from celkeeper.native.ffi import LibraryUnavailable, load
+from celkeeper.native.ffi import Library, LibraryUnavailable, load
 
-#: the methods of ffi.Library a parent may call here
+#: the methods of ffi.Library a parent may call here: all but those about this process itself (its check,
+#: its end, its file pages), which the parent answers on its own (informer/libraryprocess.py)
 CALLS = frozenset(
-    {
-        "info",
-        "set_gc_percent",
-        "template",
-        "compilers",
-        "store_open",
-        "store_close",
-        "constraint",
-        "validate",
-        "expression",
-        "evaluate",
-        "mutation_system",
-        "mutation_upsert",
-        "mutation_remove",
-        "mutation_statuses",
-        "mutation_mutate",
-        "mutation_object",
-        "mutation_expand_output",
-        "admission_policy_set",
-        "admission_policy_review",
-        "admission_policy_explain",
-        "admission_policy_review_batch",
-        "admission_policy_mutate",
-        "admission_policy_mutate_continue",
-        "release",
-    }
-)
+    name for name, value in vars(Library).items() if callable(value) and not name.startswith("_")
+) - {"check", "trim", "release_file_pages"}
 
 _LENGTH = 8
 

@@ -20,13 +20,11 @@ import (
 const Minimum = 4
 
 // cores is Go's default GOMAXPROCS for the process (its CPUs, or its cgroup's CPU limit), or the
-// environment's GOMAXPROCS, read before Set raises it.
+// environment's GOMAXPROCS, read before init raises it.
 var cores = runtime.GOMAXPROCS(0)
 
-func init() { Set() }
-
-// Set raises GOMAXPROCS to Minimum unless the environment sets GOMAXPROCS.
-func Set() {
+// init raises GOMAXPROCS to Minimum unless the environment sets GOMAXPROCS.
+func init() {
 	if os.Getenv("GOMAXPROCS") == "" && cores < Minimum {
 		runtime.GOMAXPROCS(Minimum)
 	}

@@ -159,6 +159,7 @@ class Library:
         self._sig(dll.native_release, None, [ll])
         self._sig(dll.native_info, None, [out, outn])
         self._sig(dll.native_trim, None, [])
+        self._sig(dll.native_collect, None, [])
         self._sig(dll.native_set_gc_percent, ctypes.c_int, [ctypes.c_int])
         self._sig(dll.k8scel_template, ll, [p, i, p, i, out, outn])
         self._sig(dll.k8scel_compilers, None, [i])
@@ -440,7 +441,8 @@ class Library:
         that were resident. Nothing is lost: the pages stay in the page cache (shared with every
         process that maps the file, reclaimable), and those this process uses again come back on their
         first access (a minor fault each). Relocated read-only data (private pages, written by the
-        dynamic loader) and writable data are left alone. Linux only (elsewhere nothing).
+        dynamic loader) and writable data are left alone. Linux only (elsewhere nothing). A whole
+        collection runs first (native_collect), so no mark worker maps pages again as they go.
 
         Why: the library's initialisation, and compiling, touch code and data that evaluating does not,
         and Linux maps a file's pages around each one faulted in (fault-around, whole large folios): a
@@ -451,6 +453,9 @@ class Library:
         madvise = _libc_madvise()
         if madvise is None:
             return 0
+        # a collection in progress (compiling's garbage) reads the library's type data and function
+        # tables and would map their pages again as they are released: let it finish first
+        self._dll.native_collect()
         released = 0
         for start, end, resident in _readonly_file_mappings(os.path.realpath(self.path)):
             if resident and madvise(start, end - start, _MADV_DONTNEED) == 0:

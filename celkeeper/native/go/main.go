@@ -23,6 +23,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -175,6 +176,16 @@ func native_release(h C.longlong) {
 //export native_trim
 func native_trim() {
 	debug.FreeOSMemory()
+}
+
+// native_collect runs a whole collection now and returns when it is done (runtime.GC): a caller about to
+// unmap the library's pages (ffi.release_file_pages) first lets the cycle that compiling started finish, as
+// its mark workers read the library's type data and function tables while they run and would map those
+// pages again.
+//
+//export native_collect
+func native_collect() {
+	runtime.GC()
 }
 
 // native_set_gc_percent sets the Go collector's GOGC (debug.SetGCPercent: a negative percent turns the

@@ -280,14 +280,7 @@ class Differential:
             args = ["--operation=mutation-webhook"] + (["--mutation-annotations"] if annotations else [])
             self.manager.restart(args)
             self._serve(annotations)
-        wait_for(self._celkeeper_has_no_mutator, timeout=60, what="celkeeper's webhook without mutators")
-
-    def _celkeeper_has_no_mutator(self) -> bool:
-        assert self.server is not None
-        snapshot = self.server.snapshot()
-        if snapshot is None or any(item.name.startswith(MUTATOR_ITEM_PREFIX) for item in snapshot.items):
-            return False
-        return self.server.loaded() >= snapshot.generation
+        wait_for(lambda: self._celkeeper_has(set()), timeout=60, what="celkeeper's webhook without mutators")
 
     def install(self, round_: cases.Round) -> None:
         """Create the round's mutators on both API servers; wait until both webhooks answer with them."""
@@ -304,6 +297,22 @@ class Differential:
             return lambda: wait_for(lambda: side.probe() == round_.name, timeout=60, what=what)
 
         _both(answering(self.gatekeeper), answering(self.celkeeper))
+        # the probe reached one worker; the batch may reach any: wait until every worker has the round
+        wanted = {
+            f"{MUTATOR_ITEM_PREFIX}{m['kind'].lower()}/{m['metadata']['name']}" for m in round_.mutators
+        }
+        wait_for(
+            lambda: self._celkeeper_has(wanted), timeout=60, what=f"every celkeeper worker at {round_.name}"
+        )
+
+    def _celkeeper_has(self, items: set[str]) -> bool:
+        """Every worker loaded a snapshot that holds exactly these mutators."""
+        assert self.server is not None
+        snapshot = self.server.snapshot()
+        if snapshot is None:
+            return False
+        held = {item.name for item in snapshot.items if item.name.startswith(MUTATOR_ITEM_PREFIX)}
+        return held == items and self.server.loaded() >= snapshot.generation
 
     def run(self, round_: cases.Round) -> list[Case]:
         """The round's requests without mutators (Gatekeeper's side: the baseline), then on both sides

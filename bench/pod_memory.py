@@ -55,7 +55,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -69,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.support.load import run_wrk, tree  # noqa: E402
+from bench.support.memprobe import ck_smaps  # noqa: E402
 from bench.support.variants import add_env_option, env_variant  # noqa: E402
 from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
 from celkeeper.native.locate import cache_root  # noqa: E402
@@ -97,22 +97,7 @@ class Memory:
 def split_pss(pid: int) -> Memory:
     """The process's PSS split by mapping (see the module docstring)."""
     memory = Memory()
-    name = ""
-    pss = anon = 0
-    # (name, PSS kB, anonymous kB: a file mapping's pages made private, e.g. by relocations)
-    mapped: list[tuple[str, int, int]] = []
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        head = re.match(r"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$", line)
-        if head:
-            if pss:
-                mapped.append((name, pss, anon))
-            name, pss, anon = head.group(1).strip(), 0, 0
-        elif line.startswith("Anonymous:"):
-            anon = int(line.split()[1])
-        elif line.startswith("Pss:"):
-            pss = int(line.split()[1])
-    mapped.append((name, pss, anon))
-    for name, pss, anon in mapped:
+    for name, pss, anon in ck_smaps.mappings(pid):
         if name.endswith((LIBRARY, "_libcelkeeper.so")):
             memory.parts["so file"] += (pss - anon) / 1024
             memory.parts["so anon"] += anon / 1024
@@ -216,10 +201,7 @@ def kube_server(
 
 def rss_pss(pid: int) -> tuple[float, float]:
     """The process's RSS and PSS in MiB (/proc/<pid>/smaps_rollup)."""
-    figures = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
-        key, _, value = line.partition(":")
-        figures[key] = int(value.split()[0]) / 1024 if value.strip().endswith("kB") else 0.0
+    figures = ck_smaps.rollup(pid)
     return figures["Rss"], figures["Pss"]
 
 

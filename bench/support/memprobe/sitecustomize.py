@@ -36,6 +36,8 @@ if os.environ.get("CK_MEMPROBE_DIR"):
     from collections import Counter
     from pathlib import Path
 
+    import ck_smaps
+
     _DIR = Path(os.environ["CK_MEMPROBE_DIR"])
     _INTERVAL = float(os.environ.get("CK_MEMPROBE_INTERVAL", "30"))
     _TYPES_EVERY = int(os.environ.get("CK_MEMPROBE_TYPES", "4"))
@@ -59,25 +61,9 @@ if os.environ.get("CK_MEMPROBE_DIR"):
         ]
 
     def _smaps() -> dict[str, float]:
-        out: dict[str, float] = {}
-        for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:]:
-            key, _, value = line.partition(":")
-            if value.strip().endswith("kB"):
-                out[key] = int(value.split()[0]) / 1024
+        out = ck_smaps.rollup()
         parts = dict.fromkeys(("so file", "so anon", "heap", "anon", "files", "stack"), 0.0)
-        name, pss, anon = "", 0, 0
-        rows = []
-        for line in Path("/proc/self/smaps").read_text().splitlines():
-            head = re.match(r"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$", line)
-            if head:
-                rows.append((name, pss, anon))
-                name, pss, anon = head.group(1).strip(), 0, 0
-            elif line.startswith("Anonymous:"):
-                anon = int(line.split()[1])
-            elif line.startswith("Pss:"):
-                pss = int(line.split()[1])
-        rows.append((name, pss, anon))
-        for name, pss, anon in rows:
+        for name, pss, anon in ck_smaps.mappings():
             if name.endswith("libcelkeeper.so"):
                 parts["so file"] += (pss - anon) / 1024
                 parts["so anon"] += anon / 1024

@@ -46,7 +46,6 @@ EXAMPLES = """examples:
 """
 
 
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "verify",

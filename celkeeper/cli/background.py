@@ -5,11 +5,17 @@ read."""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 _T = TypeVar("_T")
+
+#: threads compiling `verify`'s templates ahead of its tests (cel-go: without the GIL, each on a compiler of
+#: its own), one per core up to two: one keeps ahead of the tests on the examples and library samples; a
+#: second shortens the start, where the first tests wait for their templates
+COMPILE_THREADS = min(2, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
 
 
 class Background(Generic[_T]):
@@ -39,17 +45,21 @@ class Background(Generic[_T]):
         return cast(_T, self._value)
 
 
-def preload_library() -> None:
+def preload_library(compilers: int = 1) -> None:
     """Start loading the native library on a thread of its own (daemon): its Go runtime initialises
-    (~40 ms of CPU, on threads of its own) while the command's modules are imported, rather than after.
-    The library is the process's one instance (native.ffi.load): the command's engine takes it as
-    loaded, or waits for the load under way. A library that cannot be loaded is said by the command's
-    own load (which tries again), as without this."""
+    (~40 ms of CPU, on threads of its own) while the command's modules are imported, rather than after;
+    then the library makes and warms `compilers` compilers (Library.compilers: templates compile on that
+    many threads at once), as the command's engine would ask once its modules are imported. The library
+    is the process's one instance (native.ffi.load): the command's engine takes it as loaded, or waits
+    for the load under way. A library that cannot be loaded is said by the command's own load (which
+    tries again), as without this."""
 
     def run() -> None:
         from celkeeper.native.ffi import LibraryUnavailable, load
 
         with contextlib.suppress(LibraryUnavailable):
-            load()
+            library = load()
+            if compilers > 1:
+                library.compilers(compilers)
 
     threading.Thread(target=run, name="celkeeper-preload", daemon=True).start()

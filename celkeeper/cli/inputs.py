@@ -36,7 +36,6 @@ import io
 import os
 import shutil
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -189,6 +188,8 @@ class Inputs(Generic[_R]):
         return found
 
     def _stdin(self) -> IO[bytes]:
+        import tempfile  # (~3 ms of import, with random) only for a run that reads stdin
+
         copy = tempfile.TemporaryFile(prefix="celkeeper-stdin-")  # noqa: SIM115 - closed by close()
         self._copies.append(copy)
         binary = getattr(sys.stdin, "buffer", None)

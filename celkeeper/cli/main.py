@@ -6,7 +6,6 @@ Each sub-command lives in its own module of celkeeper.cli and provides
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import gc
 import importlib
@@ -14,10 +13,13 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING
 
-from celkeeper.errors import CelkeeperError
-from celkeeper.settings import DEFAULT_ENGINE
+from celkeeper.cli.background import COMPILE_THREADS
+
+if TYPE_CHECKING:  # imported by main() once the native library started loading (PRELOAD): see main()
+    import argparse
+    from typing import NoReturn
 
 # sub-command modules, in the order `celkeeper --help` lists them
 COMMANDS: tuple[str, ...] = (
@@ -40,6 +42,8 @@ _MODULES = {name: name for name in COMMANDS if name != "testcmd"} | {"test": "te
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command, or of `only` (its module alone is imported: a command's
     start-up does not pay for the others' imports, e.g. `verify` for the webhook's)."""
+    import argparse
+
     parser = argparse.ArgumentParser(prog="celkeeper", description=__doc__.splitlines()[0].replace("`", ""))
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -63,10 +67,12 @@ ONE_SHOT = frozenset({"verify", "testcmd", "lint", "mutate", "expand"})
 ONE_SHOT_GC_THRESHOLD = (200_000, 30, 30)
 
 
-#: sub-commands whose run starts by loading the engine (on a thread: cli.background): run as the process's
-#: command with the default engine (cel-go), the native library starts loading before their modules are
-#: imported (~90 ms sooner: the Go runtime's start no longer delays the first template's compilation)
-PRELOAD = frozenset({"verify", "testcmd"})
+#: sub-commands whose run starts by loading the engine (on a thread: cli.background), with the compilers
+#: each will compile templates on: run as the process's command with the default engine (cel-go), the
+#: native library starts loading before anything else is imported (the argument parser, errors, settings,
+#: the command's modules: ~90 ms sooner than after them), and the compilers warming right after it (the
+#: Go runtime's start and the compilers' warm-up no longer delay the first templates' compilation)
+PRELOAD = {"verify": COMPILE_THREADS, "testcmd": 1}
 
 
 def preloads(argv: Sequence[str]) -> bool:
@@ -82,6 +88,8 @@ def preloads(argv: Sequence[str]) -> bool:
             return False
         name, _, value = word.partition("=")
         if len(name) >= 3 and "--engine".startswith(name):
+            from celkeeper.settings import DEFAULT_ENGINE
+
             if not value:
                 value = words[i + 1] if i + 1 < len(words) else ""
             if value != DEFAULT_ENGINE:
@@ -122,10 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = requested_command(sys.argv[1:] if argv is None else argv)
     if argv is None and command in ONE_SHOT:
         gc.set_threshold(*ONE_SHOT_GC_THRESHOLD)
-        if preloads(sys.argv[1:]):
+        if command is not None and preloads(sys.argv[1:]):
             from celkeeper.cli.background import preload_library
 
-            preload_library()
+            preload_library(PRELOAD[command])
+    from celkeeper.errors import CelkeeperError
+
     parser = build_parser(command)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)

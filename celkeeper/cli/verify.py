@@ -14,17 +14,28 @@ import argparse
 import functools
 import os
 import sys
+from collections.abc import Sequence
 
 from celkeeper.cel import get_engine
 from celkeeper.cli import files
-from celkeeper.cli.background import Background
+from celkeeper.cli.background import COMPILE_THREADS, Background
 from celkeeper.cli.options import add_cache_option, add_engine_option, engine_name
 from celkeeper.cli.output import redirected
 from celkeeper.documents import parse_documents
 from celkeeper.errors import CelkeeperError, is_compile_problem
-from celkeeper.gator import Filter, Runner, SuiteError, SuiteResult, is_suite, parse_suite, render, summarize
-from celkeeper.gator.admissionpolicies import AdmissionRunner, with_admission_tests
-from celkeeper.gator.suite import GROUP, Suite
+from celkeeper.gator import (
+    Filter,
+    Runner,
+    SuiteError,
+    SuiteResult,
+    TestResult,
+    is_suite,
+    parse_suite,
+    render,
+    summarize,
+)
+from celkeeper.gator.runner import Reader
+from celkeeper.gator.suite import GROUP, Suite, has_admission_tests
 from celkeeper.localfiles import walk
 
 EXAMPLES = """examples:
@@ -33,12 +44,6 @@ EXAMPLES = """examples:
   celkeeper verify examples/ --run 'labels//'     tests whose names contain "labels"
   celkeeper verify examples/ --run '//^missing'   cases whose names start with "missing"
 """
-
-
-#: threads compiling the suites' templates ahead of the tests (cel-go: without the GIL, each on a compiler of
-#: its own), one per core up to two: one keeps ahead of the tests on the examples and library samples; a
-#: second shortens the start, where the first tests wait for their templates
-COMPILE_THREADS = min(2, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -101,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     backend = PolicyBackend(name, loaded=engine.result(), verdicts=verdicts)
     # a file several tests name (a template, an inventory) is read and parsed once per run
     read = functools.cache(files.read)
-    runner = Runner(read, backend, extensions=[AdmissionRunner(read)])
+    runner = Runner(read, backend, extensions=[functools.partial(admission_tests, read)])
     if name == "cel-go":  # compiles without the GIL: the templates compile while the tests run
         runner.compile_ahead((s for s in suites if isinstance(s, Suite)), flt, threads)
     results: list[SuiteResult] = []
@@ -128,6 +133,16 @@ def run(args: argparse.Namespace) -> int:
                 print(f"celkeeper verify: warning: {warning}", file=sys.stderr)
         print(summary.line(), file=sys.stdout if args.output == "text" else sys.stderr)
     return 0 if summary.ok else 1
+
+
+def admission_tests(read: Reader, directory: str, suite: Suite, flt: Filter) -> Sequence[TestResult]:
+    """The runner's extension: a suite's admission policy tests (gator.admissionpolicies, imported by a
+    run that has one)."""
+    if not suite.admission_tests:
+        return ()
+    from celkeeper.gator.admissionpolicies import AdmissionRunner
+
+    return AdmissionRunner(read)(directory, suite, flt)
 
 
 def formatted(output: str, results: list[SuiteResult], errors: list[str]) -> str:
@@ -165,7 +180,12 @@ def discover(paths: list[str]) -> tuple[list[Suite | SuiteResult], list[Celkeepe
                 if not is_suite(document):
                     continue
                 try:
-                    suites.append(with_admission_tests(parse_suite(document, display=file), document))
+                    suite = parse_suite(document, display=file)
+                    if has_admission_tests(document):  # Kubernetes' admission policies: only such a Suite
+                        from celkeeper.gator.admissionpolicies import with_admission_tests  # imports them
+
+                        suite = with_admission_tests(suite, document)
+                    suites.append(suite)
                 except SuiteError as err:
                     suites.append(SuiteResult(path=file, error=str(err)))
     return suites, errors

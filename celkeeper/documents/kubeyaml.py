@@ -31,7 +31,6 @@ import binascii
 import math
 import re
 import struct
-from decimal import Decimal
 from typing import Any
 
 TAG = "tag:yaml.org,2002:"
@@ -242,6 +241,8 @@ def _json_number(value: float) -> int | float:
     if value.is_integer() and abs(value) < 1e21:
         if abs(value) < 2**53:
             return int(value)
+        from decimal import Decimal  # (an import of ~1 ms) only for floats of 2**53 and above
+
         whole = int(Decimal(repr(value)))  # encoding/json's digits: the shortest, then zeros
         if _INT64_MIN <= whole < _INT64_END:
             return whole

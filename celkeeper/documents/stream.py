@@ -43,7 +43,6 @@ from __future__ import annotations
 import codecs
 import json
 import marshal
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
@@ -669,6 +668,8 @@ class _Held:
             self.values += values
             return
         if self.file is None:
+            import tempfile  # (~3 ms of import) only for a List too large to hold
+
             self.file = tempfile.TemporaryFile(prefix="celkeeper-items-")  # noqa: SIM115 - see close()
         marshal.dump(entry, self.file)
         self.spilled += 1

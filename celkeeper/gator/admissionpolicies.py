@@ -49,14 +49,14 @@ from celkeeper.errors import AdmissionPolicyNote, CelkeeperError
 from celkeeper.gator.filter import Filter, compile_regex
 from celkeeper.gator.reviews import checked_request, is_admission_review
 from celkeeper.gator.runner import CaseFailure, check_assertion
-from celkeeper.gator.suite import Assertion, Suite, SuiteError
+from celkeeper.gator.suite import ADMISSION_TESTS, Assertion, Suite, SuiteError
 from celkeeper.gator.suiteresults import CaseResult, TestResult
 from celkeeper.gator.violation import Violation
 
 if TYPE_CHECKING:  # the policies' evaluation is imported by a Suite that has such tests (its first build)
     from celkeeper.admissionpolicy import AdmissionPolicies, Answer
 
-KEY = "admissionPolicyTests"
+KEY = ADMISSION_TESTS
 Reader = Callable[[str], ParsedText]
 
 

@@ -93,6 +93,16 @@ class Suite:
     admission_tests: tuple[Any, ...] = ()
 
 
+#: the key of a Suite's admission policy tests (celkeeper's extension)
+ADMISSION_TESTS = "admissionPolicyTests"
+
+
+def has_admission_tests(document: Document) -> bool:
+    """Whether a Suite document has the key of admission policy tests (gator.admissionpolicies reads
+    them: a Suite without it does not import that module)."""
+    return isinstance(document.data, dict) and ADMISSION_TESTS in document.data
+
+
 def is_suite(document: Document) -> bool:
     """True when the document declares a Suite (any version of test.gatekeeper.sh), as gator decides."""
     return document.group == GROUP and document.kind == KIND

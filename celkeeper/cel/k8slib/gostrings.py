@@ -6,8 +6,11 @@ messages byte for byte needs the same quoting. Only what the libraries use is he
 
 from __future__ import annotations
 
-import decimal
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported by int_to_decimal, for the ints too large for str(): not by go_quote's callers
+    import decimal
 
 _ESCAPES = {
     "\a": "\\a",
@@ -211,16 +214,15 @@ def decimal_to_int(digits: str) -> int:
     return convert(0, len(digits), width)
 
 
-_DECIMAL_CONTEXT = decimal.Context(
-    prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[decimal.Inexact]
-)
-
-
 def int_to_decimal(n: int) -> str:
     """str(n) for an int of any size."""
     if n.bit_length() <= _DIRECT_DIGITS * 3:  # below ~900 digits: str() is fast and allowed
         return str(n)
-    ctx = _DECIMAL_CONTEXT
+    import decimal
+
+    ctx = decimal.Context(
+        prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[decimal.Inexact]
+    )
     powers: dict[int, decimal.Decimal] = {}
 
     def power(bits: int) -> decimal.Decimal:

@@ -12,7 +12,8 @@ reviews/s (paced per wrk thread, as bench/webhook.py and bench/gatekeeper.py mea
     TLS and HTTP;
   - server CPU per review and the time per review its threads were runnable but waited for a CPU;
   - the Go runtime's collections over the measurement (`GODEBUG=gctrace=1`, the worker's log): how
-    many, how long their mark phases lasted (wall) and the share of the time spent in one. The log
+    many (and per 1,000 reviews: what a loaded machine moves least), how long their mark phases lasted
+    (wall) and the share of the time spent in one. The log
     is the server's: the informer's collections are in it too (it collects after a round that
     compiled, which an unchanged policy folder does not cause during a measurement).
 
@@ -158,7 +159,8 @@ def main() -> int:
                 marks = [mark for _, mark in gcs]
                 in_mark = sum(marks) / 1e3 / args.duration
                 gc_text = (
-                    f"{len(gcs)}, {sum(marks) / len(marks):.1f} ({max(marks):.1f}), {in_mark:.1%}"
+                    f"{len(gcs)} ({len(gcs) / per * 1e3:.2f} per 1,000 reviews), "
+                    f"{sum(marks) / len(marks):.1f} ({max(marks):.1f}), {in_mark:.1%}"
                     if gcs
                     else "none"
                 )

@@ -12,15 +12,22 @@ reviews/s (paced per wrk thread, as bench/webhook.py and bench/gatekeeper.py mea
     TLS and HTTP;
   - server CPU per review and the time per review its threads were runnable but waited for a CPU;
   - the Go runtime's collections over the measurement (`GODEBUG=gctrace=1`, the worker's log): how
-    many, how long their mark phases lasted (wall) and the share of the time spent in one. The log
+    many (and per 1,000 reviews: what a loaded machine moves least), how long their mark phases lasted
+    (wall) and the share of the time spent in one. The log
     is the server's: the informer's collections are in it too (it collects after a round that
     compiled, which an unchanged policy folder does not cause during a measurement).
 
 A configuration is a set of environment variables for the server (`--env nogc:GOGC=off`; the first
 one is always the server as it ships, `default`): e.g. Go's collector switched off shows what the
-collections add to the tail, `GOMAXPROCS=4` whether the Go runtime's processors are short.
+collections add to the tail, `GOMAXPROCS=4` whether the Go runtime's processors are short, and
+`CELKEEPER_NATIVE_LIB=PATH` another build of the native library (e.g. main's, copied from
+~/.cache/celkeeper-native/) beside this one.
 
-    .venv/bin/python bench/tail.py [--rate 1000] [--duration 10] [--rounds 2] [--env NAME:VAR=VALUE,... ...]
+With --mutate the reviews go to /v1/mutate, the folder holding bench/mutation.py's ten mutators too
+(all of them match and change the Pod; the server times its mutating reviews in the same histogram).
+
+    .venv/bin/python bench/tail.py [--rate 1000] [--duration 10] [--rounds 2] [--mutate]
+                                   [--env NAME:VAR=VALUE,... ...]
 
 On a shared machine the tail moves with everything else that runs (compare configurations within one
 run only; say the load). Needs wrk (`apt-get install -y wrk`).
@@ -39,9 +46,12 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.mutation import mutators  # noqa: E402
 from bench.support.load import Result, run_wrk  # noqa: E402
 from bench.support.variants import add_env_option, env_variant  # noqa: E402
 from bench.webhook import bench_pod, write_namespaces, write_policies  # noqa: E402
@@ -71,7 +81,7 @@ def collections(log: str, after: float) -> list[tuple[float, float]]:
 
 
 def measure(
-    work: Path, policies: Path, body: Path, env: dict[str, str], rate: float, duration: int
+    work: Path, policies: Path, body: Path, env: dict[str, str], rate: float, duration: int, route: str
 ) -> tuple[Result, dict[str, float], list[tuple[float, float]]]:
     server = ServeProcess(
         work / "server",
@@ -83,11 +93,11 @@ def measure(
     server.start()
     try:
         pids = server.worker_pids()
-        run_wrk(server.url("/v1/admit"), body, work, 3, 8, 1, None, pids)  # warm up
+        run_wrk(server.url(route), body, work, 3, 8, 1, None, pids)  # warm up
         log_before = (work / "server" / "serve.log").read_text(errors="replace")
         start = max((at for at, _ in collections(log_before, 0.0)), default=0.0)
         before = buckets(server)
-        result = run_wrk(server.url("/v1/admit"), body, work, duration, 8, 1, rate, pids)
+        result = run_wrk(server.url(route), body, work, duration, 8, 1, rate, pids)
         after = buckets(server)
         log = (work / "server" / "serve.log").read_text(errors="replace")
         gcs = collections(log, start)
@@ -108,6 +118,9 @@ def main() -> int:
     parser.add_argument(
         "--rounds", type=int, default=2, help="alternations of the configurations (default 2)"
     )
+    parser.add_argument(
+        "--mutate", action="store_true", help="send the reviews to /v1/mutate (bench/mutation.py's mutators)"
+    )
     add_env_option(parser)
     args = parser.parse_args()
     if not shutil.which("wrk"):
@@ -116,8 +129,8 @@ def main() -> int:
     configs += [env_variant(spec) for spec in args.env]
     print(f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
     print(
-        f"open loop at {args.rate:.0f}/s for {args.duration} s, wrk 1 thread 8 connections; "
-        f"{args.rounds} round(s), configurations alternated"
+        f"{'/v1/mutate' if args.mutate else '/v1/admit'}: open loop at {args.rate:.0f}/s for "
+        f"{args.duration} s, wrk 1 thread 8 connections; {args.rounds} round(s), configurations alternated"
     )
     header = (
         f"{'configuration':<24} {'rate':>6} {'p50 ms':>7} {'p99 ms':>7} | server over "
@@ -130,17 +143,24 @@ def main() -> int:
         work = Path(tmp)
         write_policies(work / "policies")
         write_namespaces(work / "namespaces.yaml")
+        route = "/v1/admit"
+        if args.mutate:
+            route = "/v1/mutate"
+            (work / "policies" / "mutators.yaml").write_text(yaml.safe_dump_all(mutators()))
         body = work / "review.json"
         body.write_text(json.dumps(review(bench_pod(), uid="tail-0001")))
         for round_ in range(args.rounds):
             for name, env in configs:
-                result, over, gcs = measure(work, work / "policies", body, env, args.rate, args.duration)
+                result, over, gcs = measure(
+                    work, work / "policies", body, env, args.rate, args.duration, route
+                )
                 per = result.requests or 1
                 wait = sum(result.server_wait)
                 marks = [mark for _, mark in gcs]
                 in_mark = sum(marks) / 1e3 / args.duration
                 gc_text = (
-                    f"{len(gcs)}, {sum(marks) / len(marks):.1f} ({max(marks):.1f}), {in_mark:.1%}"
+                    f"{len(gcs)} ({len(gcs) / per * 1e3:.2f} per 1,000 reviews), "
+                    f"{sum(marks) / len(marks):.1f} ({max(marks):.1f}), {in_mark:.1%}"
                     if gcs
                     else "none"
                 )

@@ -1,6 +1,8 @@
 package mutation
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand"
 	"reflect"
@@ -71,5 +73,65 @@ func TestUnstructuredEqualOnRandomObjects(t *testing.T) {
 			change(r, b)
 		}
 		checkEqual(t, "random", a, b)
+	}
+}
+
+// Gatekeeper's System (the copy in _patches) makes each pass's copy of the object into the maps and
+// slices of a copy no longer needed (CopyObject): the copy must be DeepCopyWithPlaceholders' copy,
+// whatever the copy it is made into held, and share nothing with the object.
+
+func checkCopy(t *testing.T, name string, into *unstructured.Unstructured, object map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	want := unversioned.DeepCopyWithPlaceholders(&unstructured.Unstructured{Object: object})
+	got := gkmutation.CopyObject(into, &unstructured.Unstructured{Object: object})
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: the copy made into another is not DeepCopyWithPlaceholders':\n%#v\n%#v", name, got.Object, want.Object)
+	}
+	return got
+}
+
+func TestCopiesMadeIntoOtherCopiesAreDeepCopies(t *testing.T) {
+	placeholder := &unversioned.ExternalDataPlaceholder{Ref: &unversioned.ExternalData{Provider: "p"}, ValueAtLocation: "v"}
+	objects := []map[string]any{
+		{"a": map[string]any{"b": []any{"x", int64(1)}}, "c": []any{map[string]any{"d": 1.5}}},
+		{"a": map[string]any(nil), "c": []any(nil)},                      // typed nils where the copy held a map and a slice
+		{"a": map[string]any{}, "c": []any{}},                            // empty, not nil
+		{"a": []any{"x", "y", "z"}, "c": map[string]any{"d": nil}},       // a slice where a map was, and back
+		{"a": map[string]any{"b": []any{"x", int64(1), true, nil, "w"}}}, // longer than the slice it is made into
+		{"a": map[string]any{"p": placeholder}, "n": json.Number("1")},
+		nil,
+		{},
+	}
+	var into *unstructured.Unstructured
+	for i, object := range objects {
+		into = checkCopy(t, fmt.Sprintf("object %d", i), into, object)
+	}
+	if copied := gkmutation.CopyObject(nil, &unstructured.Unstructured{Object: objects[5]}); copied.Object["a"].(map[string]any)["p"] == placeholder {
+		t.Fatal("a placeholder is copied, as DeepCopyWithPlaceholders copies it")
+	}
+}
+
+// TestCopiesMadeIntoOtherCopiesOnRandomObjects makes copies of random objects into the copies of earlier
+// ones, then changes them: the objects stay as they were.
+func TestCopiesMadeIntoOtherCopiesOnRandomObjects(t *testing.T) {
+	r := rand.New(rand.NewSource(29))
+	var recycled []*unstructured.Unstructured
+	for i := 0; i < 3000; i++ {
+		object := randomValue(r, 0).(map[string]any)
+		before := unversioned.DeepCopyWithPlaceholders(&unstructured.Unstructured{Object: object})
+		var into *unstructured.Unstructured
+		if len(recycled) > 0 && r.Intn(4) != 0 {
+			into = recycled[r.Intn(len(recycled))]
+		}
+		copied := checkCopy(t, "random", into, object)
+		for n := r.Intn(4); n > 0; n-- {
+			change(r, copied.Object)
+		}
+		if !reflect.DeepEqual(object, before.Object) {
+			t.Fatalf("changing the copy changed the object:\n%#v\n%#v", object, before.Object)
+		}
+		if into == nil {
+			recycled = append(recycled, copied)
+		}
 	}
 }

@@ -269,6 +269,7 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 	}
 
 	resp, newJSON, err := patchResponse(req.Object.Raw, before, decoded, mutable.Object, !in.ResponseOnly)
+	gkmutation.RecycleCopy(first) // the patch holds nothing of it (its values are the mutated object's)
 	if err != nil {
 		return admission.Errored(int32(http.StatusInternalServerError), err)
 	}

@@ -193,7 +193,10 @@ def test_upstream_apiserver_still_matches_every_policy_against_each_request() ->
     dispatcher = (module / "validating/dispatcher.go").read_text()
     loop = dispatcher.index("for _, hook := range hooks {")
     assert "c.matcher.DefinitionMatches(a, o," in dispatcher[loop : loop + 800]
-    assert "return c.dispatcher.Dispatch(ctx, a, o, c.source.Hooks())" in (module / "generic/plugin.go").read_text()
+    assert (
+        "return c.dispatcher.Dispatch(ctx, a, o, c.source.Hooks())"
+        in (module / "generic/plugin.go").read_text()
+    )
 
 
 def test_upstream_apiserver_still_compiles_the_policies_one_after_the_other() -> None:
@@ -214,14 +217,17 @@ def test_upstream_kubernetes_still_validates_a_policy_as_its_metadata_then_its_s
     fails, look again at what the spec's validation reads before keeping specChecks."""
     source = patched().module_dir("k8s.io/kubernetes", go()) / "pkg/apis/admissionregistration/validation"
     text = (source / "validation.go").read_text()
-    assert (
-        "allErrors := genericvalidation.ValidateObjectMeta(&p.ObjectMeta, false, genericvalidation.NameIsDNSSubdomain, "
-        'field.NewPath("metadata"))\n\tallErrors = append(allErrors, validateValidatingAdmissionPolicySpec(p.ObjectMeta, '
-        '&p.Spec, opts, field.NewPath("spec"))...)\n\treturn allErrors' in text
+    composed = (
+        "allErrors := genericvalidation.ValidateObjectMeta(&p.ObjectMeta, false, "
+        'genericvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))\n'
+        "\tallErrors = append(allErrors, validateValidatingAdmissionPolicySpec(p.ObjectMeta, &p.Spec, opts, "
+        'field.NewPath("spec"))...)\n\treturn allErrors'
     )
+    assert composed in text
     spec = text[text.index("func validateValidatingAdmissionPolicySpec(meta metav1.ObjectMeta") :]
     spec = spec[: spec.index("\n}\n")]
-    assert re.findall(r"\bmeta\b", spec) == ["meta", "meta"]  # its parameter, passed to validateAuditAnnotation
+    # `meta` is its parameter and what it passes to validateAuditAnnotation, nothing else
+    assert re.findall(r"\bmeta\b", spec) == ["meta", "meta"]
     assert "validateAuditAnnotation(getCompiler(), meta, &auditAnnotation," in spec
     audit = text[text.index("func validateAuditAnnotation(") :]
     audit = audit[: audit.index("\n}\n")]

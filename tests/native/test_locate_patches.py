@@ -202,3 +202,58 @@ def test_upstream_apiserver_still_parses_the_selectors_for_every_request() -> No
     assert "return metav1.LabelSelectorAsSelector(m.constraints.NamespaceSelector)" in upstream
     assert "criteria := matchCriteria{constraints: matchResources}" in upstream
     assert "criteria := c.criteria(matchResources)" in copy
+
+
+def test_upstream_apiserver_still_matches_every_policy_against_each_request() -> None:
+    """The validating admission policy plugin, as go.mod requires it, hands its dispatcher every policy of
+    the set for each request, and the dispatcher matches each one's rules (with matchPolicy Equivalent,
+    looking up the equivalent resources twice) before it can skip it (the copy's dispatcher is given only
+    the policies whose rules may match the request's resource, subresource and operation, remembered per
+    set: generic.NewRuleIndexedDispatcher; admissionpolicy/rulesindex_test.go shows those left out are
+    those that do not match). When upstream indexes the policies, drop that part of the copies."""
+    upstream, copy = upstream_and_copy(APISERVER, "pkg/admission/plugin/policy/validating/plugin.go")
+    assert "return NewDispatcher(a, generic.NewPolicyMatcher(m))" in upstream
+    assert "generic.NewRuleIndexedDispatcher(NewDispatcher(a, generic.NewPolicyMatcher(m)), m," in copy
+    module = patched().module_dir(APISERVER, go()) / "pkg/admission/plugin/policy"
+    dispatcher = (module / "validating/dispatcher.go").read_text()
+    loop = dispatcher.index("for _, hook := range hooks {")
+    assert "c.matcher.DefinitionMatches(a, o," in dispatcher[loop : loop + 800]
+    assert (
+        "return c.dispatcher.Dispatch(ctx, a, o, c.source.Hooks())"
+        in (module / "generic/plugin.go").read_text()
+    )
+
+
+def test_upstream_apiserver_still_compiles_the_policies_one_after_the_other() -> None:
+    """The admission policy plugins' policy source, as go.mod requires it, compiles the policies of a
+    refresh one after the other, under its lock (the copy compiles the validating plugin's on every core
+    first: SetCompileWorkers). When upstream compiles them concurrently, drop that part of the copies."""
+    upstream, copy = upstream_and_copy(APISERVER, "pkg/admission/plugin/policy/generic/policy_source.go")
+    assert "Evaluator:          s.compilePolicyLocked(policySpec)," in upstream
+    assert "go func" not in upstream[upstream.index("func (s *policySource[P, B, E]) calculatePolicyData") :]
+    assert "s.compileAheadLocked(policyKeys) // celkeeper" in copy
+
+
+def test_upstream_kubernetes_still_validates_a_policy_as_its_metadata_then_its_spec() -> None:
+    """The API server's create validation of a ValidatingAdmissionPolicy, as go.mod requires it, is its
+    ObjectMeta's errors followed by its spec's, the spec's reading the ObjectMeta only for the name of
+    audit annotation keys: celkeeper's set validates each distinct spec once on that ground
+    (admissionpolicy/speccheck.go; speccheck_test.go compares it with the whole validation). When this
+    fails, look again at what the spec's validation reads before keeping specChecks."""
+    source = patched().module_dir("k8s.io/kubernetes", go()) / "pkg/apis/admissionregistration/validation"
+    text = (source / "validation.go").read_text()
+    composed = (
+        "allErrors := genericvalidation.ValidateObjectMeta(&p.ObjectMeta, false, "
+        'genericvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))\n'
+        "\tallErrors = append(allErrors, validateValidatingAdmissionPolicySpec(p.ObjectMeta, &p.Spec, opts, "
+        'field.NewPath("spec"))...)\n\treturn allErrors'
+    )
+    assert composed in text
+    spec = text[text.index("func validateValidatingAdmissionPolicySpec(meta metav1.ObjectMeta") :]
+    spec = spec[: spec.index("\n}\n")]
+    # `meta` is its parameter and what it passes to validateAuditAnnotation, nothing else
+    assert re.findall(r"\bmeta\b", spec) == ["meta", "meta"]
+    assert "validateAuditAnnotation(getCompiler(), meta, &auditAnnotation," in spec
+    audit = text[text.index("func validateAuditAnnotation(") :]
+    audit = audit[: audit.index("\n}\n")]
+    assert set(re.findall(r"\bmeta\.\w+", audit)) == {"meta.GetName"}

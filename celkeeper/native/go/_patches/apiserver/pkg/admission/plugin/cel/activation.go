@@ -7,7 +7,8 @@
 // the unstructured maps of the `request` and `namespaceObject` variables are made once per distinct
 // value and shared by the activations of every policy of the request, instead of converted by
 // reflection for every expression group of every policy (for a request meeting fifty policies, a third
-// of its CPU). A map is reused only for a value reflect.DeepEqual to the one it was made of: the
+// of its CPU). A map is reused only for a value reflect.DeepEqual to the one it was made of (for an
+// AdmissionRequest, SameValue decides it field by field, without reflection but for its objects): the
 // conversion is a function of the value, so the variables are the maps it would make; CEL only reads
 // them. Without a cache in the context the function is upstream's.
 
@@ -30,6 +31,7 @@ limitations under the License.
 package cel
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"github.com/google/cel-go/interpreter"
@@ -40,6 +42,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/library"
@@ -267,7 +270,7 @@ func (c *ActivationCache) convert(which int, value interface{}, copyOf func() in
 		}
 	}
 	for i := range entries {
-		if reflect.DeepEqual(entries[i].value, value) {
+		if SameValue(entries[i].value, value) {
 			entries[i].seen = value
 			return entries[i].object, nil
 		}
@@ -287,4 +290,48 @@ func namespaceResolveVal(object map[string]interface{}) interface{} {
 		return nil
 	}
 	return object
+}
+
+// celkeeper: SameValue is reflect.DeepEqual(a, b). Two AdmissionRequests (what the validator makes of a
+// request for each policy) are compared field by field as DeepEqual compares them (a nil slice, map or
+// pointer differs from an empty or set one), their options and objects by DeepEqual itself (one pointer
+// for every policy of a request: equal at once); any other value by DeepEqual.
+func SameValue(a, b interface{}) bool {
+	ra, okA := a.(*admissionv1.AdmissionRequest)
+	rb, okB := b.(*admissionv1.AdmissionRequest)
+	if !okA || !okB || ra == nil || rb == nil {
+		return reflect.DeepEqual(a, b)
+	}
+	return ra.UID == rb.UID && ra.Kind == rb.Kind && ra.Resource == rb.Resource && ra.SubResource == rb.SubResource &&
+		samePointee(ra.RequestKind, rb.RequestKind) && samePointee(ra.RequestResource, rb.RequestResource) &&
+		ra.RequestSubResource == rb.RequestSubResource && ra.Name == rb.Name && ra.Namespace == rb.Namespace &&
+		ra.Operation == rb.Operation && samePointee(ra.DryRun, rb.DryRun) &&
+		ra.UserInfo.Username == rb.UserInfo.Username && ra.UserInfo.UID == rb.UserInfo.UID &&
+		sameStrings(ra.UserInfo.Groups, rb.UserInfo.Groups) &&
+		((ra.UserInfo.Extra == nil && rb.UserInfo.Extra == nil) || reflect.DeepEqual(ra.UserInfo.Extra, rb.UserInfo.Extra)) &&
+		sameRawExtension(&ra.Object, &rb.Object) && sameRawExtension(&ra.OldObject, &rb.OldObject) &&
+		sameRawExtension(&ra.Options, &rb.Options)
+}
+
+func samePointee[T comparable](a, b *T) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
+}
+
+func sameStrings(a, b []string) bool {
+	if (a == nil) != (b == nil) || len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sameRawExtension(a, b *runtime.RawExtension) bool {
+	if (a.Raw == nil) != (b.Raw == nil) || !bytes.Equal(a.Raw, b.Raw) {
+		return false
+	}
+	return (a.Object == nil && b.Object == nil) || reflect.DeepEqual(a.Object, b.Object)
 }

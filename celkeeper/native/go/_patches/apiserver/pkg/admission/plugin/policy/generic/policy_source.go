@@ -1,13 +1,18 @@
 // celkeeper's copy of k8s.io/apiserver v0.36.2 pkg/admission/plugin/policy/generic/policy_source.go,
 // compiled in its place (celkeeper/native/go/patched.py). Derived from the file whose sha256 is
 //   9f08273195d683d2bbe71099520b8e5d1c117e930a04bca41f1cfd19a4cddc2c
-// (tests/native/test_locate_patches.py checks that the module cache holds it). One change, marked
-// "celkeeper:" below; docs/known-issues.md says why and when it can go: calculatePolicyData lists the
-// policies (and each policy's bindings) in name order, where upstream lists them in the order of a Go
-// map (random on every refresh) and of the informer's cache. The dispatchers evaluate the hooks in that
-// order and answer with the first denial, so upstream's answer to a request two policies deny (and the
-// order in which MutatingAdmissionPolicies apply) can change from one set to the next; in name order it
-// is one of the answers the API server gives, and always the same one.
+// (tests/native/test_locate_patches.py checks that the module cache holds it). Two changes, marked
+// "celkeeper:" below; docs/known-issues.md says why and when they can go:
+//   - calculatePolicyData lists the policies (and each policy's bindings) in name order, where upstream
+//     lists them in the order of a Go map (random on every refresh) and of the informer's cache. The
+//     dispatchers evaluate the hooks in that order and answer with the first denial, so upstream's answer
+//     to a request two policies deny (and the order in which MutatingAdmissionPolicies apply) can change
+//     from one set to the next; in name order it is one of the answers the API server gives, and always
+//     the same one.
+//   - SetCompileWorkers (added; the validating plugin's copy calls it, its compiler being safe for
+//     concurrent use): calculatePolicyData compiles the policies it would compile one after the other on
+//     that many goroutines first (compileAheadLocked), storing each evaluator as compilePolicyLocked would;
+//     the loop then finds them compiled. Each evaluator is the compiler's for the same policy.
 
 /*
 Copyright 2024 The Kubernetes Authors.
@@ -86,6 +91,16 @@ type policySource[P runtime.Object, B runtime.Object, E Evaluator] struct {
 
 	// Temporary until we use the dynamic informer factory
 	paramsCRDControllers map[schema.GroupVersionKind]*paramInfo
+
+	// celkeeper: how many goroutines compile the policies of a refresh (below 2: one after the other,
+	// as upstream)
+	compileWorkers int
+}
+
+// celkeeper: SetCompileWorkers has the policies of each refresh compiled on n goroutines; compiler must be
+// safe for concurrent use. Call it before the source runs.
+func (s *policySource[P, B, E]) SetCompileWorkers(n int) {
+	s.compileWorkers = n
 }
 
 type paramInfo struct {
@@ -329,6 +344,7 @@ func (s *policySource[P, B, E]) calculatePolicyData() ([]PolicyHook[P, B, E], er
 	slices.SortFunc(policyKeys, func(a, b types.NamespacedName) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
+	s.compileAheadLocked(policyKeys) // celkeeper
 	for _, policyKey := range policyKeys {
 		bindingSpecs := policiesToBindings[policyKey]
 		var inf generic.NamespacedLister[P] = s.policyInformer
@@ -524,6 +540,61 @@ func (s *policySource[P, B, E]) compilePolicyLocked(policySpec P) E {
 	}
 
 	return compiledPolicy.evaluator
+}
+
+// celkeeper: compileAheadLocked compiles, on compileWorkers goroutines, the policies of keys that
+// compilePolicyLocked would compile (not compiled yet, or changed since), and stores each evaluator as it
+// does. Policies it cannot get are left to calculatePolicyData's loop.
+//
+// Must be called under write lock
+func (s *policySource[P, B, E]) compileAheadLocked(keys []types.NamespacedName) {
+	if s.compileWorkers < 2 {
+		return
+	}
+	type job struct {
+		key     types.NamespacedName
+		version string
+		policy  P
+	}
+	var jobs []job
+	for _, policyKey := range keys {
+		var inf generic.NamespacedLister[P] = s.policyInformer
+		if len(policyKey.Namespace) > 0 {
+			inf = s.policyInformer.Namespaced(policyKey.Namespace)
+		}
+		policySpec, err := inf.Get(policyKey.Name)
+		if err != nil {
+			continue
+		}
+		policyMeta, err := meta.Accessor(policySpec)
+		if err != nil {
+			continue
+		}
+		key := types.NamespacedName{Namespace: policyMeta.GetNamespace(), Name: policyMeta.GetName()}
+		if compiled, ok := s.compiledPolicies[key]; ok && compiled.policyVersion == policyMeta.GetResourceVersion() {
+			continue
+		}
+		jobs = append(jobs, job{key: key, version: policyMeta.GetResourceVersion(), policy: policySpec})
+	}
+	if len(jobs) < 2 {
+		return
+	}
+	evaluators := make([]E, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(s.compileWorkers, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				evaluators[i] = s.compiler(jobs[i].policy)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, j := range jobs {
+		s.compiledPolicies[j.key] = compiledPolicyEntry[E]{policyVersion: j.version, evaluator: evaluators[i]}
+	}
 }
 
 // celkeeper: objects compared by namespace, then name

@@ -1,14 +1,20 @@
 // celkeeper's copy of k8s.io/apiserver v0.36.2 pkg/admission/plugin/policy/validating/plugin.go, compiled
 // in its place (celkeeper/native/go/patched.py). Derived from the file whose sha256 is
 //   5142fd78565e2a3a453b7f1686e1e84d752a498deb01d2acdd6b7819dbccda11
-// (tests/native/test_locate_patches.py checks that the module cache holds it). One change, marked
-// "celkeeper:" below; docs/known-issues.md says why and when it can go: the plugin's policy source
-// compiles its policies with a policyCompiler, which shares one CompositedCompiler (the CEL environment
-// extended with `variables`, and the policy's variables compiled in it) between the policies whose
-// variables (names and expressions, in order) and paramKind presence are the same, instead of making one
-// per policy. Such a compiler is made by the same calls as upstream's, on the same inputs, and is only
-// read once made (compiling a condition does not change it; evaluating one makes a context of its own),
-// so each policy's Validator is the one upstream's compilePolicy makes.
+// (tests/native/test_locate_patches.py checks that the module cache holds it). Changes marked
+// "celkeeper:" below; docs/known-issues.md says why and when they can go:
+//   - the plugin's policy source compiles its policies with a policyCompiler, which shares one
+//     CompositedCompiler (the CEL environment extended with `variables`, and the policy's variables
+//     compiled in it) between the policies whose variables (names and expressions, in order) and paramKind
+//     presence are the same, instead of making one per policy. Such a compiler is made by the same calls as
+//     upstream's, on the same inputs, and is only read once made (compiling a condition does not change
+//     it; evaluating one makes a context of its own), so each policy's Validator is the one upstream's
+//     compilePolicy makes. The source compiles them on as many goroutines as a client with a CompileWorkers
+//     method asks for (generic's SetCompileWorkers; upstream's clients have none: one after the other): the
+//     policyCompiler's map is locked, the environments it compiles in are built once, under sync.Once.
+//   - the dispatcher is given only the hooks whose policy's rules may match the request
+//     (generic.NewRuleIndexedDispatcher): those it leaves out are the hooks upstream's dispatcher skips
+//     (DefinitionMatches false, no error), so the answer is the same.
 
 /*
 Copyright 2024 The Kubernetes Authors.
@@ -132,7 +138,7 @@ func NewPlugin(configFile io.Reader) (*Plugin, error) {
 		Plugin: generic.NewPlugin(
 			handler,
 			func(f informers.SharedInformerFactory, client kubernetes.Interface, dynamicClient dynamic.Interface, restMapper meta.RESTMapper) generic.Source[PolicyHook] {
-				return generic.NewPolicySource(
+				source := generic.NewPolicySource(
 					f.Admissionregistration().V1().ValidatingAdmissionPolicies().Informer(),
 					f.Admissionregistration().V1().ValidatingAdmissionPolicyBindings().Informer(),
 					NewValidatingAdmissionPolicyAccessor,
@@ -142,9 +148,21 @@ func NewPlugin(configFile io.Reader) (*Plugin, error) {
 					dynamicClient,
 					restMapper,
 				)
+				// celkeeper: the policies compiled on as many goroutines as the client asks for (celkeeper's
+				// in-memory client: the machine's cores; a policyCompiler is safe for concurrent use)
+				if w, ok := client.(interface{ CompileWorkers() int }); ok {
+					if s, ok := source.(interface{ SetCompileWorkers(int) }); ok {
+						s.SetCompileWorkers(w.CompileWorkers())
+					}
+				}
+				return source
 			},
 			func(a authorizer.Authorizer, m *matching.Matcher, client kubernetes.Interface) generic.Dispatcher[PolicyHook] {
-				return NewDispatcher(a, generic.NewPolicyMatcher(m))
+				// celkeeper: upstream NewDispatcher(a, generic.NewPolicyMatcher(m)), given only the hooks whose
+				// policy's rules may match the request (generic.NewRuleIndexedDispatcher)
+				return generic.NewRuleIndexedDispatcher(NewDispatcher(a, generic.NewPolicyMatcher(m)), m, func(h PolicyHook) generic.PolicyAccessor {
+					return NewValidatingAdmissionPolicyAccessor(h.Policy)
+				})
 			},
 		),
 	}

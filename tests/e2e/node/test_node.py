@@ -90,6 +90,17 @@ def run_to_completion(node: NodeCluster, namespace: str, name: str, args: list[s
     return log
 
 
+def fetched(log: str) -> str:
+    """What `nodetest get` printed of the answer: its log less the lines it writes to stderr while it
+    retries (a Service's ClusterIP answers once kube-proxy's rules are in place, which may be after the
+    client pod starts)."""
+    return "".join(
+        line
+        for line in log.splitlines(keepends=True)
+        if not (line.startswith("GET ") and line.rstrip().endswith("(retrying)"))
+    )
+
+
 def _log(node: NodeCluster, namespace: str, name: str) -> tuple[str] | None:
     """The container's log; None while kubelet answers that the log file is not there yet (once in a full
     run it did, right after the pod Succeeded: kubelet's "failed to try resolving symlinks in path")."""
@@ -131,8 +142,10 @@ def test_a_deployment_rolls_out_and_its_service_reaches_its_pods(
     assert len(first) == 2
 
     cluster_ip = node_cluster.kubectl_json("get", "service", "web", "-n", ns)["spec"]["clusterIP"]
-    answer = run_to_completion(
-        node_cluster, ns, "client", ["get", "-timeout", "60s", f"http://{cluster_ip}/hello"]
+    answer = fetched(
+        run_to_completion(
+            node_cluster, ns, "client", ["get", "-timeout", "60s", f"http://{cluster_ip}/hello"]
+        )
     )
     assert answer.split()[0] in first  # kube-proxy sent the ClusterIP to one of the Deployment's pods
     assert answer.split()[1] == "/hello"
@@ -150,8 +163,8 @@ def test_a_deployment_rolls_out_and_its_service_reaches_its_pods(
     assert second is not None
     replica_sets = node_cluster.kubectl_json("get", "replicasets", "-n", ns, "-l", "app=web")["items"]
     assert sorted(rs["status"].get("replicas", 0) for rs in replica_sets) == [0, 2]
-    answer = run_to_completion(
-        node_cluster, ns, "client-2", ["get", "-timeout", "60s", f"http://{cluster_ip}/"]
+    answer = fetched(
+        run_to_completion(node_cluster, ns, "client-2", ["get", "-timeout", "60s", f"http://{cluster_ip}/"])
     )
     assert answer.split()[0] in second
 
@@ -166,7 +179,9 @@ def test_pods_reach_the_api_server_through_the_kubernetes_service(
         "api-client",
         ["get", "-timeout", "60s", "-ca", f"{sa}/ca.crt", "-bearer", f"{sa}/token", "https://10.0.0.1/api"],
     )
-    assert json.loads(log)["kind"] == "APIVersions"  # TLS verified against the cluster CA, token accepted
+    assert (
+        json.loads(fetched(log))["kind"] == "APIVersions"
+    )  # TLS verified against the cluster CA, token accepted
 
 
 def test_the_garbage_collector_removes_a_deployments_pods(

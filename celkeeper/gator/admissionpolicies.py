@@ -56,7 +56,6 @@ from celkeeper.gator.violation import Violation
 if TYPE_CHECKING:  # the policies' evaluation is imported by a Suite that has such tests (its first build)
     from celkeeper.admissionpolicy import AdmissionPolicies, Answer
 
-KEY = ADMISSION_TESTS
 Reader = Callable[[str], ParsedText]
 
 
@@ -98,12 +97,12 @@ def with_admission_tests(suite: Suite, document: Document) -> Suite:
 def parse_admission_tests(document: Document) -> tuple[AdmissionTest, ...]:
     """The Suite's `admissionPolicyTests`; raises SuiteError located at the offending field."""
     data = document.data
-    items = data.get(KEY) if isinstance(data, dict) else None
+    items = data.get(ADMISSION_TESTS) if isinstance(data, dict) else None
     if items is None:
         return ()
     if not isinstance(items, list):
-        raise document.error(SuiteError, "must be a list", KEY)
-    return tuple(_test(document, item, field_path(KEY, i)) for i, item in enumerate(items))
+        raise document.error(SuiteError, "must be a list", ADMISSION_TESTS)
+    return tuple(_test(document, item, field_path(ADMISSION_TESTS, i)) for i, item in enumerate(items))
 
 
 def _test(document: Document, data: Any, path: str) -> AdmissionTest:

@@ -70,7 +70,8 @@ def deployment(name: str, namespace: str, replicas: int) -> dict[str, Any]:
 
 
 def run_to_completion(node: NodeCluster, namespace: str, name: str, args: list[str], **spec: Any) -> str:
-    """Run a one-container Pod until it ends; return its log. Fails if it does not succeed."""
+    """Run a one-container Pod of `nodetest ARGS` until it ends; return what it fetched (its log less
+    nodetest's notes of retries). Fails, with the whole log, if it does not succeed."""
     node.kubectl(
         "apply",
         "-f",
@@ -87,7 +88,7 @@ def run_to_completion(node: NodeCluster, namespace: str, name: str, args: list[s
     assert read is not None  # wait_for returns only what is truthy
     log = read[0]
     assert ended == "Succeeded", f"pod {name} {ended}: {log}"
-    return log
+    return fetched(log)
 
 
 def fetched(log: str) -> str:
@@ -142,10 +143,8 @@ def test_a_deployment_rolls_out_and_its_service_reaches_its_pods(
     assert len(first) == 2
 
     cluster_ip = node_cluster.kubectl_json("get", "service", "web", "-n", ns)["spec"]["clusterIP"]
-    answer = fetched(
-        run_to_completion(
-            node_cluster, ns, "client", ["get", "-timeout", "60s", f"http://{cluster_ip}/hello"]
-        )
+    answer = run_to_completion(
+        node_cluster, ns, "client", ["get", "-timeout", "60s", f"http://{cluster_ip}/hello"]
     )
     assert answer.split()[0] in first  # kube-proxy sent the ClusterIP to one of the Deployment's pods
     assert answer.split()[1] == "/hello"
@@ -163,8 +162,8 @@ def test_a_deployment_rolls_out_and_its_service_reaches_its_pods(
     assert second is not None
     replica_sets = node_cluster.kubectl_json("get", "replicasets", "-n", ns, "-l", "app=web")["items"]
     assert sorted(rs["status"].get("replicas", 0) for rs in replica_sets) == [0, 2]
-    answer = fetched(
-        run_to_completion(node_cluster, ns, "client-2", ["get", "-timeout", "60s", f"http://{cluster_ip}/"])
+    answer = run_to_completion(
+        node_cluster, ns, "client-2", ["get", "-timeout", "60s", f"http://{cluster_ip}/"]
     )
     assert answer.split()[0] in second
 
@@ -179,9 +178,7 @@ def test_pods_reach_the_api_server_through_the_kubernetes_service(
         "api-client",
         ["get", "-timeout", "60s", "-ca", f"{sa}/ca.crt", "-bearer", f"{sa}/token", "https://10.0.0.1/api"],
     )
-    assert (
-        json.loads(fetched(log))["kind"] == "APIVersions"
-    )  # TLS verified against the cluster CA, token accepted
+    assert json.loads(log)["kind"] == "APIVersions"  # TLS verified against the cluster CA, token accepted
 
 
 def test_the_garbage_collector_removes_a_deployments_pods(

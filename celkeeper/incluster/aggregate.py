@@ -21,6 +21,15 @@ Leaderless, like the CRD writer: every pod computes the same status from the sam
 statuses and writes only when the stored status differs; a conflict (another pod wrote first) re-reads
 the object and, finding the status already right, stops.
 
+A writer that computes a different status for the same object (a second celkeeper installed in another
+namespace, whose pods report elsewhere; Gatekeeper's own status controller, which writes a mutator's
+byPod from Gatekeeper's pods) would otherwise undo each of our writes as we undo its: each write is a
+watch event that makes the other write again, without end, loading the API server. So a status this
+aggregator has written `CONTESTED_AFTER` times in a row, unchanged on our side, is contested: it is
+written again only after a back-off that doubles up to `CONTESTED_MAX` seconds, and a warning names the
+object once. A change on our side (the status we compute) ends the contest, and so does agreement seen
+`QUIET` seconds or more after our last write (sooner, it is the echo of that write).
+
 celkeeper's controller (celkeeper.incluster): Gatekeeper's status aggregation over celkeeper's CRDs.
 """
 
@@ -28,7 +37,9 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from celkeeper.crds import names
@@ -53,6 +64,11 @@ log = logging.getLogger("celkeeper.incluster")
 REGISTRAR = "status-aggregation"
 Compute = Callable[[Mapping[str, Any]], dict[str, Any]]
 _COMMON = ("id", "observedGeneration", "snapshotGeneration", "operations", "errors")
+#: writes of one unchanged status in a row after which it is contested; first and longest back-off (s)
+CONTESTED_AFTER = 3
+CONTESTED_FIRST = 2.0
+CONTESTED_MAX = 300.0
+QUIET = 10.0
 
 
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -143,6 +159,16 @@ def with_status(obj: Mapping[str, Any], ours: Mapping[str, Any]) -> dict[str, An
     return body
 
 
+@dataclass
+class _Written:
+    """The status last written to one object, how many times in a row, and when it may be written again."""
+
+    status: dict[str, Any]
+    at: float
+    times: int = 1
+    not_before: float = 0.0
+
+
 class StatusAggregator:
     def __init__(
         self,
@@ -151,6 +177,8 @@ class StatusAggregator:
         namespace: str,
         expected_pods: int,
         on_change: Callable[[], None] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.on_change = on_change
@@ -162,7 +190,11 @@ class StatusAggregator:
         self.mutator_statuses = mutator_pod_statuses(namespace)
         self.dirty = True
         self.writes = 0
+        self.clock = clock
         self._kinds = ConstraintKinds()
+        #: per (resource, name): what this aggregator wrote last, while the stored status differs from it
+        self._written: dict[tuple[Resource, str], _Written] = {}
+        self._seen: set[tuple[Resource, str]] = set()  # the objects this reconcile looked at
 
     def _base(self) -> set[Resource]:
         return {TEMPLATES, CONSTRAINT_CRDS, self.template_statuses, self.constraint_statuses}
@@ -208,6 +240,8 @@ class StatusAggregator:
                 if self._usable(resource):
                     for mutator in self.manager.objects(resource):
                         self._apply(resource, mutator, lambda m: mutator_status(m, mutator_ps), failed)
+        self._written = {k: w for k, w in self._written.items() if k in self._seen}
+        self._seen = set()
         if failed:
             raise ApiError(0, "Partial", "; ".join(failed[:5]))
 
@@ -221,18 +255,59 @@ class StatusAggregator:
     def _constraint_status(self, pod_statuses: list[Mapping[str, Any]]) -> Compute:
         return lambda c: constraint_status(c, pod_statuses, self.expected_pods)
 
+    def wake_in(self) -> float | None:
+        """Seconds until the soonest contested status may be written again (None: none is waiting)."""
+        now = self.clock()
+        waiting = [w.not_before - now for w in self._written.values() if w.not_before > now]
+        return max(0.0, min(waiting)) if waiting else None
+
     def _apply(self, resource: Resource, obj: Mapping[str, Any], compute: Compute, failed: list[str]) -> None:
-        if not needs_write(obj, compute(obj)):
+        name = name_of(obj)
+        key = (resource, name)
+        self._seen.add(key)
+        ours = compute(obj)
+        last = self._written.get(key)
+        if not needs_write(obj, ours):
+            if last is not None and self.clock() - last.at >= QUIET:
+                del self._written[key]  # agreement that lasted: whoever wrote it
             return
+        if last is not None and last.status == ours and self.clock() < last.not_before:
+            return  # contested: written again once the back-off ends (wake_in)
+        written: dict[str, Any] = {}
 
         def change(current: Mapping[str, Any]) -> dict[str, Any] | None:
-            ours = compute(current)
-            return with_status(current, ours) if needs_write(current, ours) else None
+            written.clear()
+            written.update(compute(current))
+            return with_status(current, written) if needs_write(current, written) else None
 
-        name = name_of(obj)
         try:
             if update_status(self.client, resource, name, change, stored=obj):
                 self.writes += 1
                 log.debug("wrote the status of %s %s", resource.kind, name)
+                self._wrote(key, written)
         except ApiError as err:
             failed.append(f"status of {resource.kind} {name}: {err}")
+
+    def _wrote(self, key: tuple[Resource, str], status: dict[str, Any]) -> None:
+        """Count a write; the CONTESTED_AFTER-th of one status in a row starts (or doubles) its back-off."""
+        last = self._written.get(key)
+        now = self.clock()
+        if last is None or last.status != status:
+            self._written[key] = _Written(copy.deepcopy(status), now)
+            return
+        last.at = now
+        last.times += 1
+        if last.times < CONTESTED_AFTER:
+            return
+        delay = min(CONTESTED_MAX, CONTESTED_FIRST * 2 ** (last.times - CONTESTED_AFTER))
+        last.not_before = now + delay
+        if last.times == CONTESTED_AFTER:
+            resource, name = key
+            log.warning(
+                "the status of %s %s is rewritten by another writer each time this pod writes it (a second "
+                "celkeeper installed in another namespace, or Gatekeeper's status controller): writing it "
+                "again only after a back-off of up to %.0f s",
+                resource.kind,
+                name,
+                CONTESTED_MAX,
+            )

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
 
 from celkeeper.native.ffi import load
 from tests.support.native import require_celgo
@@ -86,16 +85,11 @@ def test_a_gogc_set_through_the_library_takes_effect() -> None:
         "previous = library.set_gc_percent(50)\n"
         "print(json.dumps([loaded, previous, library.info()['gcPercent']]))"
     )
-    assert _printed_without_gogc(program) == [400, 400, 50]
-
-
-def _printed_without_gogc(program: str) -> Any:
-    """What `program` prints (JSON), run in a child whose environment has no GOGC."""
     clean = {k: v for k, v in os.environ.items() if k != "GOGC"}
     done = subprocess.run(
         [sys.executable, "-c", program], env=clean, capture_output=True, text=True, timeout=120, check=True
     )
-    return json.loads(done.stdout)
+    assert json.loads(done.stdout) == [400, 400, 50]
 
 
 def test_no_collection_runs_while_the_library_initialises() -> None:
@@ -138,4 +132,8 @@ def test_collect_at_sets_the_gogc_of_a_library_loaded_before_or_after() -> None:
         "ffi.collect_at(300); after = ffi.load().info()['gcPercent']\n"
         "print(json.dumps([before, after]))"
     )
-    assert _printed_without_gogc(program) == [800, 300]
+    clean = {k: v for k, v in os.environ.items() if k != "GOGC"}
+    done = subprocess.run(
+        [sys.executable, "-c", program], env=clean, capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(done.stdout) == [800, 300]

@@ -494,10 +494,6 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
-#: the GOGC this process's library runs at once loaded (None: the library's own, native/go/gcpercent)
-_gc_percent: int | None = None
-
-
 def load() -> Library:
     """The process's library, loaded on first use. Raises LibraryUnavailable."""
     global _loaded
@@ -507,20 +503,8 @@ def load() -> Library:
             if path is None:
                 raise LibraryUnavailable(why)
             _loaded = Library(path)
-            if _gc_percent is not None:
-                _loaded.set_gc_percent(_gc_percent)
         _loaded.check()
         return _loaded
-
-
-def collect_at(percent: int) -> None:
-    """Run this process's Go collector at GOGC `percent`: now if the library is loaded, else once it is
-    (a process that never loads it pays nothing)."""
-    global _gc_percent
-    with _lock:
-        _gc_percent = percent
-        if _loaded is not None and _loaded.ours:
-            _loaded.set_gc_percent(percent)
 
 
 def install(library: Library) -> None:

@@ -1,13 +1,10 @@
-"""A webhook worker's Go collector: how often it runs under load, and the free memory it gives back once idle.
+"""A worker that has gone idle gives its Go heap's free memory back to the system.
 
-The native library's collector runs at GOGC=400 (native/go/gcpercent); a webhook worker runs it at
-`WORKER_GOGC` (800) unless GOGC is in the environment. A collection's mark phase delays the reviews that
-overlap it, so collecting half as often shortens the tail of the reviews (docs/performance.md, "Where a
-review's tail latency comes from"), for a Go heap whose goal is about nine times what is live (~10 MB)
-instead of five, under the soft memory limit a container's limit sets (native/go/main.go). While reviews
-come, the heap grows to that goal between two collections, and Go's scavenger keeps about a tenth more
-(docs/performance.md, "Where a webhook pod's memory goes"). Once the reviews stop, nothing collects or
-returns it: an idle worker would keep what its last burst took until the next one.
+The native library's collector runs at GOGC=400 (native/go/gcpercent): while reviews come, the Go heap
+grows to about five times what is live between two collections, and Go's scavenger keeps about a tenth
+more than that goal (a worker after 50,000 reviews: ~10 MB live, a goal of 49-57 MB, 64-71 MiB of the
+heap retained; docs/performance.md, "Where a webhook pod's memory goes"). Once the reviews stop, nothing
+collects or returns it: an idle worker would keep what its last burst took until the next one.
 
 `IdleTrim` watches the worker's request count from a thread of its own: when it has not moved for
 `after` seconds and at least `least` requests were answered since the last trim, it calls `trim` once
@@ -20,21 +17,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 log = logging.getLogger("celkeeper.webhook")
 
-#: the webhook worker's GOGC (the library's own default is 400; GOGC in the environment decides instead)
-WORKER_GOGC = 800
 #: seconds without a request before the worker's free Go memory is returned
 IDLE_AFTER = 2.0
 #: requests answered since the last return, at least (readiness probes alone allocate next to nothing)
 IDLE_LEAST = 256
-
-
-def worker_gc_percent(environ: Mapping[str, str]) -> int | None:
-    """The GOGC a webhook worker sets on its library: None when the environment sets GOGC (Go read it)."""
-    return None if environ.get("GOGC") else WORKER_GOGC
 
 
 class IdleTrim:

@@ -62,7 +62,7 @@ from gunicorn.workers import base
 from celkeeper.settings import MAX_REVIEW_BYTES
 from celkeeper.webhook.balance import DEFER, LoadBoard
 from celkeeper.webhook.http1 import Frame, Head, RequestFramer, RequestTooLarge
-from celkeeper.webhook.idle import IdleTrim, worker_gc_percent
+from celkeeper.webhook.idle import IdleTrim
 
 HANDSHAKE, IDLE, READING, WRITING, CLOSING = "handshake", "idle", "reading", "writing", "closing"
 STOP_LINGER = 2.0  # a stopping worker keeps kept-alive connections this long (a request may be on its way)
@@ -187,13 +187,6 @@ class EventWorker(base.Worker):
         self.retiring = False
         self.abandoned = False  # the master is gone: every loop leaves at once
         self.routes: Mapping[bytes, Route] = {}
-        # before the app loads the native library (webhook/idle.py): imported here, in the worker, as the
-        # master imports nothing of the native library
-        from celkeeper.native.ffi import collect_at
-
-        percent = worker_gc_percent(os.environ)
-        if percent is not None:
-            collect_at(percent)
         super().init_process()
 
     def run(self) -> None:

@@ -120,20 +120,3 @@ def test_the_library_is_opened_by_libcs_dlopen_and_ctypes_takes_that_handle() ->
     )
     opened, taken = done.stdout.split()
     assert int(opened) != 0 and opened == taken
-
-
-def test_collect_at_sets_the_gogc_of_a_library_loaded_before_or_after() -> None:
-    """A webhook worker chooses its GOGC before the app loads the library (webhook/idle.py): the setting
-    waits for the load; once loaded, it applies at once."""
-    require_celgo()
-    program = (
-        "import json; from celkeeper.native import ffi\n"
-        "ffi.collect_at(800); before = ffi.load().info()['gcPercent']\n"
-        "ffi.collect_at(300); after = ffi.load().info()['gcPercent']\n"
-        "print(json.dumps([before, after]))"
-    )
-    clean = {k: v for k, v in os.environ.items() if k != "GOGC"}
-    done = subprocess.run(
-        [sys.executable, "-c", program], env=clean, capture_output=True, text=True, timeout=120, check=True
-    )
-    assert json.loads(done.stdout) == [800, 300]

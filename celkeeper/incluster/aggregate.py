@@ -192,7 +192,7 @@ class StatusAggregator:
         self.writes = 0
         self.clock = clock
         self._kinds = ConstraintKinds()
-        #: per (resource, name): what this aggregator wrote last, while the stored status differs from it
+        #: per (resource, name) the last reconcile saw: the status this aggregator wrote last, how often
         self._written: dict[tuple[Resource, str], _Written] = {}
         self._seen: set[tuple[Resource, str]] = set()  # the objects this reconcile looked at
 
@@ -299,7 +299,7 @@ class StatusAggregator:
         last.times += 1
         if last.times < CONTESTED_AFTER:
             return
-        delay = min(CONTESTED_MAX, CONTESTED_FIRST * 2 ** (last.times - CONTESTED_AFTER))
+        delay = min(CONTESTED_MAX, CONTESTED_FIRST * 2 ** min(last.times - CONTESTED_AFTER, 16))
         last.not_before = now + delay
         if last.times == CONTESTED_AFTER:
             resource, name = key

@@ -13,7 +13,13 @@ from typing import Any, cast
 
 import pytest
 
-from celkeeper.incluster.aggregate import CONTESTED_AFTER, CONTESTED_FIRST, QUIET, StatusAggregator
+from celkeeper.incluster.aggregate import (
+    CONTESTED_AFTER,
+    CONTESTED_FIRST,
+    CONTESTED_MAX,
+    QUIET,
+    StatusAggregator,
+)
 from celkeeper.kube.manager import WatchManager
 from celkeeper.kube.resources import Resource
 
@@ -115,3 +121,14 @@ def test_a_change_on_our_side_or_a_lasting_agreement_ends_the_contest() -> None:
     assert agg.wake_in() is None
     _apply(agg, client.undo(THEIRS))  # a later change by someone else is answered at once
     assert client.writes == written + 2
+
+
+def test_a_contest_of_days_waits_the_longest_back_off_between_writes() -> None:
+    client, clock = OneObject(THEIRS), Clock()
+    agg = _aggregator(client, clock)
+    for _ in range(2000):  # ~a week of a migration with Gatekeeper beside celkeeper
+        _apply(agg, client.undo(THEIRS))
+        clock.now += CONTESTED_MAX
+    assert client.writes == 2000
+    _apply(agg, client.undo(THEIRS))
+    assert agg.wake_in() == pytest.approx(CONTESTED_MAX)

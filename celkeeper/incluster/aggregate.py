@@ -54,6 +54,7 @@ from celkeeper.incluster.resources import (
     mutator_pod_statuses,
     template_pod_statuses,
 )
+from celkeeper.kube.backoff import doubling
 from celkeeper.kube.client import ApiError, Client
 from celkeeper.kube.manager import Event, WatchManager
 from celkeeper.kube.resources import Resource, generation_of, labels_of, name_of, uid_of
@@ -299,7 +300,7 @@ class StatusAggregator:
         last.times += 1
         if last.times < CONTESTED_AFTER:
             return
-        delay = min(CONTESTED_MAX, CONTESTED_FIRST * 2 ** min(last.times - CONTESTED_AFTER, 16))
+        delay = doubling(CONTESTED_FIRST, CONTESTED_MAX, last.times - CONTESTED_AFTER)
         last.not_before = now + delay
         if last.times == CONTESTED_AFTER:
             resource, name = key

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from celkeeper.kube.backoff import doubling
+
 log = logging.getLogger("celkeeper.incluster")
 
 
@@ -101,7 +103,7 @@ class ControllerLoop:
                 reconciler.reconcile()
             except Exception as err:  # retried with back-off; a bug must not stop the other reconcilers
                 self._failures[i] += 1
-                delay = min(self.max_backoff, self.min_backoff * 2 ** min(self._failures[i] - 1, 10))
+                delay = doubling(self.min_backoff, self.max_backoff, self._failures[i] - 1)
                 self._due[i] = self.clock() + delay
                 name = type(reconciler).__name__
                 if self._failures[i] in (1, 5) or self._failures[i] % 20 == 0:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from celkeeper.kube.backoff import doubling
 from celkeeper.kube.client import ApiError, Client, WatchStream, error_from_status
 from celkeeper.kube.resources import Resource
 
@@ -109,7 +110,7 @@ class Reflector:
         self._kick.clear()
 
     def _backoff(self, attempt: int) -> float:
-        base = min(self.timing.max_backoff, self.timing.min_backoff * (2.0 ** min(attempt, 20)))
+        base = doubling(self.timing.min_backoff, self.timing.max_backoff, attempt)
         return base * (0.5 + self._rng() / 2)
 
     # -- the loop -----------------------------------------------------------------------------------------

@@ -11,13 +11,15 @@ bench/webhook.py's Python client, which on 2 cores is itself the bottleneck):
   - open loop at each of `--rates` reviews/s (default 2,000 and 1,000; where the machine cannot reach a
     rate, the rate reached is printed: the server is then saturated and the p99 is its queue), the
     allowed review, then the denied one;
-  - closed loop (saturation), the denied review.
+  - closed loop (saturation), the denied review (--no-closed leaves it out).
 Printed per mode: reviews/s, p50, p99, server CPU per review (the workers' CPU time, their export threads
 included, over the reviews answered); at the end, per mode, the ratio of the CPU per review export / no
-export (the bar: <= 1.05) and blocked / no export, with the worst p99 of each server; and the lines each
-exporting server wrote and dropped (its /metrics).
+export (the bar: <= 1.05) and blocked / no export, each round's and their median (the machine's speed
+drifts between rounds), with the worst p99 of each server; and the lines each exporting server wrote and
+dropped (its /metrics).
 
     .venv/bin/python bench/export.py [--duration 10] [--rounds 2] [--rates 2000,1000] [--connections 8]
+                                [--no-closed]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -91,6 +94,9 @@ def main() -> int:
     )
     parser.add_argument("--connections", type=int, default=8, help="concurrent connections (default 8)")
     parser.add_argument("--workers", type=int, default=2, help="Gunicorn workers (default 2)")
+    parser.add_argument(
+        "--no-closed", dest="closed", action="store_false", help="leave out the closed loop (saturation)"
+    )
     args = parser.parse_args()
     rates = [float(rate) for rate in args.rates.split(",") if rate.strip()]
     wrk = shutil.which("wrk")
@@ -106,9 +112,9 @@ def main() -> int:
             "denied": review(denied_pod(), uid="bench-denied"),
         }
         files = {}
-        for name, body in bodies.items():
+        for name, document in bodies.items():
             files[name] = work / f"{name}.json"
-            files[name].write_text(json.dumps(body))
+            files[name].write_text(json.dumps(document))
         exported = work / "decisions.jsonl"
         fifo = work / "decisions.fifo"
         os.mkfifo(fifo)
@@ -157,7 +163,7 @@ def main() -> int:
             modes: list[tuple[str, str, float | None]] = [
                 *((f"allowed, open {rate:.0f}/s", "allowed", rate) for rate in rates),
                 *((f"denied, open {rate:.0f}/s", "denied", rate) for rate in rates),
-                (f"denied, closed {args.connections}", "denied", None),
+                *([(f"denied, closed {args.connections}", "denied", None)] if args.closed else []),
             ]
             figures: dict[tuple[str, str], list[Result]] = {}
             columns = ("reviews/s", "p50 ms", "p99 ms", "CPU/review", "load")
@@ -186,6 +192,7 @@ def main() -> int:
 
             for server in servers.values():  # warm up: connections, caches, CPU frequency
                 measure(server, "denied", None, 3)
+
             for round_ in range(args.rounds):
                 for mode, body, rate in modes:
                     order = list(servers.items())
@@ -202,7 +209,8 @@ def main() -> int:
             print()
             print(
                 "server CPU per review, export / no export (the bar: <= 1.05) and blocked output / no export "
-                "(mean of the rounds), worst p99"
+                "(over the rounds; each round's ratio and their median: the machine's speed drifts between "
+                "rounds), worst p99"
             )
 
             def per_review(name: str, mode: str) -> float:
@@ -212,12 +220,17 @@ def main() -> int:
             def worst_p99(name: str, mode: str) -> float:
                 return max(r.p99 for r in figures[(mode, name)]) * 1e3
 
-            def rounds(name: str, mode: str) -> str:
+            def ratios(name: str, mode: str) -> list[float]:
                 pairs = zip(figures[(mode, name)], figures[(mode, "no export")], strict=True)
-                return ", ".join(
-                    f"{(r.server_cpu / max(r.requests, 1)) / (o.server_cpu / max(o.requests, 1)):.3f}"
+                return [
+                    (r.server_cpu / max(r.requests, 1)) / (o.server_cpu / max(o.requests, 1))
                     for r, o in pairs
-                )
+                ]
+
+            def rounds(name: str, mode: str) -> str:
+                found = ratios(name, mode)
+                listed = ", ".join(f"{ratio:.3f}" for ratio in found)
+                return f"{listed}; median {statistics.median(found):.3f}"
 
             for mode, _, _ in modes:
                 off = per_review("no export", mode)

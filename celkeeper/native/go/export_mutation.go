@@ -155,7 +155,9 @@ func mutation_mutate(h C.longlong, req *C.char, n C.int, obj *C.char, objn C.int
 		// checked) where it is mutated
 		in.Request.Object = mutation.RawObject(in.Request.Object, bytesOf(obj, objn))
 	}
-	replyJSON(out, outn, s.Mutate(&in))
+	res := s.Mutate(&in)
+	replyJSON(out, outn, res)
+	res.Release() // encoded: nothing reads the request's object after
 	return 1
 }
 

@@ -20,9 +20,15 @@ import (
 // length: items and members are gathered on scratch stacks that decoders reuse), the strings and the
 // numbers; a key the decoder has seen before is not copied again (jsonDecoder.keys).
 func decodeObject(data []byte) (map[string]any, error) {
+	return decodeObjectInto(data, nil)
+}
+
+// decodeObjectInto is decodeObject whose maps of at most smallMap members are recycled ones, each
+// recorded in maps (nil: new maps, recorded nowhere).
+func decodeObjectInto(data []byte, maps *Maps) (map[string]any, error) {
 	d := decoders.Get().(*jsonDecoder)
 	defer d.release()
-	d.data, d.pos = data, 0
+	d.data, d.pos, d.maps = data, 0, maps
 	d.space()
 	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
 		return nil, errFallback
@@ -54,6 +60,56 @@ type jsonDecoder struct {
 	// likewise the short string values (names, images, labels, enumerations: mostly the same from
 	// one object to the next)
 	values map[string]any
+	maps   *Maps // where the maps taken from smallMaps are recorded (nil: every map made new)
+}
+
+// Maps are the maps of a decoded object taken from the recycled ones (decodeObjectInto), to be given
+// back once nothing refers to the object or to anything in it (Recycle): a request decoded without
+// allocating its maps again. The maps of at most smallMap members are most of what decoding a
+// Kubernetes object allocates (labels, resources, securityContext, each container's fields...).
+type Maps struct {
+	made []map[string]any
+}
+
+// smallMap is how many members a map holds in Go's smallest map table (one group of slots): every map
+// made for that many or fewer takes the same memory, and an emptied one takes that many again without
+// growing.
+const smallMap = 8
+
+// smallMaps holds emptied maps of at most smallMap members (Maps.Recycle).
+var smallMaps sync.Pool
+
+// maxRecorded bounds the maps a Maps keeps for recycling (a huge object's others are left to the
+// collector).
+const maxRecorded = 4096
+
+// Recycle empties the maps and gives them back for later decodings: nothing may refer to the decoded
+// object, or to anything in it, after (a map grown past smallMap members by whoever changed the object
+// is left to the collector). Call it once: the Maps is empty after.
+func (m *Maps) Recycle() {
+	if m == nil {
+		return
+	}
+	for i, made := range m.made {
+		if len(made) <= smallMap {
+			clear(made)
+			smallMaps.Put(made)
+		}
+		m.made[i] = nil
+	}
+	m.made = m.made[:0]
+}
+
+func (d *jsonDecoder) newMap(n int) map[string]any {
+	if d.maps == nil || n > smallMap || len(d.maps.made) >= maxRecorded {
+		return make(map[string]any, n)
+	}
+	m, _ := smallMaps.Get().(map[string]any)
+	if m == nil {
+		m = make(map[string]any, smallMap)
+	}
+	d.maps.made = append(d.maps.made, m)
+	return m
 }
 
 // Bounds of a decoder's keys (and of its string values): how many, and the longest kept.
@@ -74,7 +130,7 @@ const maxKeptScratch = 4096
 
 // release empties the decoder (it holds nothing of what it decoded) and returns it to the pool.
 func (d *jsonDecoder) release() {
-	d.data = nil
+	d.data, d.maps = nil, nil
 	if cap(d.items) > maxKeptScratch || cap(d.members) > maxKeptScratch {
 		d.items, d.members = nil, nil
 	}
@@ -166,7 +222,7 @@ func (d *jsonDecoder) object(depth int) (map[string]any, error) {
 			d.pos++
 		case '}':
 			d.pos++
-			m := make(map[string]any, len(d.members)-base)
+			m := d.newMap(len(d.members) - base)
 			for _, mb := range d.members[base:] { // in order: a key given twice keeps its last value
 				m[mb.key] = mb.value
 			}

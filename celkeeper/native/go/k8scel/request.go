@@ -268,8 +268,8 @@ func newRequest(req *admissionv1.AdmissionRequest, converted *convertedNamespace
 // versionedAttributes is transform.RequestToVersionedAttributes (as Driver.Query calls it), with the
 // object and the old object decoded by decodeObject when it can (fastjson.go): the same values.
 func versionedAttributes(req *admissionv1.AdmissionRequest) (*admission.VersionedAttributes, error) {
-	object, ok := fastUnstructured(req.Object.Raw)
-	oldObject, oldOK := fastUnstructured(req.OldObject.Raw)
+	object, ok := fastUnstructured(req.Object.Raw, nil)
+	oldObject, oldOK := fastUnstructured(req.OldObject.Raw, nil)
 	if !ok || !oldOK {
 		return transform.RequestToVersionedAttributes(req)
 	}
@@ -293,20 +293,26 @@ func versionedAttributes(req *admissionv1.AdmissionRequest) (*admission.Versione
 // decodeObject reads raw (fastjson.go: the same values, faster); false otherwise: the caller decodes it
 // so (for the object, or for its error).
 func DecodeUnstructured(raw []byte) (*unstructured.Unstructured, bool) {
+	return DecodeUnstructuredInto(raw, nil)
+}
+
+// DecodeUnstructuredInto is DecodeUnstructured whose small maps are recycled ones, recorded in maps
+// (nil: new ones), for the caller to give back (maps.Recycle) once nothing refers to the object.
+func DecodeUnstructuredInto(raw []byte, maps *Maps) (*unstructured.Unstructured, bool) {
 	if len(raw) == 0 {
 		return nil, false
 	}
-	return fastUnstructured(raw)
+	return fastUnstructured(raw, maps)
 }
 
 // fastUnstructured is json.Unmarshal of raw into an *unstructured.Unstructured (NewWrapper) when
 // decodeObject can decode it and it names its kind (UnstructuredJSONScheme.Decode requires one);
 // false otherwise (the caller decodes it as Gatekeeper does).
-func fastUnstructured(raw []byte) (*unstructured.Unstructured, bool) {
+func fastUnstructured(raw []byte, maps *Maps) (*unstructured.Unstructured, bool) {
 	if len(raw) == 0 {
 		return nil, true
 	}
-	m, err := decodeObject(raw)
+	m, err := decodeObjectInto(raw, maps)
 	if err != nil {
 		return nil, false
 	}

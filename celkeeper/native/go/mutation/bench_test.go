@@ -82,10 +82,12 @@ func mutateJSON(tb testing.TB, s *System, req, obj []byte) []byte {
 		tb.Fatal(err)
 	}
 	in.Request.Object = RawObject(in.Request.Object, obj)
-	out, err := json.Marshal(s.Mutate(&in))
+	res := s.Mutate(&in)
+	out, err := json.Marshal(res)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	res.Release()
 	return out
 }
 

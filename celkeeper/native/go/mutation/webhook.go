@@ -62,6 +62,16 @@ type Result struct {
 	Iterations []Iteration `json:"iterations,omitempty"`
 	// Trace, when explained and the object went to the mutators: what each mutator did (explain.go).
 	Trace *Trace `json:"trace,omitempty"`
+
+	// maps: the request's object's recycled maps, which Patch's values may be (Release)
+	maps *k8scel.Maps
+}
+
+// Release gives back the maps the request's object was decoded into, once the Result has been encoded:
+// nothing may read its Patch after. Once per Result (a Result not released leaves them to the collector).
+func (r *Result) Release() {
+	r.maps.Recycle()
+	r.maps = nil
 }
 
 // Iteration is one pass over the mutators that changed the object.
@@ -226,7 +236,11 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 	default:
 		ns = nil
 	}
-	obj, fast := k8scel.DecodeUnstructured(req.Object.Raw) // obj.UnmarshalJSON's object, read faster
+	if !in.Explain { // explained, the trace keeps copies of the object: its maps are left to the collector
+		out.maps = &k8scel.Maps{}
+	}
+	// obj.UnmarshalJSON's object, read faster, in recycled maps (given back by Release)
+	obj, fast := k8scel.DecodeUnstructuredInto(req.Object.Raw, out.maps)
 	if !fast {
 		obj = &unstructured.Unstructured{}
 		if err := obj.UnmarshalJSON(req.Object.Raw); err != nil {

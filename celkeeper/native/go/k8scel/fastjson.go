@@ -83,9 +83,17 @@ var smallMaps sync.Pool
 // collector).
 const maxRecorded = 4096
 
-// Recycle empties the maps and gives them back for later decodings: nothing may refer to the decoded
-// object, or to anything in it, after (a map grown past smallMap members by whoever changed the object
-// is left to the collector). Call it once: the Maps is empty after.
+// recorders holds emptied Maps (Recycle), their record's room kept.
+var recorders = sync.Pool{New: func() any { return new(Maps) }}
+
+// NewMaps is an empty Maps, one given back earlier where there is one.
+func NewMaps() *Maps {
+	return recorders.Get().(*Maps)
+}
+
+// Recycle empties the maps and gives them back for later decodings, and the Maps itself: nothing may
+// refer to the decoded object, or to anything in it, after (a map grown past smallMap members by
+// whoever changed the object is left to the collector), nor use m. Call it once.
 func (m *Maps) Recycle() {
 	if m == nil {
 		return
@@ -98,6 +106,7 @@ func (m *Maps) Recycle() {
 		m.made[i] = nil
 	}
 	m.made = m.made[:0]
+	recorders.Put(m)
 }
 
 func (d *jsonDecoder) newMap(n int) map[string]any {

@@ -237,7 +237,7 @@ func (s *System) mutateRequest(ctx context.Context, req *admission.Request, in *
 		ns = nil
 	}
 	if !in.Explain { // explained, the trace keeps copies of the object: its maps are left to the collector
-		out.maps = &k8scel.Maps{}
+		out.maps = k8scel.NewMaps()
 	}
 	// obj.UnmarshalJSON's object, read faster, in recycled maps (given back by Release)
 	obj, fast := k8scel.DecodeUnstructuredInto(req.Object.Raw, out.maps)

@@ -123,7 +123,8 @@ context_files() {
 }
 image_stamp=$( {
     echo "rev $IMAGE_REV base $base_stamp ref $IMAGE_REF go $go_version"
-    sha256sum "$ROOT/Dockerfile" "$ROOT/.dockerignore" "$0"
+    (cd "$ROOT" && sha256sum Dockerfile .dockerignore)  # by content and name, not by where the checkout is
+    sha256sum <"$0"
     context_files | (cd "$ROOT" && xargs -d '\n' sha256sum)
 } | sha256sum | cut -c1-16)
 if [ "$force" = 0 ] && [ -f "$cache/celkeeper.oci.tar" ] && [ "$(cat "$cache/celkeeper.stamp" 2>/dev/null)" = "$image_stamp" ]; then

@@ -289,15 +289,10 @@ func versionedAttributes(req *admissionv1.AdmissionRequest) (*admission.Versione
 	return attr, nil
 }
 
-// DecodeUnstructured is the object (&unstructured.Unstructured{}).UnmarshalJSON(raw) makes, when
+// DecodeUnstructuredInto is the object (&unstructured.Unstructured{}).UnmarshalJSON(raw) makes, when
 // decodeObject reads raw (fastjson.go: the same values, faster); false otherwise: the caller decodes it
-// so (for the object, or for its error).
-func DecodeUnstructured(raw []byte) (*unstructured.Unstructured, bool) {
-	return DecodeUnstructuredInto(raw, nil)
-}
-
-// DecodeUnstructuredInto is DecodeUnstructured whose small maps are recycled ones, recorded in maps
-// (nil: new ones), for the caller to give back (maps.Recycle) once nothing refers to the object.
+// so (for the object, or for its error). Its small maps are recycled ones, recorded in maps (nil: new
+// ones), for the caller to give back (maps.Recycle) once nothing refers to the object.
 func DecodeUnstructuredInto(raw []byte, maps *Maps) (*unstructured.Unstructured, bool) {
 	if len(raw) == 0 {
 		return nil, false

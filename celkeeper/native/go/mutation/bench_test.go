@@ -77,18 +77,27 @@ func compact(tb testing.TB, doc []byte) []byte {
 // mutateJSON is what mutation_mutate does with a request and its object, without cgo: read them, mutate,
 // encode the result.
 func mutateJSON(tb testing.TB, s *System, req, obj []byte) []byte {
+	out, err := mutateOnce(s, req, obj, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// mutateOnce is mutateJSON for any goroutine (the error returned); release false keeps the Result's
+// maps from being recycled, as a caller that never releases it.
+func mutateOnce(s *System, req, obj []byte, release bool) ([]byte, error) {
 	var in Request
 	if err := json.Unmarshal(req, &in); err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	in.Request.Object = RawObject(in.Request.Object, obj)
 	res := s.Mutate(&in)
 	out, err := json.Marshal(res)
-	if err != nil {
-		tb.Fatal(err)
+	if release {
+		res.Release()
 	}
-	res.Release()
-	return out
+	return out, err
 }
 
 func TestBenchWorkloadMutatesThePod(t *testing.T) {

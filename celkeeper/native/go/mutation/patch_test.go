@@ -26,16 +26,25 @@ func decodeUnstructured(t *testing.T, doc string) map[string]any {
 // opsSet is a patch's operations as sorted JSON (CreatePatch's order follows Go's map order).
 func opsSet(t *testing.T, ops []jsonpatch.Operation) []string {
 	t.Helper()
+	out, err := opsJSON(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// opsJSON is opsSet for any goroutine: the error returned, not failed on.
+func opsJSON(ops []jsonpatch.Operation) ([]string, error) {
 	out := make([]string, 0, len(ops))
 	for i := range ops {
 		data, err := json.Marshal(&ops[i])
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		out = append(out, string(data))
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }
 
 // checkPatch compares createPatch on the decoded documents with CreatePatch on their JSON.

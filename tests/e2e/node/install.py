@@ -161,6 +161,24 @@ def enforced_by(node: NodeCluster, pods: int, name: str = CONSTRAINT, kind: str 
     return bool(status.get("enforced")) and sum(1 for e in by_pod if e.get("enforced")) >= pods
 
 
+def mutator_enforced_by(node: NodeCluster, pods: int, kind: str, name: str) -> bool:
+    """The mutator's status reports it enforced, at its current generation, by `pods` pods."""
+    proc = node.kubectl("get", f"{kind.lower()}.mutations.gatekeeper.sh", name, "-o", "json", check=False)
+    if proc.returncode != 0:
+        return False
+    mutator = json.loads(proc.stdout)
+    meta = mutator.get("metadata") or {}
+    by_pod = (mutator.get("status") or {}).get("byPod") or []
+    current = [
+        e
+        for e in by_pod
+        if e.get("enforced") is True
+        and e.get("mutatorUID") == meta.get("uid")
+        and e.get("observedGeneration") == meta.get("generation")
+    ]
+    return len(current) >= pods
+
+
 def privileged_pod(name: str, namespace: str) -> dict[str, Any]:
     """A Pod the example policy denies (container `app` runs privileged), of the node's test image."""
     return {

@@ -168,8 +168,7 @@ def test_a_deployment_s_pods_are_mutated_before_they_are_validated(
     ReplicaSet controller's Pods of a Deployment whose template runs privileged are mutated (privileged
     set false, a label added) before the validating webhook sees them, so the example policy admits them
     and they run; without the mutator they are denied."""
-    del installed
-    mutators = [
+    mutators: list[dict[str, Any]] = [
         {
             "apiVersion": "mutations.gatekeeper.sh/v1",
             "kind": "Assign",
@@ -206,12 +205,18 @@ def test_a_deployment_s_pods_are_mutated_before_they_are_validated(
     assert install.create(node_cluster, template).returncode != 0  # privileged: denied without mutators
     node_cluster.kubectl("apply", "-f", "-", input={"apiVersion": "v1", "kind": "List", "items": mutators})
     try:
+        # kubectl applies the List's items one by one, so a pod may serve the first mutator a snapshot
+        # before the second: wait for both to be enforced by every pod, as a user would (byPod).
         wait_for(
-            lambda: install.create(node_cluster, template, "--dry-run=server").returncode == 0,
+            lambda: all(
+                install.mutator_enforced_by(node_cluster, installed, m["kind"], m["metadata"]["name"])
+                for m in mutators
+            ),
             timeout=60,
             interval=1,
-            what="the mutators served by every pod",
+            what="the mutators enforced by every pod",
         )
+        assert install.create(node_cluster, template, "--dry-run=server").returncode == 0
         node_cluster.kubectl("apply", "-f", "-", input=deployment)
         node_cluster.kubectl(
             "rollout", "status", "deployment/web", "-n", node_namespace, "--timeout=120s", timeout=130

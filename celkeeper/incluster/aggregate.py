@@ -196,6 +196,8 @@ class StatusAggregator:
         #: per (resource, name) the last reconcile saw: the status this aggregator wrote last, how often
         self._written: dict[tuple[Resource, str], _Written] = {}
         self._seen: set[tuple[Resource, str]] = set()  # the objects this reconcile looked at
+        #: the objects whose contest was logged: once each, until it ends (an agreement, or the object gone)
+        self._warned: set[tuple[Resource, str]] = set()
 
     def _base(self) -> set[Resource]:
         return {TEMPLATES, CONSTRAINT_CRDS, self.template_statuses, self.constraint_statuses}
@@ -242,6 +244,7 @@ class StatusAggregator:
                     for mutator in self.manager.objects(resource):
                         self._apply(resource, mutator, lambda m: mutator_status(m, mutator_ps), failed)
         self._written = {k: w for k, w in self._written.items() if k in self._seen}
+        self._warned &= self._seen
         self._seen = set()
         if failed:
             raise ApiError(0, "Partial", "; ".join(failed[:5]))
@@ -271,6 +274,7 @@ class StatusAggregator:
         if not needs_write(obj, ours):
             if last is not None and self.clock() - last.at >= QUIET:
                 del self._written[key]  # agreement that lasted: whoever wrote it
+                self._warned.discard(key)
             return
         if last is not None and last.status == ours and self.clock() < last.not_before:
             return  # contested: written again once the back-off ends (wake_in)
@@ -302,7 +306,8 @@ class StatusAggregator:
             return
         delay = doubling(CONTESTED_FIRST, CONTESTED_MAX, last.times - CONTESTED_AFTER)
         last.not_before = now + delay
-        if last.times == CONTESTED_AFTER:
+        if key not in self._warned:  # a change on our side restarts the count, not the warning
+            self._warned.add(key)
             resource, name = key
             log.warning(
                 "the status of %s %s is rewritten by another writer each time this pod writes it (a second "

@@ -1,6 +1,7 @@
 """A status another writer keeps undoing (incluster/aggregate.py): after CONTESTED_AFTER writes of the same
-status in a row it is written again only after a back-off that doubles, with one warning; the echo of our
-own write does not end the contest, a change on our side or an agreement that lasts does. The client is
+status in a row it is written again only after a back-off that doubles, with one warning per contest (a
+change on our side restarts the back-off, not the warning); the echo of our own write does not end the
+contest, a change on our side or an agreement that lasts does. The client is
 a stand-in at celkeeper's own API boundary (kube.client.Client); the real API server's test is
 test_aggregate_two_installs.py."""
 
@@ -121,6 +122,35 @@ def test_a_change_on_our_side_or_a_lasting_agreement_ends_the_contest() -> None:
     assert agg.wake_in() is None
     _apply(agg, client.undo(THEIRS))  # a later change by someone else is answered at once
     assert client.writes == written + 2
+
+
+def test_a_contest_is_logged_once_until_an_agreement_lasts(caplog: pytest.LogCaptureFixture) -> None:
+    client, clock = OneObject(THEIRS), Clock()
+    agg = _aggregator(client, clock)
+    caplog.set_level(logging.WARNING, logger="celkeeper.incluster")
+
+    def warnings() -> int:
+        return sum(1 for r in caplog.records if "rewritten by another writer" in r.getMessage())
+
+    for _ in range(CONTESTED_AFTER):
+        _apply(agg, client.undo(THEIRS))
+    assert warnings() == 1
+    # ours changes while the other writer goes on undoing it: a new count, the same contest
+    changed = {"byPod": [{"id": "pod-one"}, {"id": "pod-three"}]}
+    for _ in range(CONTESTED_AFTER):
+        _apply(agg, client.undo(THEIRS), changed)
+    assert agg.wake_in() is not None
+    assert warnings() == 1
+    # the other writer stops; ours stays stored past QUIET: the contest is over
+    clock.now += CONTESTED_FIRST
+    _apply(agg, client.undo(THEIRS), changed)
+    clock.now += QUIET
+    _apply(agg, client.get(THINGS, "t"), changed)
+    assert agg.wake_in() is None
+    # a new contest later is logged again
+    for _ in range(CONTESTED_AFTER):
+        _apply(agg, client.undo(THEIRS), changed)
+    assert warnings() == 2
 
 
 def test_a_contest_of_days_waits_the_longest_back_off_between_writes() -> None:

@@ -162,12 +162,14 @@ def with_status(obj: Mapping[str, Any], ours: Mapping[str, Any]) -> dict[str, An
 
 @dataclass
 class _Written:
-    """The status last written to one object, how many times in a row, and when it may be written again."""
+    """The status last written to one object, how many times in a row, when it may be written again, and
+    whether its contest was logged (once per contest: the record lives as long as the contest does)."""
 
     status: dict[str, Any]
     at: float
     times: int = 1
     not_before: float = 0.0
+    warned: bool = False
 
 
 class StatusAggregator:
@@ -196,8 +198,6 @@ class StatusAggregator:
         #: per (resource, name) the last reconcile saw: the status this aggregator wrote last, how often
         self._written: dict[tuple[Resource, str], _Written] = {}
         self._seen: set[tuple[Resource, str]] = set()  # the objects this reconcile looked at
-        #: the objects whose contest was logged: once each, until it ends (an agreement, or the object gone)
-        self._warned: set[tuple[Resource, str]] = set()
 
     def _base(self) -> set[Resource]:
         return {TEMPLATES, CONSTRAINT_CRDS, self.template_statuses, self.constraint_statuses}
@@ -244,7 +244,6 @@ class StatusAggregator:
                     for mutator in self.manager.objects(resource):
                         self._apply(resource, mutator, lambda m: mutator_status(m, mutator_ps), failed)
         self._written = {k: w for k, w in self._written.items() if k in self._seen}
-        self._warned &= self._seen
         self._seen = set()
         if failed:
             raise ApiError(0, "Partial", "; ".join(failed[:5]))
@@ -274,7 +273,6 @@ class StatusAggregator:
         if not needs_write(obj, ours):
             if last is not None and self.clock() - last.at >= QUIET:
                 del self._written[key]  # agreement that lasted: whoever wrote it
-                self._warned.discard(key)
             return
         if last is not None and last.status == ours and self.clock() < last.not_before:
             return  # contested: written again once the back-off ends (wake_in)
@@ -297,8 +295,8 @@ class StatusAggregator:
         """Count a write; the CONTESTED_AFTER-th of one status in a row starts (or doubles) its back-off."""
         last = self._written.get(key)
         now = self.clock()
-        if last is None or last.status != status:
-            self._written[key] = _Written(copy.deepcopy(status), now)
+        if last is None or last.status != status:  # a change on our side restarts the count, not the warning
+            self._written[key] = _Written(copy.deepcopy(status), now, warned=last is not None and last.warned)
             return
         last.at = now
         last.times += 1
@@ -306,8 +304,8 @@ class StatusAggregator:
             return
         delay = doubling(CONTESTED_FIRST, CONTESTED_MAX, last.times - CONTESTED_AFTER)
         last.not_before = now + delay
-        if key not in self._warned:  # a change on our side restarts the count, not the warning
-            self._warned.add(key)
+        if not last.warned:
+            last.warned = True
             resource, name = key
             log.warning(
                 "the status of %s %s is rewritten by another writer each time this pod writes it (a second "

@@ -104,6 +104,20 @@ def test_upstream_cel_go_still_needs_the_copy_of_list() -> None:
     assert CEL_GO in patched().PATCHES
 
 
+def test_upstream_cel_go_still_needs_the_copies_of_program_and_env() -> None:
+    """k8scel/programpatch_test.go in its upstream mode, on the module as it is: each of cel-go's programs
+    fills a dispatcher of its own with every overload of its environment (tens of kilobytes a program)."""
+    out = run_go(
+        "test",
+        "-run",
+        "TestProgramsOfAnEnvironmentShareItsDispatcher|TestAProgramsOwnFunctionsAreItsOwn",
+        "./k8scel",
+        env={"GOFLAGS": "-mod=readonly", "CELKEEPER_UPSTREAM_COST": "1"},
+    )
+    assert "ok" in out
+    assert CEL_GO in patched().PATCHES
+
+
 def test_upstream_gatekeeper_still_compares_passes_with_go_cmp() -> None:
     """Gatekeeper's mutation System, as go.mod requires it, compares each pass's object with go-cmp's
     cmp.Equal (the copy compares with UnstructuredEqual, reflect.DeepEqual's answer without reflection

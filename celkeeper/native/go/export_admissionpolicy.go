@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"celkeeper.local/native/admissionpolicy"
@@ -179,20 +178,7 @@ func admissionpolicy_review_batch(h C.longlong, in *C.char, n C.int, timeout C.l
 	ctx, cancel := deadline(timeout)
 	defer cancel()
 	replies := make([]any, len(raw))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < min(procs.Cores(), len(raw)); w++ {
-		wg.Go(func() {
-			for i := range work {
-				replies[i] = reviewOne(ctx, set, raw[i])
-			}
-		})
-	}
-	for i := range raw {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	procs.Each(len(raw), func(i int) { replies[i] = reviewOne(ctx, set, raw[i]) })
 	replyJSON(out, outn, replies)
 	return 0
 }

@@ -264,20 +264,7 @@ type checked struct {
 func checkAll(docs []runtime.RawExtension) []checked {
 	out := make([]checked, len(docs))
 	specs := newSpecChecks()
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < min(procs.Cores(), len(docs)); w++ {
-		wg.Go(func() {
-			for i := range work {
-				out[i] = check(i, docs[i].Raw, specs)
-			}
-		})
-	}
-	for i := range docs {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	procs.Each(len(docs), func(i int) { out[i] = check(i, docs[i].Raw, specs) })
 	return out
 }
 

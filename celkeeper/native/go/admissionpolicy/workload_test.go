@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"celkeeper.local/native/procs"
 )
 
 // A workload written by bench/admission_policies.py --dump DIR (its policies, Namespaces and objects, as
@@ -99,4 +102,36 @@ func BenchmarkWorkloadReview(b *testing.B) {
 	}
 	b.ReportMetric(float64(processCPU()-started)/float64(b.N*len(objects)), "cpu-ns/object")
 	b.ReportMetric(float64(denied), "denied")
+}
+
+// BenchmarkWorkloadReviewConcurrent reviews each of the workload's objects once per iteration on as many
+// goroutines as the process has cores, as the library's batch call does (wall per iteration: ns/op).
+func BenchmarkWorkloadReviewConcurrent(b *testing.B) {
+	in, objects := workload(b)
+	set, _, err := NewSet(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer set.Close()
+	b.ReportAllocs()
+	started := processCPU()
+	for b.Loop() {
+		work := make(chan json.RawMessage)
+		var wg sync.WaitGroup
+		for range procs.Cores() {
+			wg.Go(func() {
+				for obj := range work {
+					if _, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: obj}); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		}
+		for _, obj := range objects {
+			work <- obj
+		}
+		close(work)
+		wg.Wait()
+	}
+	b.ReportMetric(float64(processCPU()-started)/float64(b.N*len(objects)), "cpu-ns/object")
 }

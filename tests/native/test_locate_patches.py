@@ -57,65 +57,51 @@ def test_the_build_uses_the_copies() -> None:
             ).read_bytes() == copy.read_bytes()
 
 
+def _upstream_cel_go_passes(tests: str) -> None:
+    """The k8scel tests matching `tests` pass in their upstream mode (CELKEEPER_UPSTREAM_COST=1), on the
+    module as go.mod requires it (no patched go.mod): the cel-go copies they test are still needed."""
+    out = run_go(
+        "test", "-run", tests, "./k8scel", env={"GOFLAGS": "-mod=readonly", "CELKEEPER_UPSTREAM_COST": "1"}
+    )
+    assert "ok" in out
+    assert CEL_GO in patched().PATCHES
+
+
 def test_upstream_cel_go_still_needs_the_copy_of_runtimecost() -> None:
     """k8scel/costpatch_test.go in its upstream mode, on the module as it is (no patched go.mod): cel-go's
     cost observer allocates per operator, grows each evaluation's stack from nothing, charges 1 for `+`
     chosen at run time, and makes a value before refusing it. (The same tests, as the library is built,
     show the copy's behaviour: test_go_module.)"""
-    out = run_go(
-        "test",
-        "-run",
+    _upstream_cel_go_passes(
         "TestGrowthIsRefusedBeforeItIsMade|TestConcatenationCostsWhatItsOverloadCosts|"
         "TestObservingCostsAllocatesNothingPerOperator|TestCostTrackersReuseTheirStacks",
-        "./k8scel",
-        env={"GOFLAGS": "-mod=readonly", "CELKEEPER_UPSTREAM_COST": "1"},
     )
-    assert "ok" in out
-    assert CEL_GO in patched().PATCHES
 
 
 def test_upstream_cel_go_still_needs_the_copy_of_frame() -> None:
     """k8scel/framepatch_test.go in its upstream mode, on the module as it is: cel-go's ContextEval makes
     the state of asynchronous calls (a cancellable context registered with its parent, a gate) for every
     evaluation, which Eval does not."""
-    out = run_go(
-        "test",
-        "-run",
+    _upstream_cel_go_passes(
         "TestEvaluatingWithAContextMakesNothingForAsynchronousCalls",
-        "./k8scel",
-        env={"GOFLAGS": "-mod=readonly", "CELKEEPER_UPSTREAM_COST": "1"},
     )
-    assert "ok" in out
-    assert CEL_GO in patched().PATCHES
 
 
 def test_upstream_cel_go_still_needs_the_copy_of_list() -> None:
     """k8scel/listpatch_test.go in its upstream mode, on the module as it is: cel-go's lists hold a closure
     reading their elements (an allocation more for every list made), a mutable list is three allocations
     and a list's iterator 48 bytes."""
-    out = run_go(
-        "test",
-        "-run",
+    _upstream_cel_go_passes(
         "TestListsMakeNoClosure",
-        "./k8scel",
-        env={"GOFLAGS": "-mod=readonly", "CELKEEPER_UPSTREAM_COST": "1"},
     )
-    assert "ok" in out
-    assert CEL_GO in patched().PATCHES
 
 
 def test_upstream_cel_go_still_needs_the_copies_of_program_and_env() -> None:
     """k8scel/programpatch_test.go in its upstream mode, on the module as it is: each of cel-go's programs
     fills a dispatcher of its own with every overload of its environment (tens of kilobytes a program)."""
-    out = run_go(
-        "test",
-        "-run",
+    _upstream_cel_go_passes(
         "TestProgramsOfAnEnvironmentShareItsDispatcher|TestAProgramsOwnFunctionsAreItsOwn",
-        "./k8scel",
-        env={"GOFLAGS": "-mod=readonly", "CELKEEPER_UPSTREAM_COST": "1"},
     )
-    assert "ok" in out
-    assert CEL_GO in patched().PATCHES
 
 
 def test_upstream_gatekeeper_still_compares_passes_with_go_cmp() -> None:

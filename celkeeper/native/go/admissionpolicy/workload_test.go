@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,13 +77,19 @@ func BenchmarkWorkloadSet(b *testing.B) {
 	b.ReportMetric(float64(processCPU()-started)/float64(b.N), "cpu-ns/op")
 }
 
-func BenchmarkWorkloadReview(b *testing.B) {
+// workloadSet is the workload's set (closed when the benchmark ends) and its objects.
+func workloadSet(b *testing.B) (*Set, []json.RawMessage) {
 	in, objects := workload(b)
 	set, _, err := NewSet(in)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer set.Close()
+	b.Cleanup(set.Close)
+	return set, objects
+}
+
+func BenchmarkWorkloadReview(b *testing.B) {
+	set, objects := workloadSet(b)
 	b.ReportAllocs()
 	denied := 0
 	started := processCPU()
@@ -107,31 +112,15 @@ func BenchmarkWorkloadReview(b *testing.B) {
 // BenchmarkWorkloadReviewConcurrent reviews each of the workload's objects once per iteration on as many
 // goroutines as the process has cores, as the library's batch call does (wall per iteration: ns/op).
 func BenchmarkWorkloadReviewConcurrent(b *testing.B) {
-	in, objects := workload(b)
-	set, _, err := NewSet(in)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer set.Close()
+	set, objects := workloadSet(b)
 	b.ReportAllocs()
 	started := processCPU()
 	for b.Loop() {
-		work := make(chan json.RawMessage)
-		var wg sync.WaitGroup
-		for range procs.Cores() {
-			wg.Go(func() {
-				for obj := range work {
-					if _, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: obj}); err != nil {
-						b.Error(err)
-					}
-				}
-			})
-		}
-		for _, obj := range objects {
-			work <- obj
-		}
-		close(work)
-		wg.Wait()
+		procs.Each(len(objects), func(i int) {
+			if _, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: objects[i]}); err != nil {
+				b.Error(err)
+			}
+		})
 	}
 	b.ReportMetric(float64(processCPU()-started)/float64(b.N*len(objects)), "cpu-ns/object")
 }

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from celkeeper.cel import engine_available
 from celkeeper.settings import DEFAULT_ENGINE, ENGINES, FALLBACK_ENGINE, EngineName, parse_engine
 
 
@@ -42,6 +41,8 @@ def engine_name(args: argparse.Namespace) -> EngineName:
     else the fallback (with a warning on stderr). Loads nothing."""
     if args.engine:
         return parse_engine(args.engine)  # one of argparse's choices
+    from celkeeper.cel import engine_available  # the CEL layer's imports: once a command needs an engine
+
     ok, why = engine_available(DEFAULT_ENGINE)
     if ok:
         return DEFAULT_ENGINE

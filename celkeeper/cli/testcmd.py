@@ -42,7 +42,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from celkeeper.cel.k8slib.gostrings import go_quote
 from celkeeper.cli import files
 from celkeeper.cli.cluster import (
     add_cluster_options,
@@ -134,13 +133,9 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--against-live needs --cluster")
     if args.cluster:
         return run_cluster(args)
-    from celkeeper.cel import get_engine
     from celkeeper.cli.background import Background
     from celkeeper.cli.inputs import Inputs
 
-    # the engine loads while the files are read (as verify's)
-    name = engine_name(args)
-    engine = Background(get_engine, name)
     inputs: Inputs[_Reviewed | _Asked] = Inputs("test", "reviewed")
     admission: AdmissionReviewer | None = None
     try:
@@ -148,7 +143,14 @@ def run(args: argparse.Namespace) -> int:
         # the policies first (a first pass over the files that can hold them), then each object as it
         # is read (the Namespaces among them too: cli.inputs)
         documents = inputs.policies(sources, is_policy=_is_policy, report=lambda _: False)
+        # Kubernetes' admission policies start compiling in the library (both cores), then the engine
+        # loads while the rest is read: its imports hold the GIL, so loading it beside the policies'
+        # reading delayed them (the native library itself is already loading: cli.main's PRELOAD)
         admission = _admission_reviewer(inputs, sources, documents)
+        from celkeeper.cel import get_engine
+
+        name = engine_name(args)
+        engine = Background(get_engine, name)
         documents = [d for d in documents if is_policy_document(d)]
         from celkeeper.gator.backend import PolicyBackend
         from celkeeper.gator.programs import DiskPrograms, LazyEngine
@@ -332,6 +334,8 @@ class _TestSink:
             elif self.output == "json":
                 shown = _json_row(document, constraint, violation)
             else:
+                from celkeeper.cel.k8slib.gostrings import go_quote  # with the engine, not before the files
+
                 name = str(_meta(constraint).get("name", "")) if constraint is not None else ""
                 message = go_quote(violation.message)
                 shown = f"{_object_id(manifest_object(document))}: [{go_quote(name)}] Message: {message}"

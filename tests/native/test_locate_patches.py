@@ -146,7 +146,18 @@ def test_upstream_apiserver_still_converts_the_request_for_every_activation() ->
     assert "requestVal, err := convertObjectToUnstructured(request)" in upstream
     assert "namespaceVal, err := objectToResolveVal(namespace)" in upstream
     assert "ActivationCache" not in upstream
-    assert "func WithActivationCache(ctx context.Context) context.Context" in copy
+    assert "func WithActivationCache(ctx context.Context, shared *NamespaceMaps) context.Context" in copy
+
+
+def test_upstream_apiserver_still_makes_the_authorizer_variables_for_every_activation() -> None:
+    """k8s.io/apiserver's CEL admission activation, as go.mod requires it, makes the `authorizer` variables
+    (two CEL type values and the resource authorizer's value) for every expression group of every policy,
+    whether an expression reads them or not (the copy makes them when first read). When upstream makes
+    them lazily, drop that change of the copy."""
+    upstream, copy = upstream_and_copy(APISERVER, "pkg/admission/plugin/cel/activation.go")
+    made = "authorizerVal = library.NewAuthorizerVal(versionedAttr.GetUserInfo(), inputs.Authorizer)"
+    assert made in upstream
+    assert "func (a *evaluationActivation) authorizers() (interface{}, interface{}) {" in copy
 
 
 def test_upstream_apiserver_still_lists_the_policy_hooks_in_map_order() -> None:

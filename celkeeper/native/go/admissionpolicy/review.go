@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/admission"
 	admissioncel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -110,17 +111,18 @@ func (s *Set) prepare(ctx context.Context, req Request) (prepared, error) {
 		source = req.OldObject
 	}
 	var gvk schema.GroupVersionKind
-	if len(source) > 0 && !bytes.Equal(bytes.TrimSpace(source), []byte("null")) {
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(source); err != nil {
-			return prepared{}, requestErrorf("the object is not a Kubernetes object: %v", err)
+	hasSource := len(source) > 0 && !bytes.Equal(bytes.TrimSpace(source), []byte("null"))
+	if hasSource {
+		h, err := readHeader(source)
+		if err != nil {
+			return prepared{}, err
 		}
-		gvk = u.GroupVersionKind()
+		gvk = h.gvk
 		if req.Name == "" {
-			req.Name = u.GetName()
+			req.Name = h.name
 		}
 		if req.Namespace == "" {
-			req.Namespace = u.GetNamespace()
+			req.Namespace = h.namespace
 		}
 	}
 	if req.Kind != nil && req.Kind.Kind != "" {
@@ -158,11 +160,11 @@ func (s *Set) prepare(ctx context.Context, req Request) (prepared, error) {
 
 	obj, err := s.decodeObject(req.Object, gvk)
 	if err != nil {
-		return prepared{}, requestErrorf("object: %v", err)
+		return prepared{}, notAnObject(source, "object: %v", err)
 	}
 	oldObj, err := s.decodeObject(req.OldObject, gvk)
 	if err != nil {
-		return prepared{}, requestErrorf("oldObject: %v", err)
+		return prepared{}, notAnObject(source, "oldObject: %v", err)
 	}
 	if op == admission.Update && oldObj == nil {
 		return prepared{}, requestErrorf("an UPDATE needs the oldObject")
@@ -212,6 +214,51 @@ func (s *Set) prepare(ctx context.Context, req Request) (prepared, error) {
 	attrs := admission.NewAttributesRecord(obj, oldObj, gvk, req.Namespace, req.Name, gvr, req.SubResource, op, options, req.DryRun, userInfo)
 
 	return prepared{attrs: attrs, gvk: gvk, resp: resp}, nil
+}
+
+// header is what a request's object says of itself: its kind, name and namespace.
+type header struct {
+	gvk             schema.GroupVersionKind
+	name, namespace string
+}
+
+// readHeader is the header of an object given as JSON: its apiVersion, kind and metadata's name and
+// namespace as unstructured.Unstructured reads them, or the error its UnmarshalJSON gives. Those fields
+// are read alone (case-sensitive, as Unstructured's map keys), so that a built-in kind's object is not
+// decoded into maps only to be decoded again typed (decodeObject); a document they cannot be read from as
+// strings, or without a kind, is read whole as before.
+func readHeader(source []byte) (header, error) {
+	var fields struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := utiljson.Unmarshal(source, &fields); err == nil && fields.Kind != "" {
+		h := header{name: fields.Metadata.Name, namespace: fields.Metadata.Namespace}
+		if gv, err := schema.ParseGroupVersion(fields.APIVersion); err == nil { // as Unstructured.GroupVersionKind
+			h.gvk = gv.WithKind(fields.Kind)
+		}
+		return h, nil
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(source); err != nil {
+		return header{}, requestErrorf("the object is not a Kubernetes object: %v", err)
+	}
+	return header{gvk: u.GroupVersionKind(), name: u.GetName(), namespace: u.GetNamespace()}, nil
+}
+
+// notAnObject is the error of an object that cannot be decoded: the one readHeader would have given had it
+// read the request's source object whole (unstructured.Unstructured's), else format's.
+func notAnObject(source []byte, format string, err error) error {
+	if len(source) > 0 {
+		if perr := (&unstructured.Unstructured{}).UnmarshalJSON(source); perr != nil {
+			return requestErrorf("the object is not a Kubernetes object: %v", perr)
+		}
+	}
+	return requestErrorf(format, err)
 }
 
 // answerWith runs the admission chain on a prepared request: the API server's answer (with validate
@@ -265,7 +312,7 @@ func (s *Set) run(parent context.Context, attrs admission.Attributes, validate b
 	validated := false
 	var annotations map[string]string
 	handler := filters.WithWarningRecorder(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := admissioncel.WithActivationCache(audit.WithAuditContext(r.Context()))
+		ctx := admissioncel.WithActivationCache(audit.WithAuditContext(r.Context()), s.namespaceMaps)
 		ac := audit.AuditContextFrom(ctx)
 		_ = ac.Init(audit.RequestAuditConfig{Level: auditinternal.LevelMetadata}, nil)
 		if m, ok := s.chain.(admission.MutationInterface); ok && m.Handles(attrs.GetOperation()) {
@@ -280,7 +327,10 @@ func (s *Set) run(parent context.Context, attrs admission.Attributes, validate b
 		annotations = ac.GetEventAnnotations()
 	}))
 	rec := httptest.NewRecorder()
-	r := httptest.NewRequest(http.MethodPost, "/", nil).WithContext(parent)
+	r, err := http.NewRequestWithContext(parent, http.MethodPost, "/", http.NoBody)
+	if err != nil {
+		return err, nil, nil, false
+	}
 	handler.ServeHTTP(rec, r)
 	var warnings []string
 	headers, _ := utilnet.ParseWarningHeaders(rec.Header().Values("Warning"))

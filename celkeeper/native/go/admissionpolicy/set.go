@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
+	admissioncel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -86,6 +87,8 @@ type Set struct {
 	namespaces map[string]bool
 	client     *fake.Clientset
 	mu         sync.Mutex
+	// the `namespaceObject` variables' maps, shared by the set's requests
+	namespaceMaps *admissioncel.NamespaceMaps
 }
 
 type policyRef struct {
@@ -152,7 +155,7 @@ func NewSet(in Input) (*Set, []Problem, error) {
 		}
 	}
 
-	set := &Set{resources: resources, namespaces: namespaces, client: client}
+	set := &Set{resources: resources, namespaces: namespaces, client: client, namespaceMaps: &admissioncel.NamespaceMaps{}}
 	problems = append(problems, set.addPolicies(policies, tracker)...)
 
 	dynamicClient := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(resources.DynamicScheme(), resources.ListKinds())

@@ -3,6 +3,7 @@ package admissionpolicy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -192,13 +193,13 @@ func TestTheFirstDenialIsThatOfThePolicyAndBindingFirstByName(t *testing.T) {
 	}
 }
 
-// namespacePolicy's validation and audit annotation each say whether the request's Namespace has
-// managedFields (not a field of namespaceObject's type: read through dyn): an audit annotation is given
-// the Namespace itself, a validation (and a message) the copy without them (cel.CreateNamespaceObject).
-const namespacePolicy = `
+// annotatingPolicy warns on every Deployment created with message (a CEL expression) and gives the audit
+// annotation key the value of value (one too).
+func annotatingPolicy(name, message, key, value string) string {
+	return fmt.Sprintf(`
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
-metadata: {name: namespace-fields}
+metadata: {name: %[1]s}
 spec:
   matchConstraints:
     resourceRules:
@@ -208,18 +209,26 @@ spec:
       resources: [deployments]
   validations:
   - expression: "false"
-    messageExpression: "'validation sees managedFields: ' + string(has(dyn(namespaceObject.metadata).managedFields))"
+    messageExpression: %[2]q
   auditAnnotations:
-  - key: managed
-    valueExpression: "string(has(dyn(namespaceObject.metadata).managedFields))"
+  - key: %[3]s
+    valueExpression: %[4]q
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
-metadata: {name: namespace-fields}
+metadata: {name: %[1]s}
 spec:
-  policyName: namespace-fields
+  policyName: %[1]s
   validationActions: [Warn]
-`
+`, name, message, key, value)
+}
+
+// namespacePolicy's validation and audit annotation each say whether the request's Namespace has
+// managedFields (not a field of namespaceObject's type: read through dyn): an audit annotation is given
+// the Namespace itself, a validation (and a message) the copy without them (cel.CreateNamespaceObject).
+var namespacePolicy = annotatingPolicy("namespace-fields",
+	"'validation sees managedFields: ' + string(has(dyn(namespaceObject.metadata).managedFields))",
+	"managed", "string(has(dyn(namespaceObject.metadata).managedFields))")
 
 // A Namespace the inputs do not hold is created as the API server would create it, with the managedFields
 // of its creation, which an audit annotation sees (the set keeps the field-managed clientset for them).

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"celkeeper.local/native/procs"
 )
 
 // Policies whose variables are the same share their compiled variables in the plugin (celkeeper's copy of
@@ -111,6 +113,40 @@ func TestValidatingPoliciesSeeTheirRequestsOwnObjects(t *testing.T) {
 	} {
 		if got := strings.Join(warningsOf(t, set, c.req), " | "); got != c.want {
 			t.Fatalf("warnings %q, want %q", got, c.want)
+		}
+	}
+}
+
+// teamPolicy warns with the team label of the request's Namespace, in a message and an audit annotation.
+var teamPolicy = annotatingPolicy("team", "'team ' + namespaceObject.metadata.labels.team", "team",
+	"namespaceObject.metadata.labels.team")
+
+// The `namespaceObject` maps a set's requests share (celkeeper's copy of the plugin's activation.go:
+// NamespaceMaps) are each request's own Namespace's, whichever request made them and however many
+// requests run at once.
+func TestRequestsSeeTheirOwnNamespaces(t *testing.T) {
+	teams := map[string]string{"a": "red", "b": "blue", "c": "green"}
+	var namespaces []string
+	for name, team := range teams {
+		namespaces = append(namespaces, fmt.Sprintf("{apiVersion: v1, kind: Namespace, metadata: {name: %s, labels: {team: %s}}}", name, team))
+	}
+	set := mustSet(t, Input{Policies: docs(t, strings.Split(teamPolicy, "\n---\n")...), Namespaces: docs(t, namespaces...)})
+	names := []string{"a", "b", "c"}
+	const n = 60
+	got := make([]string, n)
+	procs.Each(n, func(i int) {
+		object := strings.Replace(deployment, "namespace: demo", "namespace: "+names[i%len(names)], 1)
+		resp, err := set.Review(context.Background(), Request{Operation: "CREATE", Object: jsonOf(t, object)})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		got[i] = fmt.Sprintf("%v %s", resp.Warnings, resp.AuditAnnotations["team/team"])
+	})
+	for i, g := range got {
+		team := teams[names[i%len(names)]]
+		if want := fmt.Sprintf("[Validation failed for ValidatingAdmissionPolicy 'team' with binding 'team': team %[1]s] %[1]s", team); g != want {
+			t.Errorf("request %d in %s: %q, want %q", i, names[i%len(names)], g, want)
 		}
 	}
 }

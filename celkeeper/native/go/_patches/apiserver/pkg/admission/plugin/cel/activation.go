@@ -1,16 +1,20 @@
 // celkeeper's copy of k8s.io/apiserver v0.36.2 pkg/admission/plugin/cel/activation.go, compiled in its
 // place (celkeeper/native/go/patched.py). Derived from the file whose sha256 is
 //   14451bf0329f0d2e576122e1319a1da2b75d9cf00f1dcd9eb4c6fdf3d67a81e2
-// (tests/native/test_locate_patches.py checks that the module cache holds it). One change, marked
-// "celkeeper:" below; docs/known-issues.md says why and when it can go: when the context an activation
-// is made in carries an ActivationCache (WithActivationCache: celkeeper sets one per admission request),
-// the unstructured maps of the `request` and `namespaceObject` variables are made once per distinct
-// value and shared by the activations of every policy of the request, instead of converted by
-// reflection for every expression group of every policy (for a request meeting fifty policies, a third
-// of its CPU). A map is reused only for a value reflect.DeepEqual to the one it was made of (for an
-// AdmissionRequest, SameValue decides it field by field, without reflection but for its objects): the
-// conversion is a function of the value, so the variables are the maps it would make; CEL only reads
-// them. Without a cache in the context the function is upstream's.
+// (tests/native/test_locate_patches.py checks that the module cache holds it). Changes, marked
+// "celkeeper:" below; docs/known-issues.md says why and when they can go:
+//   - when the context an activation is made in carries an ActivationCache (WithActivationCache: celkeeper
+//     sets one per admission request), the unstructured maps of the `request` and `namespaceObject`
+//     variables are made once per distinct value and shared by the activations of every policy of the
+//     request, instead of converted by reflection for every expression group of every policy (for a
+//     request meeting fifty policies, a third of its CPU); with a NamespaceMaps, the Namespaces' maps are
+//     shared by the requests of a policy set too. A map is reused only for a value reflect.DeepEqual to the
+//     one it was made of (for an AdmissionRequest or a Namespace, SameValue decides it field by field,
+//     without reflection but for an AdmissionRequest's objects): the conversion is a function of the
+//     value, so the variables are the maps it would make; CEL only reads them. Without a cache in the
+//     context the function is upstream's.
+//   - the `authorizer` and `authorizer.requestResource` variables are made when an expression first reads
+//     them, not for every activation (the same values, from the same user and authorizer).
 
 /*
 Copyright 2024 The Kubernetes Authors.
@@ -44,6 +48,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/library"
 )
@@ -59,17 +64,12 @@ func newActivation(compositionCtx CompositionContext, versionedAttr *admission.V
 	if err != nil {
 		return nil, fmt.Errorf("failed to prepare object variable for evaluation: %w", err)
 	}
-	var paramsVal, authorizerVal, requestResourceAuthorizerVal any
+	var paramsVal any
 	if inputs.VersionedParams != nil {
 		paramsVal, err = objectToResolveVal(inputs.VersionedParams)
 		if err != nil {
 			return nil, fmt.Errorf("failed to prepare params variable for evaluation: %w", err)
 		}
-	}
-
-	if inputs.Authorizer != nil {
-		authorizerVal = library.NewAuthorizerVal(versionedAttr.GetUserInfo(), inputs.Authorizer)
-		requestResourceAuthorizerVal = library.NewResourceAuthorizerVal(versionedAttr.GetUserInfo(), inputs.Authorizer, versionedAttr)
 	}
 
 	// celkeeper: the request's and the namespace's maps from the request's cache when there is one.
@@ -98,13 +98,13 @@ func newActivation(compositionCtx CompositionContext, versionedAttr *admission.V
 		return nil, fmt.Errorf("failed to prepare namespace variable for evaluation: %w", err)
 	}
 	va := &evaluationActivation{
-		object:                    objectVal,
-		oldObject:                 oldObjectVal,
-		params:                    paramsVal,
-		request:                   requestVal,
-		namespace:                 namespaceResolveVal(namespaceVal),
-		authorizer:                authorizerVal,
-		requestResourceAuthorizer: requestResourceAuthorizerVal,
+		object:          objectVal,
+		oldObject:       oldObjectVal,
+		params:          paramsVal,
+		request:         requestVal,
+		namespace:       namespaceResolveVal(namespaceVal),
+		authorizerInput: inputs.Authorizer,
+		attributes:      versionedAttr,
 	}
 
 	// composition is an optional feature that only applies for ValidatingAdmissionPolicy and MutatingAdmissionPolicy.
@@ -115,7 +115,22 @@ func newActivation(compositionCtx CompositionContext, versionedAttr *admission.V
 }
 
 type evaluationActivation struct {
-	object, oldObject, params, request, namespace, authorizer, requestResourceAuthorizer, variables interface{}
+	object, oldObject, params, request, namespace, variables interface{}
+	// celkeeper: the authorizer variables, made when an expression first reads them (upstream makes both
+	// for every activation: two CEL type values and the resource authorizer's value, whether read or not)
+	authorizerInput                       authorizer.Authorizer
+	attributes                            *admission.VersionedAttributes
+	authorizer, requestResourceAuthorizer interface{}
+}
+
+// celkeeper: authorizers are the authorizer variables as upstream's newActivation makes them (none without
+// an authorizer), made on the first call.
+func (a *evaluationActivation) authorizers() (interface{}, interface{}) {
+	if a.authorizer == nil && a.authorizerInput != nil {
+		a.authorizer = library.NewAuthorizerVal(a.attributes.GetUserInfo(), a.authorizerInput)
+		a.requestResourceAuthorizer = library.NewResourceAuthorizerVal(a.attributes.GetUserInfo(), a.authorizerInput, a.attributes)
+	}
+	return a.authorizer, a.requestResourceAuthorizer
 }
 
 // ResolveName returns a value from the activation by qualified name, or false if the name
@@ -133,9 +148,11 @@ func (a *evaluationActivation) ResolveName(name string) (interface{}, bool) {
 	case NamespaceVarName:
 		return a.namespace, true
 	case AuthorizerVarName:
-		return a.authorizer, a.authorizer != nil
+		authz, _ := a.authorizers()
+		return authz, authz != nil
 	case RequestResourceAuthorizerVarName:
-		return a.requestResourceAuthorizer, a.requestResourceAuthorizer != nil
+		_, authz := a.authorizers()
+		return authz, authz != nil
 	case VariableVarName: // variables always present
 		return a.variables, true
 	default:
@@ -229,6 +246,7 @@ func (a *evaluationActivation) Evaluate(ctx context.Context, compositionCtx Comp
 type ActivationCache struct {
 	mu      sync.Mutex
 	entries [2][]converted // requestEntries, namespaceEntries
+	shared  *NamespaceMaps
 }
 
 const (
@@ -246,9 +264,40 @@ type activationCacheKey struct{}
 
 // WithActivationCache is ctx carrying a new ActivationCache: the activations made in it (their contexts
 // derived from it) share the maps of equal `request` and `namespaceObject` values. Its lifetime is the
-// context's: one admission request.
-func WithActivationCache(ctx context.Context) context.Context {
-	return context.WithValue(ctx, activationCacheKey{}, &ActivationCache{})
+// context's: one admission request. With shared, the maps of `namespaceObject` values are also looked for
+// among (and added to) those made for other requests.
+func WithActivationCache(ctx context.Context, shared *NamespaceMaps) context.Context {
+	return context.WithValue(ctx, activationCacheKey{}, &ActivationCache{shared: shared})
+}
+
+// NamespaceMaps holds `namespaceObject` maps for the ActivationCaches of many admission requests (those
+// of a set of policies whose Namespaces change rarely), each with a copy of the value it was made of: at
+// most maxSharedNamespaces of them, the first made.
+type NamespaceMaps struct {
+	mu      sync.Mutex
+	entries []converted
+}
+
+const maxSharedNamespaces = 256
+
+// find is the entry whose value is reflect.DeepEqual to value.
+func (n *NamespaceMaps) find(value interface{}) (converted, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, e := range n.entries {
+		if SameValue(e.value, value) {
+			return e, true
+		}
+	}
+	return converted{}, false
+}
+
+func (n *NamespaceMaps) add(e converted) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.entries) < maxSharedNamespaces {
+		n.entries = append(n.entries, converted{value: e.value, object: e.object})
+	}
 }
 
 // convert is makeMap(), or the map made before of a value reflect.DeepEqual to value, among the entries
@@ -256,7 +305,8 @@ func WithActivationCache(ctx context.Context) context.Context {
 // the key stays the value the map was made of. The same pointer found equal before is not compared again:
 // the plugin hands one request to the validation, message and audit annotation groups of a policy, and
 // its lister's Namespace to each policy, and reads them only (the cache holds the pointer, so it is not
-// reused for another value).
+// reused for another value). A Namespace not among the request's entries is looked for among the shared
+// ones before its map is made.
 func (c *ActivationCache) convert(which int, value interface{}, copyOf func() interface{}, makeMap func() (map[string]interface{}, error)) (map[string]interface{}, error) {
 	if c == nil {
 		return makeMap()
@@ -275,11 +325,25 @@ func (c *ActivationCache) convert(which int, value interface{}, copyOf func() in
 			return entries[i].object, nil
 		}
 	}
+	shared := c.shared
+	if which != namespaceEntries {
+		shared = nil
+	}
+	if shared != nil {
+		if e, ok := shared.find(value); ok {
+			c.entries[which] = append(entries, converted{value: e.value, object: e.object, seen: value})
+			return e.object, nil
+		}
+	}
 	object, err := makeMap()
 	if err != nil {
 		return nil, err
 	}
-	c.entries[which] = append(entries, converted{value: copyOf(), object: object, seen: value})
+	e := converted{value: copyOf(), object: object, seen: value}
+	c.entries[which] = append(entries, e)
+	if shared != nil {
+		shared.add(e)
+	}
 	return object, nil
 }
 
@@ -297,6 +361,11 @@ func namespaceResolveVal(object map[string]interface{}) interface{} {
 // pointer differs from an empty or set one), their options and objects by DeepEqual itself (one pointer
 // for every policy of a request: equal at once); any other value by DeepEqual.
 func SameValue(a, b interface{}) bool {
+	if na, ok := a.(*v1.Namespace); ok {
+		if nb, ok := b.(*v1.Namespace); ok && na != nil && nb != nil && sameNamespace(na, nb) {
+			return true
+		}
+	}
 	ra, okA := a.(*admissionv1.AdmissionRequest)
 	rb, okB := b.(*admissionv1.AdmissionRequest)
 	if !okA || !okB || ra == nil || rb == nil {
@@ -317,7 +386,7 @@ func samePointee[T comparable](a, b *T) bool {
 	return a == b || (a != nil && b != nil && *a == *b)
 }
 
-func sameStrings(a, b []string) bool {
+func sameStrings[T comparable](a, b []T) bool {
 	if (a == nil) != (b == nil) || len(a) != len(b) {
 		return false
 	}
@@ -334,4 +403,33 @@ func sameRawExtension(a, b *runtime.RawExtension) bool {
 		return false
 	}
 	return (a.Object == nil && b.Object == nil) || reflect.DeepEqual(a.Object, b.Object)
+}
+
+// sameNamespace is true only when reflect.DeepEqual(a, b) is, without reflection for the fields a
+// Namespace made by CreateNamespaceObject has (false leaves DeepEqual to decide: for the fields it has not,
+// or times whose locations are equal but not the same pointer).
+func sameNamespace(a, b *v1.Namespace) bool {
+	ma, mb := &a.ObjectMeta, &b.ObjectMeta
+	return a.TypeMeta == b.TypeMeta && ma.Name == mb.Name && ma.GenerateName == mb.GenerateName &&
+		ma.Namespace == mb.Namespace && ma.SelfLink == mb.SelfLink && ma.UID == mb.UID &&
+		ma.ResourceVersion == mb.ResourceVersion && ma.Generation == mb.Generation &&
+		ma.CreationTimestamp == mb.CreationTimestamp && samePointee(ma.DeletionTimestamp, mb.DeletionTimestamp) &&
+		samePointee(ma.DeletionGracePeriodSeconds, mb.DeletionGracePeriodSeconds) &&
+		sameStringMaps(ma.Labels, mb.Labels) && sameStringMaps(ma.Annotations, mb.Annotations) &&
+		ma.OwnerReferences == nil && mb.OwnerReferences == nil && sameStrings(ma.Finalizers, mb.Finalizers) &&
+		ma.ManagedFields == nil && mb.ManagedFields == nil &&
+		sameStrings(a.Spec.Finalizers, b.Spec.Finalizers) && a.Status.Phase == b.Status.Phase &&
+		a.Status.Conditions == nil && b.Status.Conditions == nil
+}
+
+func sameStringMaps(a, b map[string]string) bool {
+	if (a == nil) != (b == nil) || len(a) != len(b) {
+		return false
+	}
+	for k, va := range a {
+		if vb, ok := b[k]; !ok || va != vb {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeAlias
@@ -87,3 +88,16 @@ class Decision:
 
     def deny_message(self) -> str:
         return "\n".join(r.line() for r in self.denies)
+
+
+def unreviewable(obj: object) -> str | None:
+    """Why a plain object cannot be reviewed as gator reviews one (it is not a map, or has no apiVersion or
+    no kind), or None."""
+    if not isinstance(obj, Mapping):
+        return "the object to review must be a map"
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not api_version:
+        return "the object to review has no apiVersion"
+    if not isinstance(kind, str) or not kind:
+        return "the object to review has no kind"
+    return None

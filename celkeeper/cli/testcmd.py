@@ -38,7 +38,8 @@ import argparse
 import copy
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +61,7 @@ from celkeeper.gator.kinds import (
     is_policy_document,
     is_template_document,
 )
-from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
+from celkeeper.gator.reviews import as_v1_review, check_reviewable, checked_request, is_admission_review
 from celkeeper.gator.violation import Violation
 from celkeeper.model import Action, JsonObject, JsonValue, Result
 
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from celkeeper.incluster.cluster import ClusterReader
     from celkeeper.policy import PolicySet
     from celkeeper.review import AdmissionRequest, NamespaceLookup
+    from celkeeper.settings import EngineName
 
 TARGET = "admission.k8s.gatekeeper.sh"
 EXAMPLES = """examples:
@@ -133,7 +135,6 @@ def run(args: argparse.Namespace) -> int:
         raise CelkeeperError("--against-live needs --cluster")
     if args.cluster:
         return run_cluster(args)
-    from celkeeper.cli.background import Background
     from celkeeper.cli.inputs import Inputs
 
     inputs: Inputs[_Reviewed | _Asked] = Inputs("test", "reviewed")
@@ -147,43 +148,12 @@ def run(args: argparse.Namespace) -> int:
         # loads while the rest is read: its imports hold the GIL, so loading it beside the policies'
         # reading delayed them (the native library itself is already loading: cli.main's PRELOAD)
         admission = _admission_reviewer(inputs, sources, documents)
-        from celkeeper.cel import get_engine
-
-        name = engine_name(args)
-        engine = Background(get_engine, name)
         documents = [d for d in documents if is_policy_document(d)]
-        from celkeeper.gator.backend import PolicyBackend
-        from celkeeper.gator.programs import DiskPrograms, LazyEngine
-        from celkeeper.gator.verdicts import DiskVerdicts
-
-        # what earlier runs found checking and compiling these policies: jsonschema is not imported, and
-        # only the templates the objects need are compiled (gator.programs)
-        verdicts = None if args.no_cache else DiskVerdicts.default()
-        programs = None if args.no_cache else DiskPrograms.default(name)
-        lazy = LazyEngine(engine.result, name, programs) if programs is not None else engine.result()
-        backend = PolicyBackend(name, loaded=lazy, verdicts=verdicts)
-        loaded = backend.build(documents)
-        # what Gatekeeper loads (ignored keys, a template without validations) is no problem here, as
-        # for gator test (lint and verify -v show those warnings); CEL that does not compile is
-        for error in loaded.errors:
-            if not is_warning(error) or is_compile_problem(error):
-                inputs.error(error)
         constraints = {(d.kind, d.name): d.data for d in documents if is_constraint_document(d)}
-        # like gator test, every object is also synced data (for templates that read it)
-        data_objects = (
-            Document.from_object(o) for o in inputs.stream_data(sources) if not _is_policy_object(o)
-        )
-        with backend.inventory(loaded.policies, data_objects) as data:
+        with _gatekeeper(args, inputs, sources, documents) as gatekeeper:
             sink = _TestSink(
-                inputs,
-                backend=backend,
-                policies=loaded.policies,
-                constraints=constraints,
-                data=data,
-                args=args,
-                admission=admission,
+                inputs, gatekeeper=gatekeeper, constraints=constraints, args=args, admission=admission
             )
-            engine.result()  # loaded by now (an engine that cannot load fails the run, not each object)
             inputs.consume(sources, sink)
             if admission is not None:
                 _report(inputs, admission)
@@ -201,14 +171,66 @@ def run(args: argparse.Namespace) -> int:
                 d for _, d in sorted(sink.documents, key=lambda e: (order.get(e[0][0], 0), *e[0][1:]))
             ]
             rows = [row for _, _, row in sink.rows]
-            sys.stdout.write(formatted(args.output, reviewed, loaded.policies, rows, inputs.problems))
+            assert gatekeeper is not None  # junit and sarif list the constraints each object meets
+            sys.stdout.write(formatted(args.output, reviewed, gatekeeper.policies, rows, inputs.problems))
         elif args.output == "json":
             print(json.dumps([row for _, _, row in sink.rows], indent=4, ensure_ascii=False))
-        else:
-            for _, _, line in sink.rows:
-                print(line)
+        else:  # in one write (a print per line is a write per line when stdout is unbuffered)
+            sys.stdout.write("".join(f"{line}\n" for _, _, line in sink.rows))
     print(inputs.summary(), file=sys.stderr)
     return 1 if sink.denied or inputs.errors else 0
+
+
+@dataclass(frozen=True)
+class _Gatekeeper:
+    """What decides the objects by Gatekeeper's policies: the backend, its policy set, its synced data."""
+
+    backend: Any
+    policies: PolicySet
+    data: Any
+
+
+@contextmanager
+def _gatekeeper(
+    args: argparse.Namespace, inputs: Any, sources: Any, documents: list[Document]
+) -> Iterator[_Gatekeeper | None]:
+    """The Gatekeeper policies among the files (`documents`), loaded, with their synced data for the
+    review; None when there is none (only Kubernetes' admission policies, or no policy) and the output
+    does not list the constraints each object meets (junit, sarif): then no object is decided by
+    Gatekeeper's engine, which is not loaded (nor the CEL layer imported: engine_name)."""
+    if not documents and args.output not in ("junit", "sarif"):
+        yield None
+        return
+    from celkeeper.cli.background import Background
+    from celkeeper.gator.backend import PolicyBackend
+    from celkeeper.gator.programs import DiskPrograms, LazyEngine
+    from celkeeper.gator.verdicts import DiskVerdicts
+
+    name = engine_name(args)
+    engine = Background(_engine, name)
+    # what earlier runs found checking and compiling these policies: jsonschema is not imported, and
+    # only the templates the objects need are compiled (gator.programs)
+    verdicts = None if args.no_cache else DiskVerdicts.default()
+    programs = None if args.no_cache else DiskPrograms.default(name)
+    lazy = LazyEngine(engine.result, name, programs) if programs is not None else engine.result()
+    backend = PolicyBackend(name, loaded=lazy, verdicts=verdicts)
+    loaded = backend.build(documents)
+    # what Gatekeeper loads (ignored keys, a template without validations) is no problem here, as
+    # for gator test (lint and verify -v show those warnings); CEL that does not compile is
+    for error in loaded.errors:
+        if not is_warning(error) or is_compile_problem(error):
+            inputs.error(error)
+    # like gator test, every object is also synced data (for templates that read it)
+    data_objects = (Document.from_object(o) for o in inputs.stream_data(sources) if not _is_policy_object(o))
+    with backend.inventory(loaded.policies, data_objects) as data:
+        engine.result()  # loaded by now (an engine that cannot load fails the run, not each object)
+        yield _Gatekeeper(backend, loaded.policies, data)
+
+
+def _engine(name: EngineName) -> Any:
+    from celkeeper.cel import get_engine
+
+    return get_engine(name)
 
 
 def _is_policy(document: Document) -> bool:
@@ -275,21 +297,19 @@ class _TestSink:
         self,
         inputs: Any,
         *,
-        backend: Any,
-        policies: Any,
+        gatekeeper: _Gatekeeper | None,
         constraints: dict[tuple[str, str], JsonValue],
-        data: Any,
         args: argparse.Namespace,
         admission: AdmissionReviewer | None = None,
     ) -> None:
         self.inputs = inputs
+        # None: no Gatekeeper policy (every decision on an object would be empty): an object is only
+        # checked to be one Gatekeeper could review (a malformed one is reported as with policies)
+        self.gatekeeper = gatekeeper
         self.admission = admission
-        self.backend = backend
-        self.policies = policies
         self.lookup = gator_test_namespaces(inputs.namespaces)
         self.namespaces = inputs.namespaces  # as far as they are read (cli.inputs)
         self.constraints = constraints
-        self.data = data
         self.output = args.output
         self.deny_only = args.deny_only
         self.rows: list[tuple[str, str, Any]] = []
@@ -302,15 +322,20 @@ class _TestSink:
 
         document = document_of(piece)
         try:
-            decision = self.backend.decide(
-                self.policies,
-                document,
-                self.lookup,
-                self.data,
-                expansion_namespace=lambda obj: namespace_name(obj, self.namespaces),
-                mutate_before_expanding=True,
-            )
-            found = self.backend.violations(self.policies, decision)
+            gatekeeper = self.gatekeeper
+            if gatekeeper is not None:
+                decision = gatekeeper.backend.decide(
+                    gatekeeper.policies,
+                    document,
+                    self.lookup,
+                    gatekeeper.data,
+                    expansion_namespace=lambda obj: namespace_name(obj, self.namespaces),
+                    mutate_before_expanding=True,
+                )
+                found = gatekeeper.backend.violations(gatekeeper.policies, decision)
+            else:
+                check_reviewable(document)
+                found = []
         except CelkeeperError as err:  # a malformed object or review: reported, the rest goes on
             return ("skip", NOT_REVIEWED, located(err, piece))
         light = _identity(piece, document) if self.output in ("junit", "sarif") else None

@@ -27,7 +27,7 @@ from celkeeper.errors import (
 )
 from celkeeper.expansion import ExpansionError
 from celkeeper.gator.kinds import is_constraint_document, is_namespace, is_template_document
-from celkeeper.gator.reviews import as_v1_review, checked_request, is_admission_review
+from celkeeper.gator.reviews import is_admission_review, review_request
 from celkeeper.gator.violation import Violation
 from celkeeper.model import Action, Decision, EnforcementPoint, JsonValue
 from celkeeper.policy import PolicySet, build_policy_set
@@ -36,7 +36,6 @@ from celkeeper.review import (
     NamespaceLookup,
     SyncedData,
     decide,
-    parse_admission_review,
     request_for_object,
 )
 from celkeeper.review.decide import BASE_MUTATION, ExpansionNamespace, Tracer
@@ -203,10 +202,8 @@ class PolicyBackend:
         try:
             if not is_admission_review(document):
                 request = request_for_object(document.data)
-            else:  # gator reviews the request as given, with or without an operation
-                request = parse_admission_review(
-                    as_v1_review(checked_request(document)), operation_required=False
-                )
+            else:
+                request = review_request(document)
         except ReviewError as err:
             raise err.at(file=document.file, document=document.index) from err.__cause__
         return request, not is_admission_review(document)

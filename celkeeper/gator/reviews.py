@@ -8,10 +8,14 @@ oldObject, and requires oldObject on DELETE. The request it reviews needs no uid
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from celkeeper.documents import Document
 from celkeeper.errors import ReviewError
-from celkeeper.model import JsonObject, JsonValue
+from celkeeper.model import JsonObject, JsonValue, unreviewable
+
+if TYPE_CHECKING:
+    from celkeeper.review import AdmissionRequest
 
 GROUP = "admission.k8s.io"
 KIND = "AdmissionReview"
@@ -106,3 +110,23 @@ def as_v1_review(request: Mapping[str, JsonValue]) -> JsonObject:
         group, _, version = api_version.rpartition("/")
         body["kind"] = {"group": group, "version": version, "kind": str(obj.get("kind") or "")}
     return {"apiVersion": f"{GROUP}/v1", "kind": KIND, "request": body}
+
+
+def review_request(document: Document) -> AdmissionRequest:
+    """The request of an AdmissionReview document, as gator reviews it: as given, with or without an
+    operation. Raises ReviewError."""
+    from celkeeper.review import parse_admission_review  # the review layer: only for an AdmissionReview
+
+    return parse_admission_review(as_v1_review(checked_request(document)), operation_required=False)
+
+
+def check_reviewable(document: Document) -> None:
+    """Raise the ReviewError (located in its file) a review of the document raises when gator cannot
+    review it (gator.backend's PolicyBackend.request), without making a plain object's request."""
+    try:
+        if is_admission_review(document):
+            review_request(document)
+        elif (problem := unreviewable(document.data)) is not None:
+            raise ReviewError(problem)
+    except ReviewError as err:
+        raise err.at(file=document.file, document=document.index) from err.__cause__

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from celkeeper.errors import ReviewError
-from celkeeper.model import JsonObject, JsonValue
+from celkeeper.model import JsonObject, JsonValue, unreviewable
 
 API_VERSION = "admission.k8s.io/v1"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -111,14 +111,10 @@ def request_for_object(
     """A review of a plain object (audit, CLI), as gator builds one: kind, name and namespace from the
     object, no resource, and no operation unless one is given. `source`: Original, or Generated for an
     object an ExpansionTemplate made."""
-    if not isinstance(obj, Mapping):
-        raise ReviewError("the object to review must be a map")
-    api_version = obj.get("apiVersion")
-    kind = obj.get("kind")
-    if not isinstance(api_version, str) or not api_version:
-        raise ReviewError("the object to review has no apiVersion")
-    if not isinstance(kind, str) or not kind:
-        raise ReviewError("the object to review has no kind")
+    problem = unreviewable(obj)
+    if problem is not None:
+        raise ReviewError(problem)
+    api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
     if operation and operation not in OPERATIONS:
         raise ReviewError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
     group, _, version = api_version.rpartition("/")

@@ -193,3 +193,49 @@ def test_a_namespace_spelled_with_escapes_is_found(cli, tmp_path: Path) -> None:
         "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: "
         "replicas must be at most 5, not 8"
     ) in run.out.splitlines()
+
+
+def test_without_gatekeeper_s_policies_its_engine_is_not_loaded(cli, tmp_path: Path, monkeypatch) -> None:
+    # only Kubernetes' admission policies among the files: Gatekeeper's engine is not loaded and no object
+    # is decided by it; the output, the review that cannot be read among it, is what it is beside a
+    # Gatekeeper policy that matches none of the objects
+    from celkeeper.cli import testcmd
+
+    loaded: list[str] = []
+    engine = testcmd._engine
+    monkeypatch.setattr(testcmd, "_engine", lambda name: loaded.append(name) or engine(name))
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u", "operation": "BREAK", "object": {"apiVersion": "v1", "kind": "ConfigMap"}},
+    }
+    (tmp_path / "review.json").write_text(json.dumps(review))
+    (tmp_path / "kindless.json").write_text(json.dumps({"apiVersion": "v1", "metadata": {"name": "x"}}))
+    files = ["-f", str(SUITE / "policies.yaml"), "-f", str(SUITE / "namespace-prod.yaml")]
+    files += ["-f", str(SUITE / "deployment-8.yaml"), "-f", str(tmp_path / "review.json")]
+    files += ["-f", str(tmp_path / "kindless.json")]
+    alone = cli("test", *files)
+    assert not loaded
+    assert alone.code == 1, alone.err
+    assert "denied request: replicas must be at most 5, not 8" in alone.out
+    assert "2 not reviewed" in alone.err.splitlines()[-1]
+    template = Path(__file__).resolve().parents[2] / "examples" / "required-labels" / "template.yaml"
+    constraint = {
+        "apiVersion": "constraints.celkeeper.io/v1beta1",
+        "kind": "CKRequiredLabels",
+        "metadata": {"name": "matches-nothing"},
+        "spec": {"match": {"kinds": [{"apiGroups": ["example.com"], "kinds": ["Nothing"]}]}},
+    }
+    (tmp_path / "constraint.json").write_text(json.dumps(constraint))
+    beside = cli("test", *files, "-f", str(template), "-f", str(tmp_path / "constraint.json"))
+    assert loaded
+    assert (beside.code, beside.out) == (alone.code, alone.out)
+    # beside: the template and the constraint are reviewed too (their kinds' resources guessed)
+    assert [line for line in beside.err.splitlines() if "no CRD among the inputs" not in line] == [
+        line.replace("9 objects read, 7 reviewed", "11 objects read, 9 reviewed")
+        for line in alone.err.splitlines()
+    ]
+    assert (
+        "request.operation: operation must be one of CREATE, UPDATE, DELETE, CONNECT, not 'BREAK'"
+        in alone.err
+    )

@@ -2,8 +2,9 @@
 from the Go module in celkeeper/native/go with `go build -buildmode=c-shared` (metadata is in setup.cfg).
 
 The library goes to a cache outside the repository named by the hash of the Go sources and the build
-flags (~/.cache/celkeeper-native/<hash>/libcelkeeper.so, see celkeeper/native/locate.py), so
-`pip install -e .` builds it only when the sources changed, and a wheel carries a copy in the package.
+flags (~/.cache/celkeeper-native/<hash>/libcelkeeper.so and its variants, see
+celkeeper/native/locate.py), so `pip install -e .` builds it only when the sources changed, and a wheel
+carries a copy of each in the package.
 Without Go (or a C compiler, which cgo needs) the build warns and celkeeper falls back to the
 cel-python engine; a Go build that fails is an error.
 
@@ -53,10 +54,12 @@ def _prune(root: Path, keep: Path) -> None:
 
 
 def build_library() -> Path | None:
-    """The library for the current Go sources: cached, or built now. None without Go."""
+    """The library for the current Go sources, every variant of it (celkeeper/native/locate.py): cached,
+    or built now. Returns the full variant's path; None without Go."""
     locate = _locate()
+    missing = [v for v in locate.VARIANTS if not locate.cached_library(variant=v).is_file()]
     target: Path = locate.cached_library()
-    if target.is_file():
+    if not missing:
         os.utime(target.parent)  # recently used: kept by _prune
         return target
     go = shutil.which("go")
@@ -67,6 +70,16 @@ def build_library() -> Path | None:
         _warn("no C compiler (cgo needs one): the native library is not built; celkeeper will use cel-python")
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
+    # the dependencies' files celkeeper patches (celkeeper/native/go/patched.py)
+    modfile = _load("_native_patched", "celkeeper/native/go/patched.py").patched_modfile(go)
+    for variant in missing:  # the second reuses the first's compiled packages (Go's build cache)
+        _build(go, modfile, variant.build_args(), locate.cached_library(variant=variant))
+    _prune(target.parent.parent, target.parent)
+    return target
+
+
+def _build(go: str, modfile: Path, build_args: tuple[str, ...], target: Path) -> None:
+    locate = _locate()
     partial = target.parent / f".{target.name}.{os.getpid()}"
     sys.stderr.write(f"celkeeper: building the native library into {target} (first build: minutes)\n")
     started = time.monotonic()
@@ -81,10 +94,8 @@ def build_library() -> Path | None:
 
     threading.Thread(target=heartbeat, daemon=True).start()
     try:
-        # the dependencies' files celkeeper patches (celkeeper/native/go/patched.py)
-        modfile = _load("_native_patched", "celkeeper/native/go/patched.py").patched_modfile(go)
         proc = subprocess.run(
-            [go, *locate.BUILD_ARGS, f"-modfile={modfile}", "-o", str(partial), "."],
+            [go, *build_args, f"-modfile={modfile}", "-o", str(partial), "."],
             cwd=locate.GO_DIR,
             env=env,
             check=False,
@@ -97,9 +108,7 @@ def build_library() -> Path | None:
         partial.unlink(missing_ok=True)
         raise SystemExit(f"celkeeper: building the native library failed (go exited with {proc.returncode})")
     os.replace(partial, target)
-    sys.stderr.write(f"celkeeper: native library built in {time.monotonic() - started:.0f} s\n")
-    _prune(target.parent.parent, target.parent)
-    return target
+    sys.stderr.write(f"celkeeper: native library {target.name} built in {time.monotonic() - started:.0f} s\n")
 
 
 def bdist_wheel_command() -> type:
@@ -135,9 +144,11 @@ class BuildPy(build_py):
         library = build_library()
         super().run()
         if library is not None and not getattr(self, "editable_mode", False):
-            dest = Path(self.build_lib) / "celkeeper" / "native" / _locate().PACKAGED.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(library, dest)
+            locate = _locate()
+            for variant in locate.VARIANTS:
+                dest = Path(self.build_lib) / "celkeeper" / "native" / variant.packaged.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(locate.cached_library(variant=variant), dest)
 
 
 if __name__ == "__main__":  # setuptools runs this file as __main__

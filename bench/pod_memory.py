@@ -7,7 +7,9 @@ constraints (`--workers`, default 1: the chart's and the command's default), sta
 `--reviews` reviews (wrk, 8 connections; allowed and denied Pods alternated), then each process's
 proportional set size (PSS, /proc/<pid>/smaps) is read and split by mapping:
 
-  - `so file` / `so anon`: celkeeper's native library (libcelkeeper.so): the pages of its code and data
+  - `so file` / `so anon`: celkeeper's native library (libcelkeeper.so, or its variant without the
+    admission policies, libcelkeeper-gatekeeper.so, which the workers load without
+    --enforce-admission-policies): the pages of its code and data
     read from the file (shared between the processes that map it: each is charged its share), and those
     its dynamic relocations and writes made private to the process;
   - `anon`: every other anonymous page: Python's objects (pymalloc's arenas, malloc's [heap]), C
@@ -80,7 +82,7 @@ if TYPE_CHECKING:
 CONNECTIONS = 8
 PROBE = ROOT / "bench" / "support" / "memprobe"
 PARTS = ("so file", "so anon", "anon", "files")
-LIBRARY = "libcelkeeper.so"
+LIBRARIES = ("libcelkeeper.so", "libcelkeeper-gatekeeper.so")  # locate.VARIANTS' names (and _NAME in a wheel)
 
 
 @dataclass
@@ -98,7 +100,7 @@ def split_pss(pid: int) -> Memory:
     """The process's PSS split by mapping (see the module docstring)."""
     memory = Memory()
     for name, pss, anon in ck_smaps.mappings(pid):
-        if name.endswith((LIBRARY, "_libcelkeeper.so")):
+        if name.endswith(LIBRARIES):
             memory.parts["so file"] += (pss - anon) / 1024
             memory.parts["so anon"] += anon / 1024
         elif name.startswith("/"):
@@ -128,7 +130,7 @@ def evict_libraries() -> None:
     """Drop the native library's builds from the page cache (none is mapped between two servers): each
     server reads its library from disk alike. How many of its pages a process has resident depends on how
     the file came into the page cache (just written by a build, or read; large folios are mapped whole)."""
-    for path in cache_root().glob(f"*/{LIBRARY}"):
+    for path in (p for name in LIBRARIES for p in cache_root().glob(f"*/{name}")):
         fd = os.open(path, os.O_RDONLY)
         try:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)

@@ -490,6 +490,7 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         control_dir=state.server,
         worker_tmp_dir=_heartbeat_dir(state),
+        admission_policies=settings.enforce_admission_policies,
     )
     board = WorkerBoard(state.workers)
     try:

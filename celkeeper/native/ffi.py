@@ -11,6 +11,9 @@ a forked child that reaches the library gets `ForkedLibraryError` rather than a 
 inside the Go runtime. A fork after loading is also reported on stderr at once (os.register_at_fork).
 
 The library is process-wide state by nature (dlopen): `load()` keeps the one instance of the process.
+It loads the variant of the library with every capability, unless the process asked for one with fewer
+(`prefer`) before: a webhook worker that evaluates no admission policy loads Gatekeeper's capabilities
+alone (celkeeper/native/locate.py), and a call to the capability it lacks raises LibraryUnavailable.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from celkeeper.native.locate import find_library
+from celkeeper.native.locate import FULL, Variant, find_library
 
 if TYPE_CHECKING:
     import orjson
@@ -170,6 +173,8 @@ class Library:
         self.path = path
         self.pid = _process_id
         self._dll = dll
+        #: whether this build has the admissionpolicy capability (locate.GATEKEEPER's has not)
+        self.admission_policies = hasattr(dll, "admissionpolicy_set")
         ll, i, p, out, outn = ctypes.c_longlong, ctypes.c_int, ctypes.c_char_p, _c_char_pp, _c_int_p
         self._sig(dll.native_free, None, [ctypes.c_void_p])
         self._sig(dll.native_release, None, [ll])
@@ -194,6 +199,8 @@ class Library:
         self._sig(dll.mutation_mutate, ll, [ll, p, i, p, i, out, outn])
         self._sig(dll.mutation_object, ll, [ll, p, i, out, outn])
         self._sig(dll.mutation_expand_output, ll, [p, i, out, outn])
+        if not self.admission_policies:
+            return
         self._sig(dll.admissionpolicy_set, ll, [p, i, out, outn])
         self._sig(dll.admissionpolicy_review, i, [ll, p, i, ll, out, outn])
         self._sig(dll.admissionpolicy_review_batch, i, [ll, p, i, ll, out, outn])
@@ -391,8 +398,14 @@ class Library:
     # -- admissionpolicy: Kubernetes' ValidatingAdmissionPolicy and MutatingAdmissionPolicy plugins -------
     def admission_policy_set(self, documents: bytes) -> tuple[int, dict[str, Any]]:
         """admissionpolicy_set: a policy set from {"policies", "params", "namespaces", "crds"} (JSON);
-        its handle (0 on error) and the reply (problems, policies, or error)."""
+        its handle (0 on error) and the reply (problems, policies, or error). Raises LibraryUnavailable
+        in a process that loaded the library without admission policies (`prefer`)."""
         self.check()
+        if not self.admission_policies:
+            raise LibraryUnavailable(
+                f"this process loaded celkeeper's native library without Kubernetes' admission policies "
+                f"({self.path.name}): it cannot evaluate them"
+            )
         out, n = self._reply()
         handle = self._dll.admissionpolicy_set(documents, len(documents), ctypes.byref(out), ctypes.byref(n))
         return int(handle), orjson.loads(self._take(out, n))
@@ -494,12 +507,25 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
+#: the variant of the library this process loads (`prefer`)
+_variant: Variant = FULL
+
+
+def prefer(variant: Variant) -> None:
+    """Load `variant` of the library (locate.VARIANTS) when this process first loads it: a process that
+    will evaluate no admission policy (a webhook worker without --enforce-admission-policies) prefers
+    locate.GATEKEEPER, which holds less memory (docs/performance.md). Nothing once it is loaded."""
+    global _variant
+    with _lock:
+        _variant = variant
+
+
 def load() -> Library:
     """The process's library, loaded on first use. Raises LibraryUnavailable."""
     global _loaded
     with _lock:
         if _loaded is None:
-            path, why = find_library()
+            path, why = find_library(_variant)
             if path is None:
                 raise LibraryUnavailable(why)
             _loaded = Library(path)
@@ -534,5 +560,5 @@ def available() -> tuple[bool, str]:
     """Whether `load()` can succeed here (without loading), and why not."""
     if _loaded is not None:
         return True, ""
-    path, why = find_library()
+    path, why = find_library(_variant)
     return path is not None, why

@@ -87,6 +87,9 @@ class ServerOptions:
     # and --max-requests behaviour (workers replaced without waiting for their successor)
     control_dir: Path | None = None
     worker_tmp_dir: str | None = None  # Gunicorn's heartbeat files (None: /dev/shm if writable, else /tmp)
+    # the workers evaluate Kubernetes' admission policies (--enforce-admission-policies); without them a
+    # worker loads the variant of the native library that lacks them (celkeeper/native/locate.py)
+    admission_policies: bool = False
 
 
 def worker_class_for(
@@ -441,6 +444,10 @@ class WebhookServer(BaseApplication):
 
         def post_fork(server: Any, worker: Any) -> None:  # the worker, right after the fork
             self._worker = worker
+            # the native library's variant, chosen before the app loads it (the master imports none of it)
+            from celkeeper.native import ffi, locate
+
+            ffi.prefer(locate.FULL if o.admission_policies else locate.GATEKEEPER)
             if o.gc_threshold:
                 # fewer collections: a request allocates a few hundred containers, nearly all freed
                 # by reference counting; the default (700) collects every other request

@@ -120,3 +120,39 @@ def test_the_library_is_opened_by_libcs_dlopen_and_ctypes_takes_that_handle() ->
     )
     opened, taken = done.stdout.split()
     assert int(opened) != 0 and opened == taken
+
+
+def test_a_process_preferring_gatekeepers_capabilities_loads_the_library_without_admission_policies() -> None:
+    """`ffi.prefer(GATEKEEPER)` before the first load: the variant without the admissionpolicy capability
+    is loaded (a webhook worker without --enforce-admission-policies), Kubernetes' CEL works in it, and
+    an admission policy set is refused with a clear error rather than a missing symbol."""
+    require_celgo()
+    program = (
+        "import json\n"
+        "from celkeeper.native import ffi, locate\n"
+        "ffi.prefer(locate.GATEKEEPER)\n"
+        "library = ffi.load()\n"
+        f"handle, reply = library.expression({EXPRESSION!r})\n"
+        "try:\n"
+        "    library.admission_policy_set(b'{}')\n"
+        "    refused = ''\n"
+        "except ffi.LibraryUnavailable as err:\n"
+        "    refused = str(err)\n"
+        "print(json.dumps([library.path.name, library.admission_policies, handle > 0, refused]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=120
+    )
+    name, admission_policies, compiled, refused = json.loads(done.stdout)
+    assert (name, admission_policies, compiled) == ("libcelkeeper-gatekeeper.so", False, True)
+    assert "without Kubernetes' admission policies (libcelkeeper-gatekeeper.so)" in refused
+
+
+def test_by_default_a_process_loads_the_library_with_every_capability() -> None:
+    require_celgo()
+    program = "from celkeeper.native import ffi\nlibrary = ffi.load()\n"
+    program += "print(library.path.name, library.admission_policies)\n"
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["libcelkeeper.so", "True"]

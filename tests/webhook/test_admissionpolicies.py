@@ -149,15 +149,38 @@ def test_the_mutation_patch_holds_the_policies_changes_then_gatekeepers(
     assert patched["metadata"]["labels"]["team"] == "payments"
 
 
-def test_without_the_flag_the_policies_are_not_enforced(tmp_path: Path) -> None:
+def _native_libraries(pid: int) -> set[str]:
+    """The files of celkeeper's native library the process has mapped."""
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return {line.rsplit("/", 1)[-1] for line in maps if "libcelkeeper" in line}
+
+
+def test_without_the_flag_the_policies_are_not_enforced_and_the_worker_loads_the_library_without_them(
+    tmp_path: Path,
+) -> None:
+    """The worker loads the variant of the native library with Gatekeeper's capabilities alone (the
+    admission policies' Go packages hold memory: docs/performance.md); the mutators still apply."""
     proc = _serve(tmp_path)
     try:
         status, body = proc.admit(_review(_load("deployment-8.yaml")))
+        deployment = _load("deployment-8.yaml")
+        mutated = proc.post("/v1/mutate", json.dumps(_review(deployment)).encode()).json()["response"]
+        (worker,) = proc.worker_pids()
+        libraries = _native_libraries(worker)
     finally:
         proc.stop()
     assert status == 200
     assert body["response"]["allowed"] is True
     assert "auditAnnotations" not in body["response"]
+    patched = jsonpatch.apply_patch(deployment, json.loads(base64.b64decode(mutated["patch"])))
+    assert patched["metadata"]["labels"]["owner"] == "platform"  # Gatekeeper's mutator, in this variant
+    assert libraries == {"libcelkeeper-gatekeeper.so"}
+
+
+def test_with_the_flag_the_worker_loads_the_library_with_admission_policies(server: ServeProcess) -> None:
+    server.admit(_review(_load("deployment-8.yaml")))
+    (worker,) = server.worker_pids()
+    assert _native_libraries(worker) == {"libcelkeeper.so"}
 
 
 BROKEN = """\

@@ -64,7 +64,7 @@ if os.environ.get("CK_MEMPROBE_DIR"):
         out = ck_smaps.rollup()
         parts = dict.fromkeys(("so file", "so anon", "heap", "anon", "files", "stack"), 0.0)
         for name, pss, anon in ck_smaps.mappings():
-            if name.endswith("libcelkeeper.so"):
+            if name.endswith(("libcelkeeper.so", "libcelkeeper-gatekeeper.so")):
                 parts["so file"] += (pss - anon) / 1024
                 parts["so anon"] += anon / 1024
             elif name == "[heap]":

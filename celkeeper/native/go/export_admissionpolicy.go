@@ -1,3 +1,5 @@
+//go:build !gatekeeper_only
+
 package main
 
 /*
@@ -16,21 +18,13 @@ import (
 
 	"celkeeper.local/native/admissionpolicy"
 	"celkeeper.local/native/procs"
-	"github.com/go-logr/logr"
-	"k8s.io/klog/v2"
 )
 
 // The admissionpolicy capability's exports: Kubernetes' own ValidatingAdmissionPolicy and
 // MutatingAdmissionPolicy plugins run on a set of policies, bindings, params and Namespaces
 // (admissionpolicy_set), answering requests as the API server would (admissionpolicy_review) and
-// explaining why (admissionpolicy_explain).
-
-func init() {
-	// The API server's plugins and informers log through klog (informer syncs, policy refreshes): in a
-	// library called by celkeeper's tools that would be noise on their standard error. Their decisions
-	// come back in the replies.
-	klog.SetLogger(logr.Discard())
-}
+// explaining why (admissionpolicy_explain). Not in the library built with the tag gatekeeper_only
+// (libcelkeeper-gatekeeper.so: see main.go).
 
 type setReply struct {
 	Handle   int64                     `json:"handle,omitempty"`

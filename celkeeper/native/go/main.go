@@ -3,7 +3,14 @@
 // is one folder of this module and one file of exports here (export_<folder>.go):
 //
 //	k8scel/           Kubernetes' CEL as Gatekeeper's K8sNativeValidation driver runs it (export_k8scel.go)
+//	mutation/         Gatekeeper's mutation system (export_mutation.go)
 //	admissionpolicy/  Kubernetes' ValidatingAdmissionPolicy and MutatingAdmissionPolicy plugins (export_admissionpolicy.go)
+//
+// It is built twice (celkeeper/native/locate.py): with every capability (libcelkeeper.so), and with
+// Gatekeeper's alone (`-tags gatekeeper_only`, libcelkeeper-gatekeeper.so: no admissionpolicy, whose
+// dependencies — the API server's scheme, storage and OpenAPI packages — initialise ~4 MB of heap that
+// stays live in every process that loads them). A process that evaluates no admission policy (a webhook
+// worker without --enforce-admission-policies) loads the second.
 //
 // Every call takes and returns JSON (or raw JSON parts); results are malloc'ed buffers the caller frees
 // with native_free. What a call compiles or binds lives here, named by a handle (a positive integer)
@@ -35,7 +42,9 @@ import (
 	// the library's GOMAXPROCS (see the package)
 	_ "celkeeper.local/native/procs"
 	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/go-logr/logr"
 	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/klog/v2"
 )
 
 func main() {}
@@ -49,6 +58,10 @@ func main() {}
 const memoryLimitRatio = 0.35
 
 func init() {
+	// Kubernetes' code logs through klog (the API server's plugins and informers: syncs, policy
+	// refreshes): in a library called by celkeeper's tools that would be noise on their standard error.
+	// Decisions come back in the replies.
+	klog.SetLogger(logr.Discard())
 	_, _ = memlimit.Set(memlimit.WithRatio(memoryLimitRatio), memlimit.WithProvider(memlimit.FromCgroup))
 }
 

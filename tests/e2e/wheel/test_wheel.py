@@ -26,6 +26,7 @@ def test_the_wheel_is_manylinux_and_carries_the_library(wheel: Path) -> None:
         wheel_file = next(n for n in names if n.endswith(".dist-info/WHEEL"))
         metadata = archive.read(wheel_file).decode()
     assert "celkeeper/native/_libcelkeeper.so" in names
+    assert "celkeeper/native/_libcelkeeper-gatekeeper.so" in names  # the webhook workers' variant
     assert "Root-Is-Purelib: false" in metadata
     assert not [
         n for n in names if n.endswith((".go", "go.mod"))
@@ -88,12 +89,13 @@ def test_installed_without_go_or_a_compiler_it_runs_on_cel_go(
     venv, env = installed
     examples = shutil.copytree(ROOT / "examples", tmp_path / "examples")
     code = "import celkeeper.cel as c, celkeeper.native.locate as l, json; "
-    code += "print(json.dumps([c.engine_available('cel-go')[0], str(l.find_library()[0])]))"
+    code += "print(json.dumps([c.engine_available('cel-go')[0], str(l.find_library()[0]), "
+    code += "str(l.find_library(l.GATEKEEPER)[0])]))"
     probe = _run(venv, env, "python", "-c", code, cwd=tmp_path)
-    site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    assert json.loads(probe.stdout) == [True, str(site / "celkeeper" / "native" / "_libcelkeeper.so")], (
-        probe.stderr
-    )
+    native = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    native = native / "celkeeper" / "native"
+    expected = [True, str(native / "_libcelkeeper.so"), str(native / "_libcelkeeper-gatekeeper.so")]
+    assert json.loads(probe.stdout) == expected, probe.stderr
     verify = _run(venv, env, "celkeeper", "verify", "--engine", "cel-go", str(examples), cwd=tmp_path)
     assert verify.returncode == 0, verify.stdout[-2000:] + verify.stderr[-2000:]
     assert verify.stdout.rstrip().endswith(" passed, 0 failed") and "PASS" in verify.stdout

@@ -89,7 +89,7 @@ class Server:
     served: int = 0
     cpu: dict[str, list[float]] = field(default_factory=dict)  # mode -> CPU seconds per review, per round
     rate: dict[str, list[float]] = field(default_factory=dict)
-    latency: list[tuple[float, float, float]] = field(default_factory=list)  # rate, p50, p99
+    latency: list[Result] = field(default_factory=list)  # the open-loop runs
 
     def pids(self) -> set[int]:
         return tree(self.root_pid)
@@ -357,7 +357,7 @@ def measure(servers: list[Server], work: Path, args: argparse.Namespace) -> None
             half = statistics.median(server.rate["allowed"]) / 2
             result = load(server, allowed, args.duration, half)
             server.record("open", result)
-            server.latency.append((result.rate, result.p50, result.p99))
+            server.latency.append(result)
         print(f"round {round_ + 1} of {args.rounds} done; load average {os.getloadavg()[0]:.2f}", flush=True)
     for server in servers:  # up to the reviews the memory is read after
         while server.served < args.reviews:
@@ -385,11 +385,9 @@ def report(servers: list[Server], args: argparse.Namespace) -> None:
             cpu_text = f"{min(cpus) * 1e6:,.0f}-{max(cpus) * 1e6:,.0f} us"
             print(f"{server.name:<26} {mode:<9} {spread:>18} {cpu_text:>22} {ratio:>13.2f}x")
     for server in servers[1:]:
-        for rate, p50, p99 in server.latency:
-            print(
-                f"{server.name:<26} open loop at {rate:,.0f}/s (half its saturation): "
-                f"p50 {p50 * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms"
-            )
+        for result in server.latency:
+            half = f"open loop at {result.rate:,.0f}/s (half its saturation)"
+            print(f"{server.name:<26} {half}: {result.open_loop()}")
     print()
     print(f"memory after {args.reviews:,} reviews or more each (PSS, /proc/<pid>/smaps_rollup)")
     totals = {}
@@ -419,7 +417,7 @@ def report(servers: list[Server], args: argparse.Namespace) -> None:
                 f"  {server.name}: {mode} server CPU per review {share:.3f} of Gatekeeper's "
                 "(<= 0.125: >= 8x per core)"
             )
-        worst = max(p99 for _, _, p99 in server.latency)
+        worst = max(result.p99 for result in server.latency)
         print(f"  {server.name}: p99 at half its saturation rate {worst * 1e3:.2f} ms, worst round (<= 5 ms)")
 
 

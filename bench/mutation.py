@@ -202,7 +202,7 @@ def measure(servers: list[Server], work: Path, args: argparse.Namespace) -> None
         for server in servers:
             result = load(server, args.duration, half)
             server.record("open", result)
-            server.latency.append((result.rate, result.p50, result.p99))
+            server.latency.append(result)
         print(f"round {round_ + 1} of {args.rounds} done; load average {os.getloadavg()[0]:.2f}", flush=True)
     print()
     print(
@@ -218,11 +218,8 @@ def measure(servers: list[Server], work: Path, args: argparse.Namespace) -> None
             f"{min(cpus) * 1e6:>8,.0f}-{max(cpus) * 1e6:<8,.0f}us {ratio:>20.2f}x"
         )
     for server in servers:
-        for rate, p50, p99 in server.latency:
-            print(
-                f"{server.name:<22} open loop at {rate:,.0f}/s: "
-                f"p50 {p50 * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms"
-            )
+        for result in server.latency:
+            print(f"{server.name:<22} open loop at {result.rate:,.0f}/s: {result.open_loop()}")
     print()
     for server in servers:
         pids = sorted(server.pids())
@@ -231,7 +228,7 @@ def measure(servers: list[Server], work: Path, args: argparse.Namespace) -> None
             print(f"  {server.name:<22} {pid:>7} {pss_mib(pid):7.1f} MiB  {describe(pid)}")
         print(f"  {server.name:<22} {'total':>7} {total:7.1f} MiB PSS after {server.served:,} reviews")
     per_core = gk_cpu / statistics.median(ours.cpu["mutate"])
-    worst_p99 = max(p99 for _, _, p99 in ours.latency)
+    worst_p99 = max(result.p99 for result in ours.latency)
     print()
     print(
         f"bar: >= 3x Gatekeeper's mutating reviews per core: {per_core:.2f}x "

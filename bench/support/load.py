@@ -81,6 +81,13 @@ def run_queue_wait(pids: set[int]) -> tuple[float, float]:
     return main / 1e9, other / 1e9
 
 
+def machine_ticks() -> tuple[int, int]:
+    """The machine's CPU time so far in clock ticks (/proc/stat's first line): all of it, and what the
+    hypervisor stole (its virtual CPUs wanted to run and were not run)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(fields), fields[7]  # user nice system idle iowait irq softirq steal
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -144,6 +151,20 @@ class Result:
         self.worker_cpu: list[float] = []  # per worker, busiest first (connections stay with a worker)
         # seconds the server's threads waited for a CPU (run_queue_wait): main threads, other threads
         self.server_wait = (0.0, 0.0)
+        self.steal = 0.0  # the share of the machine's CPU time its hypervisor gave elsewhere (machine_ticks)
+
+    @property
+    def cpu_per_review(self) -> float:
+        return self.server_cpu / self.requests if self.requests else 0.0
+
+    def open_loop(self) -> str:
+        """An open-loop run's latency, with what says how fast the machine was meanwhile: the server's
+        CPU per review (the same code takes longer on a slower stretch of a shared machine) and the
+        time stolen from its virtual CPUs."""
+        return (
+            f"p50 {self.p50 * 1e3:.2f} ms, p99 {self.p99 * 1e3:.2f} ms "
+            f"(server CPU {self.cpu_per_review * 1e6:,.0f} us per review, steal {self.steal:.1%})"
+        )
 
 
 def worker_split(worker_cpu: list[float]) -> str:
@@ -188,10 +209,10 @@ def run_wrk(
     ]
     client0, server0 = children_cpu(), cpu_seconds(server_pids)
     each0 = {p: cpu_seconds({p}) for p in server_pids}
-    wait0 = run_queue_wait(server_pids)
+    wait0, ticks0 = run_queue_wait(server_pids), machine_ticks()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     client1, server1 = children_cpu(), cpu_seconds(server_pids)
-    wait1 = run_queue_wait(server_pids)
+    wait1, ticks1 = run_queue_wait(server_pids), machine_ticks()
     rate_found = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     ck = re.search(r"CK p50=(\d+) p99=(\d+) n=(\d+) errors=(\d+) status=(\d+)", out)
     assert ck, out
@@ -201,6 +222,8 @@ def run_wrk(
     )
     result.worker_cpu = _per_worker(server_pids, each0)
     result.server_wait = (wait1[0] - wait0[0], wait1[1] - wait0[1])
+    elapsed = ticks1[0] - ticks0[0]
+    result.steal = (ticks1[1] - ticks0[1]) / elapsed if elapsed > 0 else 0.0
     return result
 
 

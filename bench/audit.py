@@ -272,7 +272,7 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
-LIBRARY = "libcelkeeper.so"
+LIBRARIES = ("libcelkeeper.so", "libcelkeeper-gatekeeper.so")  # locate.VARIANTS' names
 
 
 def library_file_kib(pid: int) -> int:
@@ -287,7 +287,7 @@ def library_file_kib(pid: int) -> int:
     for line in text.splitlines():
         head = line.split(None, 1)[0] if line else ""
         if "-" in head and not head.endswith(":"):
-            ours = line.rstrip().endswith(LIBRARY)
+            ours = line.rstrip().endswith(LIBRARIES)
         elif ours and head == "Rss:":
             total += int(line.split()[1])
         elif ours and head == "Anonymous:":

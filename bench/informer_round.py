@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """What a round of the informer that compiles costs, and what the informer holds after it, with the native
 library loaded in the informer (`in-process`, as before 12-06's change) and in a child process per round
-(`child`: informer/libraryprocess.py, as `celkeeper serve` runs it), alternated in one run.
+(`child`: informer/libraryprocess.py, as `celkeeper serve` runs it, the child loading the library without
+the admission policies; `child-full`: the child loading it with them, as with --enforce-admission-policies),
+alternated in one run.
 
 Each variant is a fresh process running the informer (celkeeper.informer.Informer, folder source) on
 bench/webhook.py's 12 templates and 20 Pod constraints: a first round, then `--rounds` rounds that each
@@ -31,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.webhook import write_policies  # noqa: E402
 
-VARIANTS = ("in-process", "child")
+VARIANTS = ("in-process", "child", "child-full")
 
 ROUNDS = r"""
 import json, os, resource, sys, time
@@ -43,8 +45,8 @@ from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
 
 variant, folder, state_dir, rounds = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
-if variant == "child":
-    install_library_process()
+if variant.startswith("child"):
+    install_library_process(admission_policies=variant == "child-full")
 else:
     os.environ.setdefault("GOGC", "50")  # what the informer asked for before (it did not reach Go)
 state = StateDir(state_dir)

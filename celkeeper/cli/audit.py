@@ -221,6 +221,11 @@ def _cluster(args: argparse.Namespace) -> int:
         reports=args.reports,
         admission_policies=args.audit_admission_policies,
     )
+    if not args.audit_admission_policies:
+        # the native library's variant without Kubernetes' admission policies: lighter (docs/performance.md)
+        from celkeeper.native import ffi, locate
+
+        ffi.prefer(locate.GATEKEEPER)
     client = KubeClient.connect(args.kubeconfig)
     metrics = AuditMetrics()
     process = AuditProcess(client, options, metrics)

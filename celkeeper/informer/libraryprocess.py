@@ -31,7 +31,7 @@ from typing import Any
 import celkeeper
 from celkeeper.native.child import CALLS, receive, send
 from celkeeper.native.ffi import Library, LibraryUnavailable, pack_handle
-from celkeeper.native.locate import find_library
+from celkeeper.native.locate import FULL, GATEKEEPER, Variant, find_library
 
 #: the parameters of ffi.Library's methods that name a handle of the library
 _HANDLE_PARAMETERS = frozenset({"handle", "template", "system", "mutation", "store"})
@@ -58,12 +58,16 @@ class LibraryProcessEnded(RuntimeError):
 class LibraryProcess(Library):
     """`ffi.Library`, each call answered by a child process holding the library (see the module)."""
 
-    def __init__(self, gc_percent: int | None = None) -> None:  # no library is loaded in this process
-        path, why = find_library()
+    def __init__(self, gc_percent: int | None = None, variant: Variant = FULL) -> None:
+        # no library is loaded in this process; the children load `variant` (celkeeper/native/locate.py)
+        path, why = find_library(variant)
         if path is None:
             raise LibraryUnavailable(why)
         self.path = path
         self.pid = os.getpid()
+        self.variant = variant
+        # whether its children's library has the admissionpolicy capability (ffi.Library's attribute)
+        self.admission_policies = path.name not in (GATEKEEPER.name, GATEKEEPER.packaged.name)
         self.gc_percent = gc_percent  # the children's GOGC (None: the library's own, or GOGC's)
         self.started = 0  # children started so far; the current one's number while it runs
         self._child: subprocess.Popen[bytes] | None = None
@@ -83,7 +87,7 @@ class LibraryProcess(Library):
         package_root = str(Path(celkeeper.__file__).resolve().parents[1])  # this celkeeper, as installed
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         child = subprocess.Popen(
-            [sys.executable, "-m", "celkeeper.native.child"],
+            [sys.executable, "-m", "celkeeper.native.child", self.variant.name],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

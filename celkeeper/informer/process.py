@@ -17,6 +17,7 @@ from celkeeper.informer.loop import Informer
 from celkeeper.informer.source import Source
 from celkeeper.native import ffi
 from celkeeper.native.ffi import LibraryUnavailable
+from celkeeper.native.locate import FULL, GATEKEEPER
 from celkeeper.settings import Settings
 from celkeeper.snapshot import StateDir
 
@@ -45,7 +46,7 @@ def run_informer(
     stop = threading.Event()
     with contextlib.suppress(OSError):
         os.nice(5)  # background work: requests (the workers) come first when the CPUs are busy
-    install_library_process()
+    install_library_process(admission_policies=settings.enforce_admission_policies)
     try:
         source = source_factory()
     except CelkeeperError as err:  # e.g. a kubeconfig that cannot be used: one line, no traceback
@@ -74,11 +75,15 @@ def run_informer(
     return 0
 
 
-def install_library_process() -> None:
+def install_library_process(admission_policies: bool) -> None:
     """The native library, when the informer checks with it, runs in a child process for each round that
-    compiles (informer/libraryprocess.py): no Go runtime stays in the informer between rounds."""
+    compiles (informer/libraryprocess.py): no Go runtime stays in the informer between rounds. Without
+    `admission_policies` (the pod does not enforce them), the variant of the library without them."""
     try:
-        library = LibraryProcess(gc_percent=None if os.environ.get("GOGC") else INFORMER_GOGC)
+        library = LibraryProcess(
+            gc_percent=None if os.environ.get("GOGC") else INFORMER_GOGC,
+            variant=FULL if admission_policies else GATEKEEPER,
+        )
     except LibraryUnavailable:
         return  # not built: the engine says so when the informer checks
     ffi.install(library)

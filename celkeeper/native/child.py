@@ -5,8 +5,9 @@ informer) calls the library here rather than holding a Go runtime of its own bet
 
 A message is a pickle (from celkeeper's own processes only) behind its length (8 bytes, little-endian).
 The parent sends `(method, keyword arguments)`, a method of `ffi.Library` among `CALLS`; this process
-answers `("ok", value)`, `("unavailable", why)` (the library cannot load here) or `("error", text)`, and
-ends at the end of its input (the parent closed it, or is gone).
+answers `("ok", value)`, `("unavailable", why)` (the library cannot load here, or this variant of it has
+not the capability called) or `("error", text)`, and ends at the end of its input (the parent closed it,
+or is gone). Its argument, when given, names the variant of the library to load (locate.VARIANTS).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pickle
 import sys
 from typing import IO, Any
 
-from celkeeper.native.ffi import Library, LibraryUnavailable, load
+from celkeeper.native.ffi import Library, LibraryUnavailable, load, prefer
+from celkeeper.native.locate import VARIANTS
 
 #: the methods of ffi.Library a parent may call here: all but those about this process itself (its check,
 #: its end, its file pages), which the parent answers on its own (informer/libraryprocess.py)
@@ -65,6 +67,8 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
             continue
         try:
             value = getattr(library, name)(**arguments)
+        except LibraryUnavailable as err:  # a capability this variant has not
+            send(replies, ("unavailable", str(err)))
         except Exception as err:  # a bug: the parent raises it as its own
             send(replies, ("error", f"{type(err).__name__}: {err}"))
         else:
@@ -72,6 +76,9 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 
 def main() -> None:
+    for variant in VARIANTS:
+        if sys.argv[1:] == [variant.name]:
+            prefer(variant)
     # the messages go to the parent's pipe alone: what the library or Python would print goes to stderr
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())

@@ -6,6 +6,7 @@ a child that dies fails the call, and the next call starts another."""
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 
 from celkeeper.cel.celgo.engine import CelGoEngine, GoActivation
 from celkeeper.informer.libraryprocess import LibraryProcess, LibraryProcessEnded
+from celkeeper.native.ffi import LibraryUnavailable
+from celkeeper.native.locate import FULL, GATEKEEPER
 from tests.support.native import in_fresh_process, require_celgo
 
 EXPRESSION = 'object.metadata.name == "x"'
@@ -27,7 +30,7 @@ from celkeeper.native import ffi
 from tests.informer.test_loop_memory import NOT_COMPILING, Listening, informer
 from tests.support.native import library_file_bytes
 
-install_library_process()
+install_library_process(admission_policies=False)
 library = ffi.load()
 seen = {}
 
@@ -76,7 +79,7 @@ import json
 from celkeeper.informer.process import install_library_process
 from celkeeper.native import ffi
 
-install_library_process()
+install_library_process(admission_policies=False)
 library = ffi.load()
 print(json.dumps({"gogc": library.info()["gcPercent"]}))
 library.trim()
@@ -88,6 +91,40 @@ def test_the_informers_gogc_reaches_its_library_unless_the_environment_sets_one(
     env = {k: v for k, v in os.environ.items() if k != "GOGC"}
     assert in_fresh_process(GOGC_OF_THE_INFORMER, env=env)["gogc"] == 50
     assert in_fresh_process(GOGC_OF_THE_INFORMER, env=env | {"GOGC": "150"})["gogc"] == 150
+
+
+def _child_libraries(pid: int) -> set[str]:
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return {line.rsplit("/", 1)[-1] for line in maps if "libcelkeeper" in line}
+
+
+@pytest.mark.parametrize(
+    ("admission_policies", "mapped"), [(False, "libcelkeeper-gatekeeper.so"), (True, "libcelkeeper.so")]
+)
+def test_the_informers_children_load_the_library_without_admission_policies_unless_the_pod_enforces_them(
+    admission_policies: bool, mapped: str
+) -> None:
+    """A pod that does not enforce Kubernetes' admission policies checks its policies in children that
+    load the lighter variant of the library; a call for admission policies there is refused as the
+    library's own (LibraryUnavailable), not as a child's failure."""
+    require_celgo()
+    library = LibraryProcess(variant=FULL if admission_policies else GATEKEEPER)
+    try:
+        handle, reply = library.expression(
+            f'{{"source": {json.dumps(EXPRESSION)}, "variables": []}}'.encode()
+        )
+        assert handle > 0, reply
+        child = library.child_pid
+        assert child is not None and _child_libraries(child) == {mapped}
+        assert library.admission_policies is admission_policies
+        if admission_policies:
+            assert library.admission_policy_set(b'{"policies": []}')[0] > 0
+        else:
+            with pytest.raises(LibraryUnavailable, match="without Kubernetes' admission policies"):
+                library.admission_policy_set(b'{"policies": []}')
+            assert library.running  # the child lives on: only that capability is missing
+    finally:
+        library.trim()
 
 
 def test_a_handle_of_an_ended_child_is_refused_and_its_release_does_nothing() -> None:

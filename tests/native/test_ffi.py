@@ -45,6 +45,13 @@ def test_info_counts_the_collections() -> None:
     assert library.info()["collections"] > before
 
 
+def _run(program: str) -> subprocess.CompletedProcess[str]:
+    """`program` in a fresh Python process (its own library), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=120
+    )
+
+
 def _load_in_child(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """A fresh process that loads the library and prints its info (the Go runtime's traces on stderr)."""
     program = "import json; from celkeeper.native.ffi import load; print(json.dumps(load().info()))"
@@ -115,9 +122,7 @@ def test_the_library_is_opened_by_libcs_dlopen_and_ctypes_takes_that_handle() ->
         "handle = _dlopen_without_gil(str(path))\n"
         "print(handle, Library(path)._dll._handle)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=120
-    )
+    done = _run(program)
     opened, taken = done.stdout.split()
     assert int(opened) != 0 and opened == taken
 
@@ -140,9 +145,7 @@ def test_a_process_preferring_gatekeepers_capabilities_loads_the_library_without
         "    refused = str(err)\n"
         "print(json.dumps([library.path.name, library.admission_policies, handle > 0, refused]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=120
-    )
+    done = _run(program)
     name, admission_policies, compiled, refused = json.loads(done.stdout)
     assert (name, admission_policies, compiled) == ("libcelkeeper-gatekeeper.so", False, True)
     assert "without Kubernetes' admission policies (libcelkeeper-gatekeeper.so)" in refused
@@ -152,7 +155,5 @@ def test_by_default_a_process_loads_the_library_with_every_capability() -> None:
     require_celgo()
     program = "from celkeeper.native import ffi\nlibrary = ffi.load()\n"
     program += "print(library.path.name, library.admission_policies)\n"
-    done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=120
-    )
+    done = _run(program)
     assert done.stdout.split() == ["libcelkeeper.so", "True"]

@@ -34,28 +34,25 @@ def test_a_library_named_by_the_environment_is_taken_as_it_is(monkeypatch: pytes
     assert locate.find_library() == (None, "CELKEEPER_NATIVE_LIB=/nonexistent/libcelkeeper.so does not exist")
 
 
-def test_each_variant_is_found_beside_the_other_in_the_build_of_the_sources(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An empty folder where this checkout's builds are looked for (a cache of its own)."""
     monkeypatch.delenv("CELKEEPER_NATIVE_LIB", raising=False)
     monkeypatch.setenv("CELKEEPER_NATIVE_CACHE", str(tmp_path))
     monkeypatch.setattr(locate, "_checkout_builds", None)
-    builds = tmp_path / locate.source_hash()
-    builds.mkdir()
+    folder = tmp_path / locate.source_hash()
+    folder.mkdir()
+    return folder
+
+
+def test_each_variant_is_found_beside_the_other_in_the_build_of_the_sources(builds: Path) -> None:
     for variant in locate.VARIANTS:
         (builds / variant.name).write_bytes(b"")
     assert locate.find_library(locate.FULL) == (builds / "libcelkeeper.so", "")
     assert locate.find_library(locate.GATEKEEPER) == (builds / "libcelkeeper-gatekeeper.so", "")
 
 
-def test_a_variant_not_built_is_served_by_the_library_with_every_capability(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.delenv("CELKEEPER_NATIVE_LIB", raising=False)
-    monkeypatch.setenv("CELKEEPER_NATIVE_CACHE", str(tmp_path))
-    monkeypatch.setattr(locate, "_checkout_builds", None)
-    builds = tmp_path / locate.source_hash()
-    builds.mkdir()
+def test_a_variant_not_built_is_served_by_the_library_with_every_capability(builds: Path) -> None:
     (builds / locate.FULL.name).write_bytes(b"")
     assert locate.find_library(locate.GATEKEEPER) == (builds / locate.FULL.name, "")
 

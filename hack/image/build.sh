@@ -119,7 +119,7 @@ fi
 # inputs: what the Dockerfile copies (the context after .dockerignore), the Dockerfile, the base
 context_files() {
     (cd "$ROOT" && git ls-files -co --exclude-standard -- pyproject.toml setup.cfg setup.py README.md celkeeper \
-        | grep -v -e '__pycache__' -e '\.pyc$' -e '_libcelkeeper\.so$' | LC_ALL=C sort)
+        | grep -v -e '__pycache__' -e '\.pyc$' -e '_libcelkeeper[-a-z]*\.so$' | LC_ALL=C sort)
 }
 image_stamp=$( {
     echo "rev $IMAGE_REV base $base_stamp ref $IMAGE_REF go $go_version"

@@ -102,6 +102,27 @@ class Env:
             )
 
         wait_until(self.cluster, "the API server to enforce the generated policies", denied_by_policy)
+        # each binding reaches the API server's policy plugin on a watch event of its own: the deny binding
+        # in force does not mean the warn and dryrun ones are
+        warn_probe = e2e.labelled("ConfigMap", "vap-probe", {e2e.ACTIONS["warn"]: "1"}, NAMESPACE)
+        wait_until(
+            self.cluster,
+            "the generated warn binding to take effect",
+            lambda: bool(self.create(warn_probe).warnings),
+        )
+
+        def dryrun_recorded() -> bool:
+            name = f"vap-probe-{secrets.token_hex(3)}"
+            self.create(e2e.labelled("ConfigMap", name, {e2e.ACTIONS["dryrun"]: "1"}, NAMESPACE))
+            try:
+                wait_until(
+                    self.cluster, "the probe's audit event", lambda: _audit_failure(self.cluster, name), 2
+                )
+            except TimeoutError:
+                return False
+            return True
+
+        wait_until(self.cluster, "the generated dryrun binding to take effect", dryrun_recorded)
         # every constraint kind resolved (one reset of the discovery cache covers them all): no case fails
         # with a configuration error
         wait_until(
@@ -254,6 +275,18 @@ def test_a_warn_constraint_warns_through_the_policy(env: Env) -> None:
     assert {(r.constraint_name, r.message) for r in decision.warnings} == outcome.warnings
 
 
+def _audit_failure(cluster: ControlPlane, name: str) -> list[dict[str, Any]]:
+    """The validation failures the API server's audit log records for the creation of `name`."""
+    for event in audit_events(cluster):
+        if (event.get("objectRef") or {}).get("name") == name and event.get("stage") == "ResponseComplete":
+            value = (event.get("annotations") or {}).get(
+                "validation.policy.admission.k8s.io/validation_failure"
+            )
+            if value:
+                return list(json.loads(value))
+    return []
+
+
 def test_a_dryrun_constraint_is_recorded_in_the_audit_log(env: Env) -> None:
     env.policies_on()
     name = f"quiet-{secrets.token_hex(3)}"
@@ -262,16 +295,7 @@ def test_a_dryrun_constraint_is_recorded_in_the_audit_log(env: Env) -> None:
     assert outcome.allowed and not outcome.warnings
 
     def failure() -> list[dict[str, Any]]:
-        for event in audit_events(env.cluster):
-            if (event.get("objectRef") or {}).get("name") == name and event.get(
-                "stage"
-            ) == "ResponseComplete":
-                value = (event.get("annotations") or {}).get(
-                    "validation.policy.admission.k8s.io/validation_failure"
-                )
-                if value:
-                    return list(json.loads(value))
-        return []
+        return _audit_failure(env.cluster, name)
 
     wait_until(env.cluster, "the audit event of the dryrun violation", failure, timeout=20)
     assert failure() == [

@@ -26,6 +26,7 @@ from tests.audit.support import (
     events_of,
     install_template,
     labels_template,
+    lines_of,
     tier_template,
 )
 from tests.incluster.support import install_crds, rbac_kubeconfig, status
@@ -152,12 +153,20 @@ def _killed_in_a_run(cluster: ControlPlane, kubeconfig: Path, tmp_path: Path) ->
     try:
         complete = server.wait_runs(1)[-1]
         assert status(cluster, LABELS.lower(), "kill-test")["auditTimestamp"] == complete
+        offset = server.log_path.stat().st_size  # what the audit logs from here on
 
         def a_run_in_progress() -> str | None:
-            # finished read after started: a run that finishes between the two reads is not taken for running
-            started = [line["audit_id"] for line in events_of(server.lines(), "audit_started")]
-            finished = set(server.finished_runs())
-            return started[-1] if started and started[-1] not in finished else None
+            # the next run's start, as soon as it is logged: only the lines added since the last look are
+            # read (the whole log, a line per violation of every run, took long enough to parse under load
+            # for the run seen starting to end before the kill)
+            nonlocal offset
+            with server.log_path.open("rb") as log:
+                log.seek(offset)
+                added = log.read()
+            whole = added.rfind(b"\n") + 1
+            offset += whole
+            started = events_of(lines_of(added[:whole].decode("utf-8", "replace")), "audit_started")
+            return str(started[0]["audit_id"]) if started else None
 
         interrupted = wait_for(a_run_in_progress, timeout=60, interval=0.01, what="a run in progress")
         assert interrupted is not None

@@ -57,8 +57,8 @@ def build_library() -> Path | None:
     """The library for the current Go sources, every variant of it (celkeeper/native/locate.py): cached,
     or built now. Returns the full variant's path; None without Go."""
     locate = _locate()
-    missing = [v for v in locate.VARIANTS if not locate.cached_library(variant=v).is_file()]
-    target: Path = locate.cached_library()
+    target: Path = locate.cached_library()  # the sources hashed once: every variant's build is beside it
+    missing = [v for v in locate.VARIANTS if not (target.parent / v.name).is_file()]
     if not missing:
         os.utime(target.parent)  # recently used: kept by _prune
         return target
@@ -73,13 +73,12 @@ def build_library() -> Path | None:
     # the dependencies' files celkeeper patches (celkeeper/native/go/patched.py)
     modfile = _load("_native_patched", "celkeeper/native/go/patched.py").patched_modfile(go)
     for variant in missing:  # the second reuses the first's compiled packages (Go's build cache)
-        _build(go, modfile, variant.build_args(), locate.cached_library(variant=variant))
+        _build(go, modfile, variant.build_args(), target.parent / variant.name, locate.GO_DIR)
     _prune(target.parent.parent, target.parent)
     return target
 
 
-def _build(go: str, modfile: Path, build_args: tuple[str, ...], target: Path) -> None:
-    locate = _locate()
+def _build(go: str, modfile: Path, build_args: tuple[str, ...], target: Path, go_dir: Path) -> None:
     partial = target.parent / f".{target.name}.{os.getpid()}"
     sys.stderr.write(f"celkeeper: building the native library into {target} (first build: minutes)\n")
     started = time.monotonic()
@@ -96,7 +95,7 @@ def _build(go: str, modfile: Path, build_args: tuple[str, ...], target: Path) ->
     try:
         proc = subprocess.run(
             [go, *build_args, f"-modfile={modfile}", "-o", str(partial), "."],
-            cwd=locate.GO_DIR,
+            cwd=go_dir,
             env=env,
             check=False,
         )
@@ -144,11 +143,10 @@ class BuildPy(build_py):
         library = build_library()
         super().run()
         if library is not None and not getattr(self, "editable_mode", False):
-            locate = _locate()
-            for variant in locate.VARIANTS:
+            for variant in _locate().VARIANTS:  # each beside the full variant's build
                 dest = Path(self.build_lib) / "celkeeper" / "native" / variant.packaged.name
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(locate.cached_library(variant=variant), dest)
+                shutil.copyfile(library.parent / variant.name, dest)
 
 
 if __name__ == "__main__":  # setuptools runs this file as __main__

@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench.support.variants import add_env_option, env_variant  # noqa: E402
+from celkeeper.native.locate import VARIANTS  # noqa: E402
 from celkeeper.settings import DEFAULT_ENGINE, ENGINES  # noqa: E402
 from tests.support.binaries import BinariesUnavailable, find_binaries  # noqa: E402
 
@@ -272,7 +273,7 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
-LIBRARIES = ("libcelkeeper.so", "libcelkeeper-gatekeeper.so")  # locate.VARIANTS' names
+LIBRARIES = tuple(v.name for v in VARIANTS)
 
 
 def library_file_kib(pid: int) -> int:

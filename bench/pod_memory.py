@@ -73,7 +73,7 @@ from bench.support.load import run_wrk, tree  # noqa: E402
 from bench.support.memprobe import ck_smaps  # noqa: E402
 from bench.support.variants import add_env_option, env_variant  # noqa: E402
 from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
-from celkeeper.native.locate import cache_root  # noqa: E402
+from celkeeper.native.locate import VARIANTS, cache_root  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
 CONNECTIONS = 8
 PROBE = ROOT / "bench" / "support" / "memprobe"
 PARTS = ("so file", "so anon", "anon", "files")
-LIBRARIES = ("libcelkeeper.so", "libcelkeeper-gatekeeper.so")  # locate.VARIANTS' names (and _NAME in a wheel)
+LIBRARIES = tuple(v.name for v in VARIANTS)  # a wheel's copies (_NAME) end so too
 
 
 @dataclass

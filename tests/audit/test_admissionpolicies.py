@@ -31,7 +31,7 @@ from tests.incluster.support import install_crds, rbac_kubeconfig
 from tests.support.apiserver import ControlPlane
 from tests.support.binaries import KubeBinaries
 from tests.support.kubectl import apply
-from tests.support.native import require_celgo
+from tests.support.native import mapped_libraries, require_celgo
 
 pytestmark = pytest.mark.kube
 
@@ -334,19 +334,13 @@ def test_without_the_option_the_admission_policies_are_not_audited(world: World)
     assert finished["violations"] == 0
 
 
-def _native_libraries(pid: int) -> set[str]:
-    """The files of celkeeper's native library the process has mapped."""
-    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    return {line.rsplit("/", 1)[-1] for line in maps if "libcelkeeper" in line}
-
-
 def test_without_the_option_the_audit_loads_the_library_without_admission_policies(world: World) -> None:
     """The lighter variant of the native library (Gatekeeper's capabilities alone) audits the templates."""
     server = AuditServer(world.workdir, world.kubeconfig, "--audit-interval", "3600")
     server.start()
     try:
         server.wait_runs(1)
-        libraries = _native_libraries(server.process.pid)
+        libraries = mapped_libraries(server.process.pid)
     finally:
         server.stop()
     assert libraries == {"libcelkeeper-gatekeeper.so"}
@@ -361,7 +355,7 @@ def test_the_metrics_count_the_violations_per_enforcement_action(world: World) -
         server.wait_runs(1)
         with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as answer:
             text = answer.read().decode()
-        libraries = _native_libraries(server.process.pid)
+        libraries = mapped_libraries(server.process.pid)
     finally:
         server.stop()
     assert libraries == {"libcelkeeper.so"}  # the library with Kubernetes' admission policies

@@ -17,7 +17,7 @@ from celkeeper.cel.celgo.engine import CelGoEngine, GoActivation
 from celkeeper.informer.libraryprocess import LibraryProcess, LibraryProcessEnded
 from celkeeper.native.ffi import LibraryUnavailable
 from celkeeper.native.locate import FULL, GATEKEEPER
-from tests.support.native import in_fresh_process, require_celgo
+from tests.support.native import in_fresh_process, mapped_libraries, require_celgo
 
 EXPRESSION = 'object.metadata.name == "x"'
 
@@ -93,11 +93,6 @@ def test_the_informers_gogc_reaches_its_library_unless_the_environment_sets_one(
     assert in_fresh_process(GOGC_OF_THE_INFORMER, env=env | {"GOGC": "150"})["gogc"] == 150
 
 
-def _child_libraries(pid: int) -> set[str]:
-    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    return {line.rsplit("/", 1)[-1] for line in maps if "libcelkeeper" in line}
-
-
 @pytest.mark.parametrize(
     ("admission_policies", "mapped"), [(False, "libcelkeeper-gatekeeper.so"), (True, "libcelkeeper.so")]
 )
@@ -115,7 +110,7 @@ def test_the_informers_children_load_the_library_without_admission_policies_unle
         )
         assert handle > 0, reply
         child = library.child_pid
-        assert child is not None and _child_libraries(child) == {mapped}
+        assert child is not None and mapped_libraries(child) == {mapped}
         assert library.admission_policies is admission_policies
         if admission_policies:
             assert library.admission_policy_set(b'{"policies": []}')[0] > 0

@@ -122,6 +122,12 @@ def record_releases(module: ModuleType) -> list[tuple[int, int]]:
     return mapped
 
 
+def mapped_libraries(pid: int) -> set[str]:
+    """The names of the files of celkeeper's native library (any variant) that process `pid` has mapped."""
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return {line.rsplit("/", 1)[-1] for line in maps if "libcelkeeper" in line}
+
+
 def library_file_bytes() -> int:
     """The bytes of the library's file this process has resident (its mappings' pages less those private
     to the process: relocated data), from /proc/self/smaps; 0 before it is loaded."""

@@ -20,7 +20,7 @@ import yaml
 
 from celkeeper.admissionpolicy import AdmissionPolicies, select
 from celkeeper.documents import Document, parse_documents
-from tests.support.native import require_celgo
+from tests.support.native import mapped_libraries, require_celgo
 from tests.support.serve import ServeProcess
 
 SUITE = Path(__file__).resolve().parents[1] / "admissionpolicy" / "suite"
@@ -149,12 +149,6 @@ def test_the_mutation_patch_holds_the_policies_changes_then_gatekeepers(
     assert patched["metadata"]["labels"]["team"] == "payments"
 
 
-def _native_libraries(pid: int) -> set[str]:
-    """The files of celkeeper's native library the process has mapped."""
-    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    return {line.rsplit("/", 1)[-1] for line in maps if "libcelkeeper" in line}
-
-
 def test_without_the_flag_the_policies_are_not_enforced_and_the_worker_loads_the_library_without_them(
     tmp_path: Path,
 ) -> None:
@@ -166,7 +160,7 @@ def test_without_the_flag_the_policies_are_not_enforced_and_the_worker_loads_the
         deployment = _load("deployment-8.yaml")
         mutated = proc.post("/v1/mutate", json.dumps(_review(deployment)).encode()).json()["response"]
         (worker,) = proc.worker_pids()
-        libraries = _native_libraries(worker)
+        libraries = mapped_libraries(worker)
     finally:
         proc.stop()
     assert status == 200
@@ -180,7 +174,7 @@ def test_without_the_flag_the_policies_are_not_enforced_and_the_worker_loads_the
 def test_with_the_flag_the_worker_loads_the_library_with_admission_policies(server: ServeProcess) -> None:
     server.admit(_review(_load("deployment-8.yaml")))
     (worker,) = server.worker_pids()
-    assert _native_libraries(worker) == {"libcelkeeper.so"}
+    assert mapped_libraries(worker) == {"libcelkeeper.so"}
 
 
 BROKEN = """\

@@ -21,13 +21,15 @@ A configuration is a set of environment variables for the server (`--env nogc:GO
 one is always the server as it ships, `default`): e.g. Go's collector switched off shows what the
 collections add to the tail, `GOMAXPROCS=4` whether the Go runtime's processors are short, and
 `CELKEEPER_NATIVE_LIB=PATH` another build of the native library (e.g. main's, copied from
-~/.cache/celkeeper-native/) beside this one.
+~/.cache/celkeeper-native/) beside this one. `--serve NAME:OPTIONS` is a configuration of `celkeeper
+serve` options instead (e.g. `--serve "loops3:--threads 3"`, `--serve "w2:--workers 2 --threads 1"`:
+other process models on the same cores).
 
 With --mutate the reviews go to /v1/mutate, the folder holding bench/mutation.py's ten mutators too
 (all of them match and change the Pod; the server times its mutating reviews in the same histogram).
 
     .venv/bin/python bench/tail.py [--rate 1000] [--duration 10] [--rounds 2] [--mutate]
-                                   [--env NAME:VAR=VALUE,... ...]
+                                   [--env NAME:VAR=VALUE,... ...] [--serve NAME:OPTIONS ...]
 
 On a shared machine the tail moves with everything else that runs (compare configurations within one
 run only; say the load). Needs wrk (`apt-get install -y wrk`).
@@ -39,12 +41,14 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import ssl
 import sys
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -80,15 +84,48 @@ def collections(log: str, after: float) -> list[tuple[float, float]]:
     return [(float(at), float(mark)) for at, _, mark, _ in _GC.findall(log) if float(at) > after]
 
 
+class Config(NamedTuple):
+    """One server configuration: its environment variables and its extra `celkeeper serve` options."""
+
+    name: str
+    env: dict[str, str]
+    options: tuple[str, ...] = ()
+
+    @property
+    def workers(self) -> int:
+        """Its worker processes (`--workers`; one unless its options say otherwise)."""
+        parser = argparse.ArgumentParser(add_help=False)
+        parser.add_argument("--workers", type=int, default=1)
+        return int(parser.parse_known_args(self.options)[0].workers)
+
+
+def serve_config(spec: str) -> Config:
+    """`NAME:OPTIONS` -> the Config running `celkeeper serve` with those options (split as a shell
+    would); a malformed spec ends the benchmark."""
+    name, _, options = spec.partition(":")
+    words = tuple(shlex.split(options))
+    if not name or not words:
+        raise SystemExit(f"bench: --serve {spec!r}: expected NAME:OPTIONS (e.g. 'loops3:--threads 3')")
+    return Config(name, {}, words)
+
+
 def measure(
-    work: Path, policies: Path, body: Path, env: dict[str, str], rate: float, duration: int, route: str
+    work: Path, policies: Path, body: Path, config: Config, rate: float, duration: int, route: str
 ) -> tuple[Result, dict[str, float], list[tuple[float, float]]]:
     server = ServeProcess(
         work / "server",
         policies,
-        workers=1,
-        args=["--namespaces", str(work / "namespaces.yaml"), "--log-level", "warning", "--max-requests", "0"],
-        env={"GODEBUG": "gctrace=1", **env},
+        workers=config.workers,
+        args=[
+            "--namespaces",
+            str(work / "namespaces.yaml"),
+            "--log-level",
+            "warning",
+            "--max-requests",
+            "0",
+            *config.options,
+        ],
+        env={"GODEBUG": "gctrace=1", **config.env},
     )
     server.start()
     try:
@@ -122,11 +159,19 @@ def main() -> int:
         "--mutate", action="store_true", help="send the reviews to /v1/mutate (bench/mutation.py's mutators)"
     )
     add_env_option(parser)
+    parser.add_argument(
+        "--serve",
+        action="append",
+        default=[],
+        metavar="NAME:OPTIONS",
+        help="also measure the server with these `celkeeper serve` options (repeatable)",
+    )
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("bench/tail.py needs wrk (apt-get install -y wrk)")
-    configs: list[tuple[str, dict[str, str]]] = [("default", {})]
-    configs += [env_variant(spec) for spec in args.env]
+    configs = [Config("default", {})]
+    configs += [Config(*env_variant(spec)) for spec in args.env]
+    configs += [serve_config(spec) for spec in args.serve]
     print(f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
     print(
         f"{'/v1/mutate' if args.mutate else '/v1/admit'}: open loop at {args.rate:.0f}/s for "
@@ -150,9 +195,9 @@ def main() -> int:
         body = work / "review.json"
         body.write_text(json.dumps(review(bench_pod(), uid="tail-0001")))
         for round_ in range(args.rounds):
-            for name, env in configs:
+            for config in configs:
                 result, over, gcs = measure(
-                    work, work / "policies", body, env, args.rate, args.duration, route
+                    work, work / "policies", body, config, args.rate, args.duration, route
                 )
                 per = result.requests or 1
                 wait = sum(result.server_wait)
@@ -165,7 +210,8 @@ def main() -> int:
                     else "none"
                 )
                 print(
-                    f"{name:<24} {result.rate:>6.0f} {result.p50 * 1e3:>7.2f} {result.p99 * 1e3:>7.2f} | "
+                    f"{config.name:<24} {result.rate:>6.0f} "
+                    + f"{result.p50 * 1e3:>7.2f} {result.p99 * 1e3:>7.2f} | "
                     + " ".join(f"{over[b]:>6.2%}" for b in BOUNDS)
                     + f" | {result.server_cpu / per * 1e6:>7.0f} µs {wait / per * 1e6:>7.0f} µs"
                     + f" | {gc_text}",

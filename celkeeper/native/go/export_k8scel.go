@@ -261,7 +261,11 @@ func k8scel_explain(header *C.char, hn C.int, object *C.char, on C.int, oldObjec
 // timeout, by Template.Validate or (explain) Template.Explain; or the error reply when the request,
 // the store or a constraint cannot be found.
 func decideRequest(explain bool, header, object, oldObject, namespace []byte, store int64, ids []int64, timeout C.longlong) (*decideReply, map[string]string) {
-	r, err := k8scel.NewRequest(header, object, oldObject, namespace)
+	newRequest := k8scel.NewRecycledRequest // its decisions are strings, made before r.Done
+	if explain {
+		newRequest = k8scel.NewRequest // off the webhook's path: its traces keep whatever they hold
+	}
+	r, err := newRequest(header, object, oldObject, namespace)
 	if err != nil {
 		return nil, map[string]string{"error": err.Error()}
 	}

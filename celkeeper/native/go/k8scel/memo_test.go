@@ -84,6 +84,38 @@ func TestKeyOfRemembersOnlyValuesThatBehaveAlike(t *testing.T) {
 	}
 }
 
+func TestDetachedRefusesEveryMapOfUnstructuredData(t *testing.T) {
+	adapter := types.DefaultTypeAdapter
+	list := func(items ...any) ref.Val { return types.NewDynamicList(adapter, items) }
+	object := map[string]any{"app": "a"}
+	for _, v := range []ref.Val{
+		types.True, types.String("a"), types.NullValue, types.NewErr("boom"), types.OptionalNone,
+		list("a", int64(1), list("b")),
+		types.NewRefValList(adapter, []ref.Val{types.String("a")}),
+		types.NewStringStringMap(adapter, map[string]string{"a": "b"}),
+		types.NewRefValMap(adapter, map[ref.Val]ref.Val{types.String("a"): list("b")}),
+		types.OptionalOf(list("a")),
+	} {
+		if !detached(v, new(int)) {
+			t.Errorf("%v (%T) holds no map of unstructured data", v, v)
+		}
+	}
+	for _, v := range []ref.Val{
+		types.NewStringInterfaceMap(adapter, object),
+		types.NewDynamicMap(adapter, object),
+		list("a", object),
+		list(list([]any{object})),
+		types.NewRefValList(adapter, []ref.Val{types.NewStringInterfaceMap(adapter, object)}),
+		types.NewRefValMap(adapter, map[ref.Val]ref.Val{types.String("a"): types.NewDynamicMap(adapter, object)}),
+		types.OptionalOf(types.NewStringInterfaceMap(adapter, object)),
+		list(make([]any, maxDetachedValues)...), // too large to look through
+	} {
+		if detached(v, new(int)) {
+			t.Errorf("%v (%T) holds a map of unstructured data", v, v)
+		}
+	}
+}
+
 func compile(t *testing.T, source string) *Template {
 	t.Helper()
 	_, tmpl := compileSource(t, source)
@@ -157,7 +189,8 @@ func TestEqualVariablesShareTheirEvaluations(t *testing.T) {
 
 // Templates whose parts read variables with values that change from request to request (empty
 // lists, counts, flags, a message whose cost runs out of budget for some values only), on a sequence
-// of requests: every decision is Gatekeeper's, and parts were remembered across requests.
+// of requests decoded into recycled maps as the webhook's are (NewRecycledRequest, Done): every
+// decision is Gatekeeper's, and parts were remembered across requests.
 func TestRememberedResultsAreGatekeepers(t *testing.T) {
 	sources := map[string]string{
 		"names": `{"variables": [
@@ -182,6 +215,13 @@ func TestRememberedResultsAreGatekeepers(t *testing.T) {
 		  "validations": [
 			{"expression": "!('forbidden' in variables.labels)", "messageExpression": "'forbidden among ' + string(size(variables.keys)) + ' labels'"},
 			{"expression": "variables.labels.all(k, variables.labels[k] != 'x')", "messageExpression": "'x in ' + variables.keys.filter(k, variables.labels[k] == 'x').join(',')"}]}`,
+		// a part reading only variables that passes on a map of the object: a result remembered
+		// with it would show what a later request decoded into that map once recycled (detached)
+		"picked": `{"variables": [
+			{"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+			{"name": "picked", "expression": "size(variables.labels) > 0 ? variables.labels : {}"}],
+		  "validations": [
+			{"expression": "size(variables.picked) == 0", "messageExpression": "string(size(variables.picked)) + ' labels, app ' + ('app' in variables.picked ? variables.picked.app : 'none')"}]}`,
 		"ignore": `{"failurePolicy": "Ignore", "variables": [
 			{"name": "first", "expression": "object.spec.containers[0].name"},
 			{"name": "long", "expression": "size(variables.first) > 8"}],
@@ -244,17 +284,21 @@ func TestRememberedResultsAreGatekeepers(t *testing.T) {
 	compared := 0
 	for n, p := range pods {
 		object := mustJSON(p)
-		r, err := NewRequest(benchHeader, object, nil, mustJSON(benchNamespace))
+		r, err := NewRecycledRequest(benchHeader, object, nil, mustJSON(benchNamespace))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range all {
-			var ours []string
+		decided := make([][]string, len(all))
+		for i, b := range all {
 			for _, d := range b.tmpl.Validate(context.Background(), r, b.constraint, PerCallLimit) {
 				if d.Action == "deny" {
-					ours = append(ours, d.Message)
+					decided[i] = append(decided[i], d.Message)
 				}
 			}
+		}
+		r.Done()
+		for i, b := range all {
+			ours := decided[i]
 			want, werr := gk.query(benchHeader, object, nil, benchNamespace, b.constraint.Object)
 			if !sameAnswers(want, werr, ours, nil) {
 				t.Errorf("pod %d, %s: gatekeeper %s, ours %s", n, b.constraint.Object.GetName(), describe(want, werr), describe(ours, nil))

@@ -24,12 +24,12 @@ func BenchmarkPieceAttr(b *testing.B) {
 	req := &admissionv1.AdmissionRequest{}
 	_ = json.Unmarshal(benchHeader, req)
 	req.Object = runtime.RawExtension{Raw: mustJSON(benchPod())}
-	loopCPU(b, func() { _, _ = versionedAttributes(req) })
+	loopCPU(b, func() { _, _ = versionedAttributes(req, nil) })
 }
 func BenchmarkPieceRequestVal(b *testing.B) {
 	req := &admissionv1.AdmissionRequest{}
 	_ = json.Unmarshal(benchHeader, req)
-	attr, _ := versionedAttributes(req)
+	attr, _ := versionedAttributes(req, nil)
 	loopCPU(b, func() {
 		ar := plugincel.CreateAdmissionRequest(attr.Attributes, metav1.GroupVersionResource(attr.GetResource()), metav1.GroupVersionKind(attr.VersionedKind))
 		_, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(ar)

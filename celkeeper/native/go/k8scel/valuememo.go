@@ -59,6 +59,56 @@ type valueNode struct {
 	leaf     any // *variableResult or *exprResult
 }
 
+// heldValue is the value a result to remember holds.
+func heldValue(result any) ref.Val {
+	switch r := result.(type) {
+	case *variableResult:
+		return r.value
+	case *exprResult:
+		return r.value
+	}
+	return nil
+}
+
+// maxDetachedValues bounds the values detached looks at (a larger result is not remembered).
+const maxDetachedValues = 1024
+
+// detached is whether v (a result to remember across requests) holds nothing of the request that
+// produced it: no map of its decoded object - a part reading only variables may pass on a map a
+// variable read from the object (`size(variables.labels) > 0 ? variables.labels : {}`), and a
+// request's maps are emptied and decoded into again once it is decided (NewRecycledRequest). So no
+// Go map[string]any anywhere in it (those of the constraint's parameters are refused alike: such
+// a result is evaluated each time, with the same value). Strings are immutable and lists are never
+// reused; seen counts the values looked at.
+func detached(v ref.Val, seen *int) bool {
+	*seen++
+	if *seen > maxDetachedValues {
+		return false
+	}
+	switch x := v.(type) {
+	case *types.Optional:
+		return !x.HasValue() || detached(x.GetValue(), seen)
+	case traits.Mapper:
+		if _, native := x.Value().(map[string]any); native {
+			return false
+		}
+		for it := x.Iterator(); it.HasNext() == types.True; {
+			key := it.Next()
+			value, found := x.Find(key)
+			if !found || !detached(key, seen) || !detached(value, seen) {
+				return false
+			}
+		}
+	case traits.Lister:
+		for it := x.Iterator(); it.HasNext() == types.True; {
+			if !detached(it.Next(), seen) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // valueKey is a CEL value as a map key: its Go type and its value as a comparable Go value.
 type valueKey struct {
 	typ reflect.Type
@@ -282,6 +332,9 @@ func (m *valueMemo) remember(comp *composition, class int64, reads []string, res
 		keys[n] = key
 	}
 	m.refused.Store(0)
+	if !detached(heldValue(result), new(int)) {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.size >= maxRemembered {

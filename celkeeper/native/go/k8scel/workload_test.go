@@ -99,7 +99,7 @@ func loadWorkload(b testing.TB) *loadedWorkload {
 }
 
 func (l *loadedWorkload) decide(b testing.TB) int {
-	r, err := NewRequest(l.header, l.object, l.oldObject, l.nsObj)
+	r, err := NewRecycledRequest(l.header, l.object, l.oldObject, l.nsObj)
 	if err != nil {
 		b.Fatal(err)
 	}

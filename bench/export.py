@@ -39,7 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.support.load import Result, run_python, run_wrk  # noqa: E402
-from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
+from bench.webhook import (  # noqa: E402
+    bench_pod,
+    denied_pod,
+    folder_serve_args,
+    write_namespaces,
+    write_policies,
+)
 from celkeeper.model import Action  # noqa: E402
 from celkeeper.model import Result as Violation  # noqa: E402
 from celkeeper.webhook.export import DecisionExport  # noqa: E402
@@ -121,14 +127,7 @@ def main() -> int:
         # the FIFO's reader: open (a writer's open would wait for one), never read; the pipe fills, and the
         # export's writer threads block in write()
         reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        common = [
-            "--namespaces",
-            str(work / "namespaces.yaml"),
-            "--log-level",
-            "warning",
-            "--max-requests",
-            "0",
-        ]
+        common = folder_serve_args(work)
         servers = {
             "no export": ServeProcess(work / "off", work / "policies", workers=args.workers, args=common),
             "export": ServeProcess(

@@ -72,7 +72,13 @@ sys.path.insert(0, str(ROOT))
 from bench.support.load import run_wrk, tree  # noqa: E402
 from bench.support.memprobe import ck_smaps  # noqa: E402
 from bench.support.variants import add_env_option, env_variant  # noqa: E402
-from bench.webhook import bench_pod, denied_pod, write_namespaces, write_policies  # noqa: E402
+from bench.webhook import (  # noqa: E402
+    bench_pod,
+    denied_pod,
+    folder_serve_args,
+    write_namespaces,
+    write_policies,
+)
 from celkeeper.native.locate import VARIANTS, cache_root  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
 
@@ -144,14 +150,7 @@ def folder_server(variant: Variant, work: Path, args: argparse.Namespace) -> Ser
         Path(tempfile.mkdtemp(prefix="serve-", dir=work)),
         work / "policies",
         workers=args.workers,
-        args=[
-            "--namespaces",
-            str(work / "namespaces.yaml"),
-            "--log-level",
-            "warning",
-            "--max-requests",
-            "0",
-        ],
+        args=folder_serve_args(work),
         env=variant.env,
         root=variant.root,
     )

@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from bench.mutation import mutators  # noqa: E402
 from bench.support.load import Result, run_wrk  # noqa: E402
 from bench.support.variants import add_env_option, env_variant  # noqa: E402
-from bench.webhook import bench_pod, write_namespaces, write_policies  # noqa: E402
+from bench.webhook import bench_pod, folder_serve_args, write_namespaces, write_policies  # noqa: E402
 from tests.support.serve import ServeProcess, review  # noqa: E402
 
 #: the server's latency histogram's bounds this prints the share of reviews above (seconds)
@@ -116,15 +116,7 @@ def measure(
         work / "server",
         policies,
         workers=config.workers,
-        args=[
-            "--namespaces",
-            str(work / "namespaces.yaml"),
-            "--log-level",
-            "warning",
-            "--max-requests",
-            "0",
-            *config.options,
-        ],
+        args=[*folder_serve_args(work), *config.options],
         env={"GODEBUG": "gctrace=1", **config.env},
     )
     server.start()

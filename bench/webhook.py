@@ -294,6 +294,20 @@ def write_namespaces(path: Path) -> None:
     )
 
 
+def folder_serve_args(work: Path, max_requests: int = 0) -> list[str]:
+    """The `celkeeper serve` options of a benchmark's server on its folder of policies: the Namespace
+    write_namespaces wrote in `work`, warnings only, and --max-requests (0: no worker replaced while
+    measuring)."""
+    return [
+        "--namespaces",
+        str(work / "namespaces.yaml"),
+        "--log-level",
+        "warning",
+        "--max-requests",
+        str(max_requests),
+    ]
+
+
 # -- main ---------------------------------------------------------------------------------------------------
 
 
@@ -422,15 +436,7 @@ def main() -> int:
                 work / f"w{workers}-{policies}",
                 work / policies,
                 workers=workers,
-                args=[
-                    "--namespaces",
-                    str(work / "namespaces.yaml"),
-                    "--log-level",
-                    "warning",
-                    "--max-requests",
-                    str(args.max_requests),
-                    *engine,
-                ],
+                args=[*folder_serve_args(work, args.max_requests), *engine],
                 root=tree,
                 threads=args.loops,
             )
